@@ -1,0 +1,266 @@
+package testutil
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const installRedis = "install redis-server (apt-get install redis-server)"
+
+// RedisServer is a private redis-server process on a loopback port. Its
+// methods are safe for concurrent use. Everything it starts is stopped by the
+// test's Cleanup, also when the test fails or panics; the child also gets
+// SIGKILL if the test binary dies (Pdeathsig), so no server outlives go test.
+type RedisServer struct {
+	t    testing.TB
+	bin  string
+	dir  string
+	port int
+	args []string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has been waited for
+	paused bool
+}
+
+// RedisOption adjusts the server started by Redis and RedisN.
+type RedisOption func(*[]string)
+
+// WithRedisArgs passes extra command-line arguments to redis-server,
+// e.g. "--cluster-enabled", "yes".
+func WithRedisArgs(args ...string) RedisOption {
+	return func(a *[]string) { *a = append(*a, args...) }
+}
+
+// Redis starts a private redis-server for this test and returns a client
+// connected to it and the handle that pauses, kills and restarts it. The
+// server keeps nothing on disk. A missing binary fails the test with what to
+// install.
+func Redis(t testing.TB, opts ...RedisOption) (*redis.Client, *RedisServer) {
+	t.Helper()
+	srv := StartRedis(t, opts...)
+	c := srv.Client()
+	t.Cleanup(func() { _ = c.Close() })
+	return c, srv
+}
+
+// RedisN starts n independent redis-servers (for Redlock) and returns a
+// client for each, as redis.UniversalClient, and their handles.
+func RedisN(t testing.TB, n int, opts ...RedisOption) ([]redis.UniversalClient, []*RedisServer) {
+	t.Helper()
+	clients := make([]redis.UniversalClient, n)
+	servers := make([]*RedisServer, n)
+	for i := range n {
+		clients[i], servers[i] = Redis(t, opts...)
+	}
+	return clients, servers
+}
+
+// StartRedis starts a redis-server without creating a client.
+func StartRedis(t testing.TB, opts ...RedisOption) *RedisServer {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("testutil: redis-server not found in PATH: %s", installRedis)
+	}
+	var extra []string
+	for _, o := range opts {
+		if o != nil {
+			o(&extra)
+		}
+	}
+	srv := &RedisServer{t: t, bin: bin, dir: t.TempDir(), args: extra}
+	t.Cleanup(srv.stop)
+
+	// A free port can be taken by another package's server between our probe
+	// and redis-server's bind; try a few.
+	var lastErr error
+	for range 5 {
+		srv.port = freePort(t)
+		if lastErr = srv.start(); lastErr == nil {
+			return srv
+		}
+	}
+	t.Fatalf("testutil: redis-server did not start: %v", lastErr)
+	return nil
+}
+
+// Addr returns host:port of the server.
+func (s *RedisServer) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// Port returns the server's TCP port.
+func (s *RedisServer) Port() int { return s.port }
+
+// Client returns a new client for the server; the caller closes it. It
+// honours context deadlines on the socket (ContextTimeoutEnabled), so tests
+// that pause the server stay fast. Tests of behaviour with go-redis's default
+// options (deadlines not applied to reads) build their own client on Addr.
+func (s *RedisServer) Client() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: s.Addr(), DialTimeout: time.Second, ContextTimeoutEnabled: true})
+}
+
+// PID returns the server's process id, or 0 when it is not running.
+func (s *RedisServer) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// Pause stops the server with SIGSTOP: connections stay open, nothing answers.
+func (s *RedisServer) Pause() { s.signal(syscall.SIGSTOP, true) }
+
+// Resume continues a paused server with SIGCONT.
+func (s *RedisServer) Resume() { s.signal(syscall.SIGCONT, false) }
+
+func (s *RedisServer) signal(sig syscall.Signal, paused bool) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		s.t.Fatalf("testutil: redis-server on %s is not running", s.Addr())
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("testutil: signal redis-server: %v", err)
+	}
+	s.paused = paused
+}
+
+// Kill ends the server with SIGKILL and waits for it; its data is gone.
+func (s *RedisServer) Kill() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.killLocked()
+}
+
+// Restart starts a killed (or running, which is killed first) server again on
+// the same port, with no data.
+func (s *RedisServer) Restart() {
+	s.t.Helper()
+	s.mu.Lock()
+	s.killLocked()
+	s.mu.Unlock()
+	var err error
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		// The old socket can linger briefly; retry the same port.
+		if err = s.start(); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		s.t.Fatalf("testutil: restart redis-server on %s: %v", s.Addr(), err)
+	}
+}
+
+func (s *RedisServer) killLocked() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+	s.cmd, s.paused = nil, false
+}
+
+func (s *RedisServer) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil && s.paused {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	}
+	s.killLocked()
+}
+
+func (s *RedisServer) start() error {
+	args := []string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", s.dir,
+		"--daemonize", "no",
+		"--protected-mode", "no",
+		"--enable-debug-command", "local",
+		"--logfile", "redis.log",
+	}
+	args = append(args, s.args...)
+	cmd := exec.Command(s.bin, args...)
+	cmd.Dir = s.dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w (%s)", s.bin, err, installRedis)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+
+	if err := waitRedis(s.Addr(), exited, 10*time.Second); err != nil {
+		_ = cmd.Process.Kill()
+		<-exited
+		log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+		return fmt.Errorf("%w\n%s%s", err, stderr.String(), tail(log, 2000))
+	}
+	s.mu.Lock()
+	s.cmd, s.exited, s.paused = cmd, exited, false
+	s.mu.Unlock()
+	return nil
+}
+
+func waitRedis(addr string, exited <-chan struct{}, within time.Duration) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	deadline := time.Now().Add(within)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return errors.New("redis-server exited")
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis-server on %s not ready: %w", addr, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("testutil: no free loopback port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}

@@ -1,0 +1,291 @@
+package testutil_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redfence/redfence/internal/localpg"
+	"github.com/redfence/redfence/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+func ping(c redis.UniversalClient, within time.Duration) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	start := time.Now()
+	err := c.Ping(ctx).Err()
+	return time.Since(start), err
+}
+
+func TestRedisPauseResume(t *testing.T) {
+	c, srv := testutil.Redis(t)
+	_, err := ping(c, time.Second)
+	require.NoError(t, err)
+
+	srv.Pause()
+	_, err = ping(c, 200*time.Millisecond)
+	require.Error(t, err, "a paused server must not answer")
+	assert.True(t, errors.Is(err, context.DeadlineExceeded) || isTimeout(err), "want a deadline error, got %v", err)
+
+	srv.Resume()
+	require.Eventually(t, func() bool { _, err := ping(c, 200*time.Millisecond); return err == nil },
+		5*time.Second, 10*time.Millisecond, "Resume must heal the server")
+}
+
+func isTimeout(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func TestRedisKillRestart(t *testing.T) {
+	c, srv := testutil.Redis(t)
+	ctx := context.Background()
+	require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
+	port := srv.Port()
+
+	srv.Kill()
+	assert.Equal(t, 0, srv.PID())
+	_, err := ping(c, 300*time.Millisecond)
+	require.Error(t, err, "a killed server must not answer")
+
+	srv.Restart()
+	assert.Equal(t, port, srv.Port(), "same port after restart")
+	require.Eventually(t, func() bool { _, err := ping(c, 200*time.Millisecond); return err == nil },
+		5*time.Second, 10*time.Millisecond)
+	n, err := c.DBSize(ctx).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "a restarted server starts empty")
+	assert.ErrorIs(t, c.Get(ctx, "k").Err(), redis.Nil)
+}
+
+func TestProxy(t *testing.T) {
+	_, srv := testutil.Redis(t)
+	p := testutil.Proxy(t, srv.Addr())
+	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, PoolSize: 1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+
+	fast, err := ping(c, time.Second)
+	require.NoError(t, err)
+
+	t.Run("latency", func(t *testing.T) {
+		p.SetLatency(50 * time.Millisecond)
+		d, err := ping(c, 2*time.Second)
+		require.NoError(t, err)
+		// Both directions are delayed: at least one full latency each way.
+		assert.GreaterOrEqual(t, d, 100*time.Millisecond, "latency must be visible (unproxied took %v)", fast)
+		p.Heal()
+		d, err = ping(c, time.Second)
+		require.NoError(t, err)
+		assert.Less(t, d, 50*time.Millisecond)
+	})
+
+	t.Run("black hole", func(t *testing.T) {
+		p.BlackHole()
+		_, err := ping(c, 200*time.Millisecond)
+		require.Error(t, err, "a black hole must swallow the request")
+		p.Heal()
+		// The timed-out connection is discarded by the client; a new one works.
+		require.Eventually(t, func() bool { _, err := ping(c, 200*time.Millisecond); return err == nil },
+			5*time.Second, 10*time.Millisecond, "Heal must restore service")
+	})
+
+	t.Run("new connections in a black hole hang", func(t *testing.T) {
+		p.BlackHole()
+		fresh := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+		defer fresh.Close()
+		_, err := ping(fresh, 200*time.Millisecond)
+		require.Error(t, err)
+		p.Heal()
+		_, err = ping(fresh, time.Second)
+		require.NoError(t, err)
+	})
+
+	t.Run("cut", func(t *testing.T) {
+		// Hold a connection open in a blocking read, then cut it.
+		errc := make(chan error, 1)
+		go func() { errc <- c.BLPop(context.Background(), 5*time.Second, "never").Err() }()
+		require.Eventually(t, func() bool {
+			clients, _ := srv.Client().ClientList(context.Background()).Result()
+			return strings.Contains(clients, "cmd=blpop")
+		}, 2*time.Second, 10*time.Millisecond)
+		p.Cut()
+		select {
+		case err := <-errc:
+			require.Error(t, err)
+			assert.NotErrorIs(t, err, redis.Nil, "cut must end the connection, not time out")
+		case <-time.After(2 * time.Second):
+			t.Fatal("Cut did not close the client's connection")
+		}
+		_, err := ping(c, time.Second)
+		require.NoError(t, err, "new connections pass after a cut")
+	})
+}
+
+func TestRedisN(t *testing.T) {
+	clients, servers := testutil.RedisN(t, 3)
+	require.Len(t, clients, 3)
+	seen := map[string]bool{}
+	for i, c := range clients {
+		require.NoError(t, c.Set(context.Background(), "only-here", i, 0).Err())
+		seen[servers[i].Addr()] = true
+	}
+	assert.Len(t, seen, 3, "independent servers on distinct ports")
+	for i, c := range clients {
+		v, err := c.Get(context.Background(), "only-here").Int()
+		require.NoError(t, err)
+		assert.Equal(t, i, v, "servers share nothing")
+	}
+}
+
+func TestRedisCluster(t *testing.T) {
+	cl := testutil.RedisCluster(t, 3)
+	ctx := context.Background()
+	for _, m := range cl.Masters {
+		info, err := m.Client().ClusterInfo(ctx).Result()
+		require.NoError(t, err)
+		assert.Contains(t, info, "cluster_state:ok")
+		assert.Contains(t, info, "cluster_slots_assigned:16384")
+	}
+	for i := range 300 {
+		require.NoError(t, cl.Client.Set(ctx, fmt.Sprintf("key-%d", i), i, 0).Err())
+	}
+	// Every master owns some of the keys.
+	for _, m := range cl.Masters {
+		n, err := m.Client().DBSize(ctx).Result()
+		require.NoError(t, err)
+		assert.Positive(t, n, "master %s stores no keys", m.Addr())
+	}
+}
+
+func TestPostgresPackageDatabase(t *testing.T) {
+	pool := testutil.Postgres(t)
+	var name string
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT current_database()").Scan(&name))
+	assert.True(t, strings.HasPrefix(name, "redfence_testutil_"), "database %q is the package's own", name)
+
+	// A second call in the same package gets the same database.
+	var again string
+	require.NoError(t, testutil.Postgres(t).QueryRow(context.Background(), "SELECT current_database()").Scan(&again))
+	assert.Equal(t, name, again)
+
+	// Another test binary (another package) gets another database.
+	out := helper(t, "postgres-db", nil)
+	other := field(out, "DB=")
+	assert.True(t, strings.HasPrefix(other, "redfence_"), "helper printed %q", out)
+	assert.NotEqual(t, name, other)
+
+	// And the helper's database is dropped when its tests end.
+	var exists bool
+	require.NoError(t, pool.QueryRow(context.Background(),
+		"SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", other).Scan(&exists))
+	assert.False(t, exists, "the other package's database must be dropped at its end")
+}
+
+// TestNoServerOutlivesTheTestBinary runs a test binary that starts a
+// redis-server and then dies of a panic, and checks that the server died too.
+func TestNoServerOutlivesTheTestBinary(t *testing.T) {
+	for _, mode := range []string{"redis-panic", "redis-exit"} {
+		t.Run(mode, func(t *testing.T) {
+			out := helper(t, mode, nil)
+			pid, _ := strconv.Atoi(field(out, "PID="))
+			require.NotZero(t, pid, "helper output: %s", out)
+			require.Eventually(t, func() bool { return !alive(pid) }, 5*time.Second, 10*time.Millisecond,
+				"redis-server %d outlived its test binary", pid)
+		})
+	}
+}
+
+func TestMissingRedisBinaryFailsWithInstallHint(t *testing.T) {
+	out := helper(t, "redis-missing", []string{"PATH=/nonexistent"})
+	assert.Contains(t, out, "apt-get install redis-server")
+	assert.Contains(t, out, "FAIL")
+}
+
+// field returns the rest of the first output line that starts with prefix.
+func field(out, prefix string) string {
+	for line := range strings.Lines(out) {
+		if s, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+			return s
+		}
+	}
+	return ""
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	return len(f) > 2 && f[2] != "Z"
+}
+
+// helper runs this test binary again as TestHelperProcess in the given mode
+// and returns its combined output.
+func helper(t *testing.T, mode string, env []string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.v")
+	cmd.Env = append(append(os.Environ(), "REDFENCE_HELPER="+mode), env...)
+	out, _ := cmd.CombinedOutput()
+	return string(out)
+}
+
+func TestHelperProcess(t *testing.T) {
+	mode := os.Getenv("REDFENCE_HELPER")
+	switch mode {
+	case "":
+		return // not a helper run
+	case "redis-panic", "redis-exit":
+		_, srv := testutil.Redis(t)
+		w := bufio.NewWriter(os.Stdout)
+		fmt.Fprintf(w, "PID=%d\n", srv.PID())
+		_ = w.Flush()
+		if mode == "redis-panic" {
+			panic("helper dies holding a redis-server")
+		}
+		os.Exit(3) // no cleanup runs at all
+	case "redis-missing":
+		testutil.Redis(t)
+	case "postgres-db":
+		var name string
+		require.NoError(t, testutil.Postgres(t).QueryRow(context.Background(), "SELECT current_database()").Scan(&name))
+		fmt.Println("DB=" + name)
+	}
+}
+
+// TestThrowawayPostgres exercises the last fallback of Postgres: a cluster
+// made with initdb in a temp dir, started and stopped by localpg.
+func TestThrowawayPostgres(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := localpg.Start(ctx)
+	require.NoError(t, err)
+	conn, err := pgx.Connect(ctx, s.URL())
+	require.NoError(t, err)
+	var one int
+	require.NoError(t, conn.QueryRow(ctx, "SELECT 1").Scan(&one))
+	assert.Equal(t, 1, one)
+	require.NoError(t, conn.Close(ctx))
+	s.Stop()
+	_, err = pgx.Connect(ctx, s.URL())
+	assert.Error(t, err, "a stopped throwaway server must be gone")
+}
