@@ -1,5 +1,58 @@
-// Package mutex will be redfence's Redis lock: owner tokens, atomic release,
-// auto-renewal with a lease deadline, reentrancy, fencing tokens and Redlock.
+// Package mutex is redfence's Redis lock.
 //
-// Not implemented yet (issue 3). Nothing here works.
+// A Locker hands out locks on keys of one Redis deployment (New: standalone,
+// Sentinel or Cluster). Every acquisition has a random owner id; release,
+// extend and renewal are Lua scripts that change nothing unless the whole
+// owner id and the whole token match.
+//
+// # What a lock guarantees, and under which assumptions
+//
+//   - Fencing token: Lock.Token is strictly greater than the token of every
+//     earlier acquisition of the same key: across processes, after the key
+//     or its counter expired, and after Redis restarted without its data.
+//     A token is max(counter+1, Redis server time in µs). The counter (kept in
+//     the lock's own key, refreshed on use, expiring after WithFenceTTL of
+//     disuse) orders acquisitions inside one microsecond; the time floor makes
+//     tokens grow when the counter is gone. Assumption: the Redis server's
+//     clock does not step backwards by more than the time between two
+//     acquisitions of a key while its counter is gone (counter present, it
+//     may step back freely). After a failover the new primary's clock must
+//     likewise not be behind the old one's.
+//   - Lease: the lock is held in Redis for its TTL from the last acquire or
+//     extend. The holder keeps a local deadline = send time of the last
+//     successful extend + TTL − drift (1% + 2ms); when it passes, or a
+//     renewal finds the lock gone, Lock.Context ends with cause ErrLockLost.
+//     Given clocks whose rates differ by less than the drift, that happens
+//     before Redis could hand the lock to anyone else. A lost lock is never
+//     taken again behind the holder's back.
+//   - What no lock can do: stop a holder that pauses (GC, swap, a stalled
+//     VM) past its lease and then writes. Pass Lock.Token to the resource and
+//     let it reject stale tokens (package fenced). A single Redis with async
+//     replication can also lose a lock on failover (WithReplicaAck narrows the
+//     window, it does not close it): the token still protects the resource.
+//
+// # Waiting
+//
+// Goroutines of one Locker waiting for a key queue in arrival order, and only
+// the head asks Redis. Releases are published on a channel beside the key
+// (sharded pub/sub on Cluster); the Locker keeps one subscription and wakes
+// only the local head. A jittered poll, never longer than the holder's
+// remaining lease, covers lost messages and holders that died.
+//
+// # Reentrancy
+//
+// Lock(lk.Context(), key) re-enters lk: same *Lock, count+1, no round trip.
+// Two acquisitions with the same WithOwner id re-enter in Redis, in one
+// process or several. Each Unlock takes one count; the last releases.
+//
+// # Renewal
+//
+// On by default: one goroutine per Locker extends all its locks every TTL/3 in
+// pipelined batches of up to 1000. Close stops it and releases what is held.
+//
+// # Cluster
+//
+// A lock's key (which also holds its fencing counter) and its release channel
+// share one hash slot: the user key sits in a hash tag, or, when it contains
+// braces, the SHA-1 of it does.
 package mutex

@@ -3,6 +3,7 @@ package testutil
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -14,8 +15,47 @@ import (
 //
 //	func TestMain(m *testing.M) { testutil.Main(m) }
 func Main(m *testing.M, opts ...goleak.Option) {
+	run(m, nil, opts)
+}
+
+// MainWithRedis is Main with one more private redis-server for the whole
+// package, for Example functions, which get no *testing.T: its address is
+// stored in *addr before the tests run.
+func MainWithRedis(m *testing.M, addr *string, opts ...goleak.Option) {
+	run(m, addr, opts)
+}
+
+func run(m *testing.M, addr *string, opts []goleak.Option) {
 	mainRunning = true
+	var shared *RedisServer
+	if addr != nil {
+		bin, err := exec.LookPath("redis-server")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testutil: redis-server not found in PATH: "+installRedis)
+			os.Exit(1)
+		}
+		dir, err := os.MkdirTemp("", "redfence-redis-")
+		if err == nil {
+			shared = &RedisServer{bin: bin, dir: dir}
+			for range 5 {
+				if shared.port, err = freePortErr(); err == nil {
+					if err = shared.start(); err == nil {
+						break
+					}
+				}
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testutil: shared redis-server:", err)
+			os.Exit(1)
+		}
+		*addr = shared.Addr()
+	}
 	code := m.Run()
+	if shared != nil {
+		shared.stop()
+		_ = os.RemoveAll(shared.dir)
+	}
 	teardownPostgres()
 	if code == 0 {
 		if err := goleak.Find(opts...); err != nil {

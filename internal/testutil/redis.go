@@ -250,12 +250,20 @@ func waitRedis(addr string, exited <-chan struct{}, within time.Duration) error 
 
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freePortErr()
 	if err != nil {
 		t.Fatalf("testutil: no free loopback port: %v", err)
 	}
+	return p
+}
+
+func freePortErr() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func tail(b []byte, n int) string {

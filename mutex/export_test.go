@@ -1,0 +1,7 @@
+package mutex
+
+// LockKeyOf exposes the Redis key of a user key to the tests.
+func LockKeyOf(l *Locker, key string) string { return l.lockKey(key) }
+
+// ChannelOf exposes the release channel of a lock key to the tests.
+func ChannelOf(lockKey string) string { return channelOf(lockKey) }

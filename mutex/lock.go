@@ -1,0 +1,295 @@
+package mutex
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Lock is one held lock. Its methods are safe for concurrent use; methods on
+// a nil, released or lost Lock return ErrNotHeld.
+type Lock struct {
+	l         *Locker
+	key       string
+	lockKey   string
+	owner     string
+	token     int64
+	tokenStr  string
+	autoRenew bool
+	acquired  time.Time
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+
+	mu        sync.Mutex
+	count     int // local re-entries through the context, plus one
+	ttl       time.Duration
+	deadline  time.Time   // local lease deadline
+	nextRenew time.Time   // when the renewer extends it next
+	lease     *time.Timer // fires at deadline: the lock is lost
+	done      bool        // released or lost
+}
+
+type heldKey struct {
+	l   *Locker
+	key string
+}
+
+func newLock(caller context.Context, l *Locker, key, lockKey, owner string, token int64, lc *lockConfig, sent time.Time) *Lock {
+	lk := &Lock{
+		l: l, key: key, lockKey: lockKey, owner: owner, token: token,
+		tokenStr: strconv.FormatInt(token, 10), autoRenew: lc.autoRenew,
+		acquired: time.Now(), count: 1, ttl: lc.ttl,
+	}
+	// The lock's context carries no caller cancellation, only the lock's own
+	// lifetime; it keeps the caller's values (trace span, held locks) so that
+	// Lock(lk.Context(), key) re-enters.
+	base := context.WithValue(context.WithoutCancel(caller), heldKey{l, key}, lk)
+	lk.ctx, lk.cancel = context.WithCancelCause(base)
+	lk.mu.Lock()
+	lk.deadline = sent.Add(lk.ttl - drift(lk.ttl))
+	lk.nextRenew = sent.Add(lk.ttl / 3)
+	lk.lease = time.AfterFunc(time.Until(lk.deadline), lk.expire)
+	lk.mu.Unlock()
+	return lk
+}
+
+// drift is the margin for clock-rate differences between this process and
+// Redis: 1% of the lease plus 2ms (a quarter of the lease for tiny leases).
+func drift(ttl time.Duration) time.Duration {
+	return ttl/100 + min(2*time.Millisecond, ttl/4)
+}
+
+func heldIn(ctx context.Context, l *Locker, key string) *Lock {
+	lk, _ := ctx.Value(heldKey{l, key}).(*Lock)
+	return lk
+}
+
+// Key returns the key the lock was taken on.
+func (lk *Lock) Key() string {
+	if lk == nil {
+		return ""
+	}
+	return lk.key
+}
+
+// Token returns the fencing token: strictly greater than the token of every
+// earlier acquisition of the same key (see the package doc for the
+// assumptions). Re-entries keep the token. Pass it to the protected resource
+// (package fenced) so that it can reject a stale holder's writes.
+func (lk *Lock) Token() int64 {
+	if lk == nil {
+		return 0
+	}
+	return lk.token
+}
+
+// Context is done when the lock is lost (cause ErrLockLost) or released
+// (cause ErrReleased); context.Cause tells which. Work done under the lock
+// should use it. It carries the values of the ctx given to Lock, and passing
+// it (or a context derived from it) to Lock for the same key re-enters.
+func (lk *Lock) Context() context.Context {
+	if lk == nil {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(ErrNotHeld)
+		return ctx
+	}
+	return lk.ctx
+}
+
+// Deadline returns the local lease deadline: the lock's context ends with
+// ErrLockLost then unless a renewal or Extend succeeds first.
+func (lk *Lock) Deadline() time.Time {
+	if lk == nil {
+		return time.Time{}
+	}
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	return lk.deadline
+}
+
+// Extend sets the lease to ttl from now (and the TTL of later auto-renewals).
+// On success returns nil. When the lock is no longer held returns ErrNotHeld,
+// changes nothing in Redis, and ends the lock's context with ErrLockLost. On
+// a server error returns it; the lease deadline is unchanged.
+func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if err := lk.usable(ctx); err != nil {
+		return err
+	}
+	if ttl < time.Millisecond {
+		return invalid("TTL %v is below 1ms", ttl)
+	}
+	ttl = ttl.Truncate(time.Millisecond)
+	ctx, span := lk.l.tel.tracer.Start(ctx, "redfence.Extend", trace.WithAttributes(attrKey.String(lk.key), attrToken.Int64(lk.token)))
+	sent := time.Now()
+	var n int64
+	err, _ := lk.l.call(ctx, func(ctx context.Context) error {
+		var err error
+		n, err = extendScript.Run(ctx, lk.l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr, ttl.Milliseconds(), lk.l.keyTTL(ttl)).Int64()
+		return err
+	})
+	switch {
+	case err != nil:
+		endSpan(span, "error", err)
+		return err
+	case n == 0:
+		lk.lose("extend found the lock gone")
+		endSpan(span, "not_held", ErrNotHeld)
+		return ErrNotHeld
+	}
+	lk.renewed(sent, ttl)
+	endSpan(span, "extended", nil)
+	return nil
+}
+
+// TTL returns the remaining lease as Redis sees it. When the lock is not held
+// it returns ErrNotHeld and ends the lock's context with ErrLockLost.
+func (lk *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if err := lk.usable(ctx); err != nil {
+		return 0, err
+	}
+	var us int64
+	err, _ := lk.l.call(ctx, func(ctx context.Context) error {
+		var err error
+		us, err = ttlScript.Run(ctx, lk.l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr).Int64()
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if us < 0 {
+		lk.lose("ttl found the lock gone")
+		return 0, ErrNotHeld
+	}
+	return time.Duration(us) * time.Microsecond, nil
+}
+
+// Unlock takes one count of the lock. An inner Unlock (after a re-entry
+// through the context) only counts down and touches nothing in Redis; the
+// last one releases the lock in Redis, wakes waiters and ends the lock's
+// context with ErrReleased. When the lock was already lost or released it
+// returns ErrNotHeld and changes nothing. On a server error the lock is
+// given up locally all the same (renewal stops, so the lease runs out within
+// one TTL), one more release is tried in the background, and the error is
+// returned.
+func (lk *Lock) Unlock(ctx context.Context) error {
+	if err := lk.usable(ctx); err != nil {
+		return err
+	}
+	lk.mu.Lock()
+	if lk.count > 1 {
+		lk.count--
+		lk.mu.Unlock()
+		return nil
+	}
+	lk.mu.Unlock()
+
+	l := lk.l
+	ctx, span := l.tel.tracer.Start(ctx, "redfence.Unlock", trace.WithAttributes(attrKey.String(lk.key), attrToken.Int64(lk.token)))
+	var n int64
+	err, pending := l.call(ctx, func(ctx context.Context) error {
+		var err error
+		n, err = releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish).Int64()
+		return err
+	})
+	switch {
+	case err != nil:
+		if lk.finish(ErrReleased) {
+			l.retryRelease(lk, pending)
+		}
+		endSpan(span, "error", err)
+		return err
+	case n < 0:
+		lk.lose("unlock found the lock gone")
+		endSpan(span, "not_held", ErrNotHeld)
+		return ErrNotHeld
+	}
+	lk.finish(ErrReleased)
+	l.wakeLocal(lk.key)
+	endSpan(span, "released", nil)
+	return nil
+}
+
+func (lk *Lock) usable(ctx context.Context) error {
+	if lk == nil || lk.l == nil {
+		return ErrNotHeld
+	}
+	if ctx == nil {
+		return invalid("nil context")
+	}
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	if lk.done {
+		return ErrNotHeld
+	}
+	return nil
+}
+
+func (lk *Lock) keys() []string { return []string{lk.lockKey, channelOf(lk.lockKey)} }
+
+// reenter counts one more holder through the context; false if the lock is
+// no longer held.
+func (lk *Lock) reenter() bool {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	if lk.done {
+		return false
+	}
+	lk.count++
+	return true
+}
+
+// renewed moves the lease deadline after a successful extend sent at sent.
+func (lk *Lock) renewed(sent time.Time, ttl time.Duration) {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	if lk.done {
+		return
+	}
+	lk.ttl = ttl
+	lk.deadline = sent.Add(ttl - drift(ttl))
+	lk.nextRenew = sent.Add(ttl / 3)
+	lk.lease.Reset(time.Until(lk.deadline))
+}
+
+// expire runs at the lease deadline.
+func (lk *Lock) expire() {
+	lk.mu.Lock()
+	late := !lk.done && !time.Now().Before(lk.deadline)
+	lk.mu.Unlock()
+	if late {
+		lk.lose("lease deadline passed")
+	}
+}
+
+// lose ends a lock that is gone: its context is cancelled with ErrLockLost.
+// Nothing is sent to Redis: the lock is never taken again behind the
+// holder's back, and if it is still ours there the lease runs out.
+func (lk *Lock) lose(reason string) {
+	if lk.finish(ErrLockLost) {
+		lk.l.tel.lost(lk.key, lk.token, reason, time.Since(lk.acquired))
+	}
+}
+
+// finish marks the lock done once; it reports whether this call did it.
+func (lk *Lock) finish(cause error) bool {
+	lk.mu.Lock()
+	if lk.done {
+		lk.mu.Unlock()
+		return false
+	}
+	lk.done = true
+	lk.lease.Stop()
+	lk.mu.Unlock()
+	lk.l.renew.remove(lk)
+	lk.cancel(cause)
+	if !errors.Is(cause, ErrLockLost) {
+		ctx := context.Background()
+		lk.l.tel.holdDur.Record(ctx, time.Since(lk.acquired).Seconds())
+		lk.l.tel.held.Add(ctx, -1)
+	}
+	return true
+}

@@ -1,0 +1,245 @@
+package mutex
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// maxKeyLen bounds user keys; Redis would take more, but a longer key is
+// almost always a bug (a body used as a key).
+const maxKeyLen = 4096
+
+// cleanupTimeout bounds the clean-up after a failed or abandoned attempt,
+// which runs on its own context, never on the caller's dead one.
+const cleanupTimeout = 2 * time.Second
+
+// Locker hands out locks on keys of one Redis deployment (standalone,
+// Sentinel or Cluster). It is safe for concurrent use. It owns background
+// work (renewal, the release subscription); Close stops it.
+type Locker struct {
+	client   redis.UniversalClient
+	cfg      config
+	err      error // bad construction, returned by every call
+	cluster  bool
+	publish  string // PUBLISH, or SPUBLISH on Cluster
+	ctxAware bool   // the client applies ctx deadlines to its sockets
+	tel      *telemetry
+
+	done   chan struct{} // closed by Close
+	subs   *subscriber
+	renew  *renewer
+	bg     sync.WaitGroup // clean-ups and abandoned calls
+	mu     sync.Mutex
+	closed bool
+	queues map[string]*queue
+}
+
+// New returns a Locker for one Redis deployment. client may be a
+// *redis.Client (standalone or Sentinel via NewFailoverClient) or a
+// *redis.ClusterClient; on Cluster, release notifications use sharded
+// pub/sub (Redis 7+). A nil client or a bad option makes every call of the
+// Locker return an error that says so (wrapping ErrInvalid); nothing panics.
+//
+// Deadlines: redfence enforces the caller's ctx deadline itself even when the
+// client was built without ContextTimeoutEnabled (go-redis then waits its
+// read timeout on a hung server); with it enabled, calls run without the
+// extra goroutine that enforcement needs.
+func New(client redis.UniversalClient, opts ...Option) *Locker {
+	l := &Locker{
+		client:  client,
+		cfg:     newConfig(opts),
+		publish: "PUBLISH",
+		done:    make(chan struct{}),
+		queues:  map[string]*queue{},
+	}
+	l.err = l.cfg.err
+	switch c := client.(type) {
+	case nil:
+		l.err = invalid("nil redis client")
+	case *redis.Client:
+		if c == nil {
+			l.err = invalid("nil redis client")
+		} else {
+			l.ctxAware = c.Options().ContextTimeoutEnabled
+		}
+	case *redis.ClusterClient:
+		if c == nil {
+			l.err = invalid("nil redis client")
+		} else {
+			l.cluster, l.publish = true, "SPUBLISH"
+			l.ctxAware = c.Options().ContextTimeoutEnabled
+		}
+	}
+	l.tel = newTelemetry(l.cfg.tp, l.cfg.mp)
+	l.subs = newSubscriber(l)
+	l.renew = newRenewer(l)
+	return l
+}
+
+// Close stops renewal and the subscription, releases the locks this Locker
+// still holds (their contexts end with ErrReleased), makes waiting Lock calls
+// return ErrClosed, and waits for all its goroutines. Later calls return
+// ErrClosed. It returns the release errors, if any.
+func (l *Locker) Close() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	close(l.done)
+	l.mu.Unlock()
+
+	held := l.renew.stop()
+	var errs []error
+	if len(held) > 0 && l.err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		pipe := l.client.Pipeline()
+		cmds := make([]*redis.Cmd, len(held))
+		for i, lk := range held {
+			cmds[i] = releaseScript.EvalSha(ctx, pipe, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish)
+		}
+		if _, err := pipe.Exec(ctx); err != nil && isNoScript(err) {
+			// Scripts vanished (server restart): fall back one by one.
+			for i, lk := range held {
+				cmds[i] = releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish)
+			}
+		}
+		cancel()
+		for i, lk := range held {
+			if err := cmds[i].Err(); err != nil {
+				errs = append(errs, err)
+			}
+			lk.finish(ErrReleased)
+		}
+	}
+	l.subs.close()
+	l.bg.Wait()
+	return errors.Join(errs...)
+}
+
+func (l *Locker) check(ctx context.Context, key string) error {
+	switch {
+	case l == nil:
+		return invalid("nil Locker")
+	case l.err != nil:
+		return l.err
+	case ctx == nil:
+		return invalid("nil context")
+	case key == "":
+		return invalid("empty key")
+	case len(key) > maxKeyLen:
+		return invalid("key of %d bytes exceeds %d", len(key), maxKeyLen)
+	}
+	return nil
+}
+
+// lockKey is the Redis key of a user key: the user key inside a hash tag, so
+// the lock (which also holds the fencing counter) and its release channel
+// share one Cluster slot whatever braces the user key contains. A user key
+// whose braces would end the tag early or empty is tagged by its hash.
+func (l *Locker) lockKey(key string) string {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '}' || key[i] == '{' {
+			sum := sha1Hex(key)
+			return l.cfg.prefix + "{" + sum + "}" + key
+		}
+	}
+	return l.cfg.prefix + "{" + key + "}"
+}
+
+func channelOf(lockKey string) string { return lockKey + ":released" }
+
+// keyTTL is how long the Redis key lives past its last use: the fencing
+// counter's life, and never shorter than the lease.
+func (l *Locker) keyTTL(lease time.Duration) string {
+	d := l.cfg.fenceTTL
+	if lease*2 > d {
+		d = lease * 2
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10)
+}
+
+// call runs fn under ctx's deadline. When the client does not apply ctx
+// deadlines to its sockets, fn runs in a goroutine the caller stops waiting
+// for when ctx ends; pending then reports fn's eventual result, so clean-up
+// can wait for a command that might still reach the server.
+func (l *Locker) call(ctx context.Context, fn func(context.Context) error) (err error, pending <-chan error) {
+	if l.ctxAware || ctx.Done() == nil {
+		return fn(ctx), nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err, nil
+	}
+	res := make(chan error, 1)
+	l.bg.Add(1)
+	go func() {
+		defer l.bg.Done()
+		res <- fn(ctx)
+	}()
+	select {
+	case err := <-res:
+		return err, nil
+	case <-ctx.Done():
+		return ctx.Err(), res
+	}
+}
+
+// cleanupAfter frees what an attempt whose outcome is unknown (a network
+// error, or a deadline hit mid-call) may have acquired. It first waits for an
+// abandoned call to finish, then runs on its own bounded context.
+func (l *Locker) cleanupAfter(lockKey, owner string, pending <-chan error) {
+	l.bg.Add(1)
+	go func() {
+		defer l.bg.Done()
+		if pending != nil {
+			<-pending
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		_ = abandonScript.Run(ctx, l.client, []string{lockKey, channelOf(lockKey)}, owner, l.keyTTL(0), l.publish).Err()
+	}()
+}
+
+// retryRelease tries once more, in the background, to release a lock whose
+// Unlock failed on the server, after the abandoned call (if any) finished.
+func (l *Locker) retryRelease(lk *Lock, pending <-chan error) {
+	l.bg.Add(1)
+	go func() {
+		defer l.bg.Done()
+		if pending != nil {
+			<-pending
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		if releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish).Err() == nil {
+			l.wakeLocal(lk.key)
+		}
+	}()
+}
+
+func sha1Hex(s string) string {
+	sum := sha1.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func newOwnerID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func isNoScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}

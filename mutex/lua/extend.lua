@@ -1,0 +1,19 @@
+-- extend: set a held lock's lease to ARGV[3] ms from now. Nothing changes
+-- unless owner and token both match and the lease has not run out: a lost
+-- lock is never taken again by extending it.
+--
+-- KEYS[1]  lock key
+-- ARGV[1]  owner id
+-- ARGV[2]  token
+-- ARGV[3]  lease in ms
+-- ARGV[4]  key TTL in ms (>= lease)
+-- Returns 1 extended, 0 not held.
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local a, b, c, d = string.match(v, '^(%d+) (%d+) (%d+) (.*)$')
+if not a or a ~= ARGV[2] or d ~= ARGV[1] or b == '0' then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if tonumber(c) <= now then return 0 end
+redis.call('SET', KEYS[1], string.format('%s %s %.0f %s', a, b, now + tonumber(ARGV[3]) * 1000, d), 'PX', ARGV[4])
+return 1

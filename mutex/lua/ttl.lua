@@ -1,0 +1,14 @@
+-- ttl: the remaining lease of a held lock.
+--
+-- KEYS[1]  lock key
+-- ARGV[1]  owner id
+-- ARGV[2]  token
+-- Returns the remaining lease in µs, or -1 when not held by this owner/token.
+local v = redis.call('GET', KEYS[1])
+if not v then return -1 end
+local a, b, c, d = string.match(v, '^(%d+) (%d+) (%d+) (.*)$')
+if not a or a ~= ARGV[2] or d ~= ARGV[1] or b == '0' then return -1 end
+local t = redis.call('TIME')
+local left = tonumber(c) - (tonumber(t[1]) * 1000000 + tonumber(t[2]))
+if left <= 0 then return -1 end
+return left

@@ -1,0 +1,508 @@
+package mutex_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/mutex"
+)
+
+var exampleAddr string
+
+func TestMain(m *testing.M) { testutil.MainWithRedis(m, &exampleAddr) }
+
+// backend is a Redis deployment the lock suite runs against.
+type backend struct {
+	name   string
+	client func(t *testing.T) redis.UniversalClient
+}
+
+var backends = []backend{
+	{"standalone", func(t *testing.T) redis.UniversalClient { c, _ := testutil.Redis(t); return c }},
+	{"cluster", func(t *testing.T) redis.UniversalClient { return testutil.RedisCluster(t, 3).Client }},
+}
+
+func newLocker(t *testing.T, c redis.UniversalClient, opts ...mutex.Option) *mutex.Locker {
+	t.Helper()
+	l := mutex.New(c, opts...)
+	t.Cleanup(func() { assert.NoError(t, l.Close()) })
+	return l
+}
+
+func eachBackend(t *testing.T, fn func(t *testing.T, c redis.UniversalClient)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { fn(t, b.client(t)) })
+	}
+}
+
+func TestMutualExclusionAndIncreasingTokens(t *testing.T) {
+	eachBackend(t, func(t *testing.T, c redis.UniversalClient) {
+		const lockers, goroutines, sections = 2, 8, 200
+		var inside atomic.Int32
+		var last int64 // guarded by the lock itself
+		var violations, backwards atomic.Int32
+		var wg sync.WaitGroup
+		for range lockers {
+			l := newLocker(t, c)
+			for range goroutines {
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					for range sections {
+						lk, err := l.Lock(ctx, "mx")
+						if !assert.NoError(t, err) {
+							return
+						}
+						if inside.Add(1) != 1 {
+							violations.Add(1)
+						}
+						if lk.Token() <= last {
+							backwards.Add(1)
+						}
+						last = lk.Token()
+						inside.Add(-1)
+						assert.NoError(t, lk.Unlock(ctx))
+					}
+				})
+			}
+		}
+		wg.Wait()
+		assert.Zero(t, violations.Load(), "two holders inside at once")
+		assert.Zero(t, backwards.Load(), "a token did not increase")
+	})
+}
+
+func TestTryLockOnHeldKeyDoesNotWait(t *testing.T) {
+	eachBackend(t, func(t *testing.T, c redis.UniversalClient) {
+		a, b := newLocker(t, c), newLocker(t, c)
+		ctx := context.Background()
+		lk, err := a.Lock(ctx, "try")
+		require.NoError(t, err)
+		start := time.Now()
+		_, err = b.TryLock(ctx, "try")
+		assert.ErrorIs(t, err, mutex.ErrNotAcquired)
+		assert.Less(t, time.Since(start), 100*time.Millisecond)
+		require.NoError(t, lk.Unlock(ctx))
+		lk, err = b.TryLock(ctx, "try")
+		require.NoError(t, err)
+		require.NoError(t, lk.Unlock(ctx))
+	})
+}
+
+// TestReleaseWakesWaiter measures handoffs: from Unlock returning to the
+// waiter holding the lock, through pub/sub (other Locker) and directly (same
+// Locker). The fallback poll is set to 1s, so only a wake-up is this fast.
+func TestReleaseWakesWaiter(t *testing.T) {
+	eachBackend(t, func(t *testing.T, c redis.UniversalClient) {
+		for _, sameLocker := range []bool{false, true} {
+			t.Run(fmt.Sprintf("same locker %v", sameLocker), func(t *testing.T) {
+				holder := newLocker(t, c)
+				waiterL := holder
+				if !sameLocker {
+					waiterL = newLocker(t, c)
+				}
+				ctx := context.Background()
+				var handoffs []time.Duration
+				for range 9 {
+					lk, err := holder.Lock(ctx, "wake")
+					require.NoError(t, err)
+					got := make(chan time.Time, 1)
+					done := make(chan struct{})
+					go func() {
+						defer close(done)
+						w, err := waiterL.Lock(ctx, "wake", mutex.WithRetry(time.Second, time.Second))
+						got <- time.Now()
+						if assert.NoError(t, err) {
+							assert.NoError(t, w.Unlock(ctx))
+						}
+					}()
+					// Let the waiter subscribe and fail its attempt first.
+					require.Eventually(t, func() bool { return waiting(c, "wake") }, 2*time.Second, time.Millisecond)
+					released := time.Now()
+					require.NoError(t, lk.Unlock(ctx))
+					handoffs = append(handoffs, (<-got).Sub(released))
+					<-done
+				}
+				slices.Sort(handoffs)
+				median := handoffs[len(handoffs)/2]
+				t.Logf("handoffs: %v", handoffs)
+				assert.Less(t, median, 20*time.Millisecond, "median handoff must be a wake-up, not a poll")
+			})
+		}
+	})
+}
+
+// waiting reports whether some client is subscribed to key's release
+// channel: the sign that a waiter failed its first attempt and waits.
+func waiting(c redis.UniversalClient, key string) bool {
+	ctx := context.Background()
+	ch := mutex.ChannelOf(mutex.LockKeyOf(mutex.New(c), key))
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		n, _ := cc.PubSubShardNumSub(ctx, ch).Result()
+		return n[ch] > 0
+	}
+	n, _ := c.PubSubNumSub(ctx, ch).Result()
+	return n[ch] > 0
+}
+
+func TestLockGivesUpAtDeadline(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	a, b := newLocker(t, c), newLocker(t, c)
+	lk, err := a.Lock(context.Background(), "deadline")
+	require.NoError(t, err)
+	defer lk.Unlock(context.Background())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = b.Lock(ctx, "deadline")
+	elapsed := time.Since(start)
+	assert.ErrorIs(t, err, mutex.ErrNotAcquired)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.InDelta(t, 300, elapsed.Milliseconds(), 100, "returned after %v", elapsed)
+}
+
+// TestLockAgainstPausedServer uses a client with go-redis's defaults (no
+// ContextTimeoutEnabled), which by itself would wait its 3s read timeout.
+func TestLockAgainstPausedServer(t *testing.T) {
+	_, srv := testutil.Redis(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	l := newLocker(t, c)
+	require.NoError(t, c.Ping(context.Background()).Err())
+
+	srv.Pause()
+	for _, try := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		start := time.Now()
+		var err error
+		if try {
+			_, err = l.TryLock(ctx, "paused")
+		} else {
+			_, err = l.Lock(ctx, "paused")
+		}
+		cancel()
+		elapsed := time.Since(start)
+		assert.Error(t, err)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Less(t, elapsed, 450*time.Millisecond, "TryLock=%v took %v against a paused server", try, elapsed)
+	}
+	srv.Resume()
+	// The abandoned attempts' clean-up leaves the key free.
+	lk, err := l.Lock(context.Background(), "paused", mutex.WithRetry(10*time.Millisecond, 50*time.Millisecond))
+	require.NoError(t, err)
+	require.NoError(t, lk.Unlock(context.Background()))
+}
+
+func TestExpiredLeaseIsNotHeld(t *testing.T) {
+	eachBackend(t, func(t *testing.T, c redis.UniversalClient) {
+		a, b := newLocker(t, c), newLocker(t, c)
+		ctx := context.Background()
+		old, err := a.Lock(ctx, "expire", mutex.WithTTL(100*time.Millisecond), mutex.WithAutoRenew(false))
+		require.NoError(t, err)
+		<-old.Context().Done()
+		assert.ErrorIs(t, context.Cause(old.Context()), mutex.ErrLockLost)
+
+		cur, err := b.Lock(ctx, "expire", mutex.WithTTL(5*time.Second))
+		require.NoError(t, err)
+		assert.Greater(t, cur.Token(), old.Token())
+		assert.ErrorIs(t, old.Unlock(ctx), mutex.ErrNotHeld)
+		assert.ErrorIs(t, old.Extend(ctx, time.Second), mutex.ErrNotHeld)
+		_, err = old.TTL(ctx)
+		assert.ErrorIs(t, err, mutex.ErrNotHeld)
+
+		ttl, err := cur.TTL(ctx)
+		require.NoError(t, err, "the new holder keeps its lock")
+		assert.Greater(t, ttl, 4*time.Second)
+		assert.NoError(t, cur.Context().Err())
+		require.NoError(t, cur.Unlock(ctx))
+	})
+}
+
+func TestNotHeldWhenExpiredInRedisOnly(t *testing.T) {
+	// The lease ran out in Redis (simulated by rewriting it) while the local
+	// deadline still holds: Unlock and Extend must change nothing.
+	c, _ := testutil.Redis(t)
+	a, b := newLocker(t, c), newLocker(t, c)
+	ctx := context.Background()
+	old, err := a.Lock(ctx, "k", mutex.WithAutoRenew(false))
+	require.NoError(t, err)
+	require.NoError(t, c.Del(ctx, mutex.LockKeyOf(a, "k")).Err())
+	cur, err := b.TryLock(ctx, "k")
+	require.NoError(t, err)
+	assert.ErrorIs(t, old.Extend(ctx, time.Minute), mutex.ErrNotHeld)
+	assert.ErrorIs(t, old.Unlock(ctx), mutex.ErrNotHeld)
+	assert.ErrorIs(t, context.Cause(old.Context()), mutex.ErrLockLost)
+	_, err = b.TryLock(ctx, "k")
+	assert.ErrorIs(t, err, mutex.ErrNotAcquired, "the new holder still holds")
+	require.NoError(t, cur.Unlock(ctx))
+}
+
+func TestAutoRenewalKeepsLock(t *testing.T) {
+	eachBackend(t, func(t *testing.T, c redis.UniversalClient) {
+		a, b := newLocker(t, c), newLocker(t, c)
+		ctx := context.Background()
+		lk, err := a.Lock(ctx, "renew", mutex.WithTTL(300*time.Millisecond))
+		require.NoError(t, err)
+		hold := time.NewTimer(2 * time.Second) // the holding period under test, not synchronisation
+		select {
+		case <-hold.C:
+		case <-lk.Context().Done():
+			t.Fatalf("lock lost while renewing: %v", context.Cause(lk.Context()))
+		}
+		_, err = b.TryLock(ctx, "renew")
+		assert.ErrorIs(t, err, mutex.ErrNotAcquired)
+		ttl, err := lk.TTL(ctx)
+		require.NoError(t, err)
+		assert.Positive(t, ttl)
+		require.NoError(t, lk.Unlock(ctx))
+		assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrReleased)
+	})
+}
+
+func TestPausedServerLosesLockBeforeLeaseEnds(t *testing.T) {
+	c, srv := testutil.Redis(t)
+	l := newLocker(t, c)
+	const ttl = 300 * time.Millisecond
+	lk, err := l.Lock(context.Background(), "pause", mutex.WithTTL(ttl))
+	require.NoError(t, err)
+
+	// Every renewal that succeeded was sent before pausedAt, so Redis keeps
+	// the lease until at least pausedAt+ttl... and at most until then plus
+	// the time since the last renewal. The holder must give up before
+	// the earliest moment Redis could free it: last send + ttl.
+	lastSend := time.Now()
+	srv.Pause()
+	defer srv.Resume()
+	select {
+	case <-lk.Context().Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("lock context not cancelled while the server is paused")
+	}
+	lost := time.Now()
+	assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrLockLost)
+	// The last successful renewal was sent before lastSend, at most TTL/3
+	// earlier; Redis holds the lease until that send + TTL at the earliest.
+	assert.True(t, lost.Before(lastSend.Add(ttl)), "lost after %v, lease %v", lost.Sub(lastSend), ttl)
+	assert.True(t, lk.Deadline().Before(lastSend.Add(ttl)))
+}
+
+func TestFlushAllLosesLockAtNextRenewal(t *testing.T) {
+	eachBackend(t, func(t *testing.T, c redis.UniversalClient) {
+		a, b := newLocker(t, c), newLocker(t, c)
+		ctx := context.Background()
+		lk, err := a.Lock(ctx, "flush", mutex.WithTTL(300*time.Millisecond))
+		require.NoError(t, err)
+		flushed := time.Now()
+		if cc, ok := c.(*redis.ClusterClient); ok {
+			require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.FlushAll(ctx).Err() }))
+		} else {
+			require.NoError(t, c.FlushAll(ctx).Err())
+		}
+		select {
+		case <-lk.Context().Done():
+		case <-time.After(2 * time.Second):
+			t.Fatal("lock context not cancelled after FLUSHALL")
+		}
+		assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrLockLost)
+		assert.Less(t, time.Since(flushed), 300*time.Millisecond, "lost at the next renewal, within a TTL")
+		next, err := b.TryLock(ctx, "flush")
+		require.NoError(t, err)
+		assert.Greater(t, next.Token(), lk.Token())
+		require.NoError(t, next.Unlock(ctx))
+	})
+}
+
+func TestTokensGrowAcrossRestartAndCounterLoss(t *testing.T) {
+	c, srv := testutil.Redis(t)
+	l := newLocker(t, c)
+	ctx := context.Background()
+	take := func() int64 {
+		t.Helper()
+		lk, err := l.Lock(ctx, "tok")
+		require.NoError(t, err)
+		require.NoError(t, lk.Unlock(ctx))
+		return lk.Token()
+	}
+	t1 := take()
+	t2 := take()
+	assert.Greater(t, t2, t1)
+
+	srv.Restart() // data gone
+	require.Eventually(t, func() bool { return c.Ping(ctx).Err() == nil }, 5*time.Second, 10*time.Millisecond)
+	t3 := take()
+	assert.Greater(t, t3, t2, "after a restart without data")
+
+	require.NoError(t, c.Del(ctx, mutex.LockKeyOf(l, "tok")).Err()) // the counter expired
+	t4 := take()
+	assert.Greater(t, t4, t3, "after the counter expired")
+
+	// A counter ahead of the clock (a node whose clock ran fast) still wins.
+	ahead := t4 + int64(time.Hour/time.Microsecond)
+	require.NoError(t, c.Set(ctx, mutex.LockKeyOf(l, "tok"), fmt.Sprintf("%d 0 0 ", ahead), time.Hour).Err())
+	assert.Equal(t, ahead+1, take())
+}
+
+func TestReentrancy(t *testing.T) {
+	eachBackend(t, func(t *testing.T, c redis.UniversalClient) {
+		a, b := newLocker(t, c), newLocker(t, c)
+		ctx := context.Background()
+
+		t.Run("through the context", func(t *testing.T) {
+			outer, err := a.Lock(ctx, "re")
+			require.NoError(t, err)
+			inner, err := a.Lock(outer.Context(), "re")
+			require.NoError(t, err)
+			assert.Same(t, outer, inner)
+			assert.Equal(t, outer.Token(), inner.Token())
+			// A context derived from the lock's context re-enters too.
+			derived, cancel := context.WithCancel(inner.Context())
+			again, err := a.TryLock(derived, "re")
+			cancel()
+			require.NoError(t, err)
+			require.NoError(t, again.Unlock(ctx))
+
+			require.NoError(t, inner.Unlock(ctx))
+			assert.NoError(t, outer.Context().Err(), "the inner Unlock must not free the lock")
+			_, err = b.TryLock(ctx, "re")
+			assert.ErrorIs(t, err, mutex.ErrNotAcquired, "still held after the inner Unlock")
+			require.NoError(t, outer.Unlock(ctx))
+			lk, err := b.TryLock(ctx, "re")
+			require.NoError(t, err, "free after the last Unlock")
+			require.NoError(t, lk.Unlock(ctx))
+			assert.ErrorIs(t, outer.Unlock(ctx), mutex.ErrNotHeld)
+		})
+
+		t.Run("with an owner id across lockers", func(t *testing.T) {
+			first, err := a.Lock(ctx, "owned", mutex.WithOwner("worker-1"))
+			require.NoError(t, err)
+			_, err = b.TryLock(ctx, "owned", mutex.WithOwner("worker-10"))
+			assert.ErrorIs(t, err, mutex.ErrNotAcquired, "the whole owner id is compared, not a prefix")
+			second, err := b.TryLock(ctx, "owned", mutex.WithOwner("worker-1"))
+			require.NoError(t, err)
+			assert.Equal(t, first.Token(), second.Token())
+			require.NoError(t, second.Unlock(ctx))
+			_, err = b.TryLock(ctx, "owned")
+			assert.ErrorIs(t, err, mutex.ErrNotAcquired, "one count left")
+			require.NoError(t, first.Unlock(ctx))
+			lk, err := b.TryLock(ctx, "owned")
+			require.NoError(t, err)
+			assert.Greater(t, lk.Token(), first.Token())
+			require.NoError(t, lk.Unlock(ctx))
+		})
+	})
+}
+
+func TestDo(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	l := newLocker(t, c)
+	ctx := context.Background()
+	boom := errors.New("boom")
+	var seen *mutex.Lock
+	err := l.Do(ctx, "do", func(ctx context.Context, lk *mutex.Lock) error {
+		seen = lk
+		assert.NoError(t, ctx.Err())
+		return boom
+	})
+	assert.ErrorIs(t, err, boom)
+	assert.ErrorIs(t, context.Cause(seen.Context()), mutex.ErrReleased)
+
+	assert.PanicsWithValue(t, "inside", func() {
+		_ = l.Do(ctx, "do", func(ctx context.Context, lk *mutex.Lock) error { panic("inside") })
+	})
+	lk, err := l.TryLock(ctx, "do")
+	require.NoError(t, err, "a panic inside Do releases the lock")
+	require.NoError(t, lk.Unlock(ctx))
+}
+
+func TestCloseReleasesHeldLocks(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	a := mutex.New(c)
+	b := newLocker(t, c)
+	ctx := context.Background()
+	lk, err := a.Lock(ctx, "close")
+	require.NoError(t, err)
+	waitErr := make(chan error, 1)
+	go func() { _, err := a.Lock(ctx, "other-held-by-b"); waitErr <- err }()
+
+	require.NoError(t, a.Close())
+	assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrReleased)
+	got, err := b.TryLock(ctx, "close")
+	require.NoError(t, err, "Close released the lock")
+	require.NoError(t, got.Unlock(ctx))
+	_, err = a.Lock(ctx, "close")
+	assert.ErrorIs(t, err, mutex.ErrClosed)
+	// The goroutine either got its lock before Close (then released) or ErrClosed.
+	if err := <-waitErr; err != nil {
+		assert.ErrorIs(t, err, mutex.ErrClosed)
+	}
+	assert.NoError(t, a.Close(), "Close twice is fine")
+}
+
+func TestBadInput(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	ok := newLocker(t, c)
+	ctx := context.Background()
+	var nilClient *redis.Client
+	cases := []struct {
+		name string
+		call func() error
+	}{
+		{"nil client", func() error { _, err := mutex.New(nil).Lock(ctx, "k"); return err }},
+		{"typed nil client", func() error { _, err := mutex.New(nilClient).TryLock(ctx, "k"); return err }},
+		{"nil locker", func() error { var l *mutex.Locker; _, err := l.Lock(ctx, "k"); return err }},
+		{"empty key", func() error { _, err := ok.Lock(ctx, ""); return err }},
+		{"huge key", func() error { _, err := ok.Lock(ctx, string(make([]byte, 5000))); return err }},
+		{"nil context", func() error { _, err := ok.Lock(nil, "k"); return err }}, //nolint:staticcheck // the point
+		{"zero TTL", func() error { _, err := ok.Lock(ctx, "k", mutex.WithTTL(0)); return err }},
+		{"sub-ms TTL", func() error { _, err := ok.Lock(ctx, "k", mutex.WithTTL(time.Microsecond)); return err }},
+		{"negative TTL", func() error { _, err := ok.TryLock(ctx, "k", mutex.WithTTL(-time.Second)); return err }},
+		{"bad retry", func() error { _, err := ok.Lock(ctx, "k", mutex.WithRetry(time.Second, time.Millisecond)); return err }},
+		{"negative retry", func() error { _, err := ok.Lock(ctx, "k", mutex.WithRetry(-1, time.Second)); return err }},
+		{"empty owner", func() error { _, err := ok.Lock(ctx, "k", mutex.WithOwner("")); return err }},
+		{"bad replica ack", func() error { _, err := ok.Lock(ctx, "k", mutex.WithReplicaAck(-1, time.Second)); return err }},
+		{"brace prefix", func() error { _, err := mutex.New(c, mutex.WithPrefix("a{b")).Lock(ctx, "k"); return err }},
+		{"short fence TTL", func() error { _, err := mutex.New(c, mutex.WithFenceTTL(time.Millisecond)).Lock(ctx, "k"); return err }},
+		{"nil fn", func() error { return ok.Do(ctx, "k", nil) }},
+		{"extend below 1ms", func() error {
+			lk, err := ok.Lock(ctx, "ext")
+			require.NoError(t, err)
+			defer lk.Unlock(ctx)
+			return lk.Extend(ctx, 0)
+		}},
+	}
+	warm, err := ok.Lock(ctx, "warm") // load the scripts, so each later call counts once
+	require.NoError(t, err)
+	require.NoError(t, warm.Unlock(ctx))
+	before, err := c.Info(ctx, "commandstats").Result()
+	require.NoError(t, err)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			assert.NotPanics(t, func() { err = tc.call() })
+			assert.ErrorIs(t, err, mutex.ErrInvalid)
+		})
+	}
+	after, err := c.Info(ctx, "commandstats").Result()
+	require.NoError(t, err)
+	// Only the "extend below 1ms" case talked to Redis (its Lock/Unlock).
+	assert.Equal(t, evalCalls(before)+2, evalCalls(after), "bad input must not reach Redis")
+
+	var nilLock *mutex.Lock
+	assert.ErrorIs(t, nilLock.Unlock(ctx), mutex.ErrNotHeld)
+	assert.ErrorIs(t, nilLock.Extend(ctx, time.Second), mutex.ErrNotHeld)
+	_, err = nilLock.TTL(ctx)
+	assert.ErrorIs(t, err, mutex.ErrNotHeld)
+	assert.Error(t, nilLock.Context().Err())
+}

@@ -1,0 +1,182 @@
+package mutex
+
+import (
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Option configures a Locker.
+type Option interface{ apply(*config) }
+
+// LockOption configures one Lock, TryLock or Do call.
+type LockOption interface{ applyLock(*lockConfig) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type lockOptionFunc func(*lockConfig)
+
+func (f lockOptionFunc) applyLock(c *lockConfig) { f(c) }
+
+type config struct {
+	prefix   string
+	fenceTTL time.Duration
+	tp       trace.TracerProvider
+	mp       metric.MeterProvider
+	err      error // first bad option, reported by every call
+}
+
+func newConfig(opts []Option) config {
+	c := config{prefix: "redfence:", fenceTTL: time.Hour}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	if c.tp == nil {
+		c.tp = otel.GetTracerProvider()
+	}
+	if c.mp == nil {
+		c.mp = otel.GetMeterProvider()
+	}
+	return c
+}
+
+func (c *config) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// WithPrefix sets the prefix of every Redis key and channel the Locker uses.
+// Default "redfence:". It must not contain '{' or '}', which would change the
+// Cluster hash slot of the keys.
+func WithPrefix(prefix string) Option {
+	return optionFunc(func(c *config) {
+		if strings.ContainsAny(prefix, "{}") {
+			c.fail(invalid("prefix %q contains a brace", prefix))
+			return
+		}
+		c.prefix = prefix
+	})
+}
+
+// WithFenceTTL sets how long a key's fencing counter outlives its last use.
+// Default 1 hour. Tokens stay monotonic after it expires because every token
+// is also at least the Redis server's time in microseconds; the counter only
+// has to cover clock steps backwards and several acquisitions within one
+// microsecond. Must be at least one second.
+func WithFenceTTL(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d < time.Second {
+			c.fail(invalid("fence TTL %v is below 1s", d))
+			return
+		}
+		c.fenceTTL = d
+	})
+}
+
+// WithTracerProvider sets the source of spans. Default: otel's global.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(c *config) { c.tp = tp })
+}
+
+// WithMeterProvider sets the source of metrics. Default: otel's global.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.mp = mp })
+}
+
+type lockConfig struct {
+	ttl        time.Duration
+	autoRenew  bool
+	retryMin   time.Duration
+	retryMax   time.Duration
+	owner      string
+	replicas   int
+	replicaTTL time.Duration
+	err        error
+}
+
+func newLockConfig(opts []LockOption) lockConfig {
+	c := lockConfig{ttl: 10 * time.Second, autoRenew: true, retryMin: 50 * time.Millisecond, retryMax: time.Second}
+	for _, o := range opts {
+		if o != nil {
+			o.applyLock(&c)
+		}
+	}
+	return c
+}
+
+func (c *lockConfig) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// WithTTL sets the lease: how long the lock stays held without renewal.
+// Default 10s; at least 1ms. With auto-renewal the lease is extended every
+// TTL/3, so a holder that dies frees the lock within one TTL.
+func WithTTL(d time.Duration) LockOption {
+	return lockOptionFunc(func(c *lockConfig) {
+		if d < time.Millisecond {
+			c.fail(invalid("TTL %v is below 1ms", d))
+			return
+		}
+		c.ttl = d.Truncate(time.Millisecond)
+	})
+}
+
+// WithAutoRenew turns auto-renewal on or off. Default on. Without it the
+// lock's context is still cancelled with ErrLockLost at the local lease
+// deadline; Extend prolongs it.
+func WithAutoRenew(on bool) LockOption {
+	return lockOptionFunc(func(c *lockConfig) { c.autoRenew = on })
+}
+
+// WithRetry sets the fallback backoff of Lock between attempts when no
+// release notification arrives: exponential from min to max with full jitter,
+// and never longer than the holder's remaining lease. Default 50ms to 1s.
+// Notifications, not this backoff, wake waiters in the normal case. The
+// backoff state belongs to one call.
+func WithRetry(min, max time.Duration) LockOption {
+	return lockOptionFunc(func(c *lockConfig) {
+		if min <= 0 || max < min {
+			c.fail(invalid("retry backoff needs 0 < min <= max, got %v, %v", min, max))
+			return
+		}
+		c.retryMin, c.retryMax = min, max
+	})
+}
+
+// WithOwner sets an explicit owner identity: an acquisition with an id that
+// already holds the lock re-enters it (count+1, same token), in this process
+// or another. Default: a random id per acquisition, so only
+// Lock(lk.Context(), key) re-enters.
+func WithOwner(id string) LockOption {
+	return lockOptionFunc(func(c *lockConfig) {
+		if id == "" || len(id) > 512 {
+			c.fail(invalid("owner id must have 1 to 512 bytes"))
+			return
+		}
+		c.owner = id
+	})
+}
+
+// WithReplicaAck makes an acquisition wait until n replicas acknowledged it
+// (Redis WAIT), for at most timeout; with fewer acks the lock is released and
+// the call fails. Best effort: WAIT does not make Redis strongly consistent,
+// and a failover can still lose an acknowledged lock. Default off.
+func WithReplicaAck(n int, timeout time.Duration) LockOption {
+	return lockOptionFunc(func(c *lockConfig) {
+		if n < 0 || timeout < 0 || (n > 0 && timeout == 0) {
+			c.fail(invalid("replica ack needs n >= 0 and a positive timeout, got %d, %v", n, timeout))
+			return
+		}
+		c.replicas, c.replicaTTL = n, timeout
+	})
+}

@@ -1,0 +1,201 @@
+package mutex
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// renewBatch bounds the commands in one pipelined round trip of renewals.
+const renewBatch = 1000
+
+// renewer is the Locker's one renewal loop for all its locks. It wakes when
+// the earliest lock is due (TTL/3 after its last renewal) and extends, in
+// pipelined batches, every lock due within the next TTL/6, so that locks taken
+// at nearby times share round trips.
+type renewer struct {
+	l       *Locker
+	mu      sync.Mutex
+	locks   map[*Lock]struct{} // every held lock, renewed or not (Close releases them)
+	running bool
+	stopped bool
+	wake    chan struct{}
+	stopc   chan struct{}
+	wg      sync.WaitGroup
+}
+
+func newRenewer(l *Locker) *renewer {
+	return &renewer{l: l, locks: map[*Lock]struct{}{}, wake: make(chan struct{}, 1), stopc: make(chan struct{})}
+}
+
+func (r *renewer) add(lk *Lock) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return ErrClosed
+	}
+	r.locks[lk] = struct{}{}
+	if lk.autoRenew {
+		if !r.running {
+			r.running = true
+			r.wg.Add(1)
+			go r.loop()
+		}
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+func (r *renewer) remove(lk *Lock) {
+	r.mu.Lock()
+	delete(r.locks, lk)
+	r.mu.Unlock()
+}
+
+// stop ends the loop, waits for it, and returns the locks still held.
+func (r *renewer) stop() []*Lock {
+	r.mu.Lock()
+	r.stopped = true
+	close(r.stopc)
+	held := make([]*Lock, 0, len(r.locks))
+	for lk := range r.locks {
+		held = append(held, lk)
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+	return held
+}
+
+func (r *renewer) loop() {
+	defer r.wg.Done()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		due, next := r.due(time.Now())
+		if len(due) > 0 {
+			r.renew(due)
+			continue
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = time.Until(next)
+		}
+		t.Reset(wait)
+		select {
+		case <-r.wake:
+		case <-t.C:
+		case <-r.stopc:
+			return
+		}
+		t.Stop()
+	}
+}
+
+// due returns the auto-renewed locks due by now (+ a sixth of their TTL) and
+// the earliest time a remaining one falls due.
+func (r *renewer) due(now time.Time) (due []*Lock, next time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for lk := range r.locks {
+		if !lk.autoRenew {
+			continue
+		}
+		lk.mu.Lock()
+		at, ttl := lk.nextRenew, lk.ttl
+		lk.mu.Unlock()
+		if !at.After(now.Add(ttl / 6)) {
+			due = append(due, lk)
+		} else if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return due, next
+}
+
+func (r *renewer) renew(due []*Lock) {
+	for len(due) > 0 {
+		n := min(len(due), renewBatch)
+		r.renewChunk(due[:n])
+		due = due[n:]
+	}
+}
+
+func (r *renewer) renewChunk(locks []*Lock) {
+	l := r.l
+	ttls := make([]time.Duration, len(locks))
+	deadline := time.Time{}
+	for i, lk := range locks {
+		lk.mu.Lock()
+		ttls[i] = lk.ttl
+		if deadline.IsZero() || lk.deadline.Before(deadline) {
+			deadline = lk.deadline
+		}
+		lk.mu.Unlock()
+	}
+	// Nothing is gained by waiting past the earliest lease deadline.
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	go func() {
+		select {
+		case <-r.stopc:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	sent := time.Now()
+	var cmds []*redis.Cmd
+	run := func(ctx context.Context) error {
+		pipe := l.client.Pipeline()
+		cmds = make([]*redis.Cmd, len(locks))
+		for i, lk := range locks {
+			cmds[i] = extendScript.EvalSha(ctx, pipe, []string{lk.lockKey}, lk.owner, lk.tokenStr, ttls[i].Milliseconds(), l.keyTTL(ttls[i]))
+		}
+		_, err := pipe.Exec(ctx)
+		return err
+	}
+	err, _ := l.call(ctx, run)
+	if err != nil && anyNoScript(cmds) {
+		if lerr := extendScript.Load(ctx, l.client).Err(); lerr == nil {
+			sent = time.Now()
+			err, _ = l.call(ctx, run)
+		}
+	}
+	for i, lk := range locks {
+		if cmds == nil || i >= len(cmds) {
+			r.retrySoon(lk)
+			continue
+		}
+		v, cerr := cmds[i].Int64()
+		switch {
+		case cerr != nil:
+			r.retrySoon(lk) // outcome unknown: the lease deadline decides
+		case v == 1:
+			lk.renewed(sent, ttls[i])
+		default:
+			lk.lose("renewal found the lock gone")
+		}
+	}
+}
+
+// retrySoon schedules another renewal attempt after a failed one; the local
+// lease deadline ends the lock if none succeeds in time.
+func (r *renewer) retrySoon(lk *Lock) {
+	lk.mu.Lock()
+	lk.nextRenew = time.Now().Add(max(lk.ttl/10, time.Millisecond))
+	lk.mu.Unlock()
+}
+
+func anyNoScript(cmds []*redis.Cmd) bool {
+	for _, c := range cmds {
+		if isNoScript(c.Err()) {
+			return true
+		}
+	}
+	return false
+}

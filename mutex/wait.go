@@ -1,0 +1,311 @@
+package mutex
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Lock acquires the lock on key, waiting until it is free or ctx ends.
+//
+// Waiting does not make a herd: goroutines of one Locker waiting for one key
+// queue here in arrival order and only the head of the queue tries Redis. A
+// release by another process reaches the head through pub/sub, a release in
+// this process wakes it directly, and a jittered poll bounded by the
+// holder's remaining lease (WithRetry) covers lost notifications and holders
+// that died.
+//
+// Passing a context of a held Lock on the same key (lk.Context() or one
+// derived from it) re-enters it: the same *Lock comes back with its count
+// raised, with no round trip. An acquisition with the owner id of the
+// current holder (WithOwner) re-enters in Redis: count+1, same token.
+//
+// When ctx ends first, returns errors.Join(ErrNotAcquired, ctx.Err()) and, if
+// the last attempt failed on the server, that error too. Whatever an
+// attempt cut short may have taken is freed on a context of its own.
+func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
+	return l.lock(ctx, "redfence.Lock", key, true, opts)
+}
+
+// TryLock makes one attempt: it returns the lock, ErrNotAcquired when another
+// owner holds it (at once, without waiting), or the server's error. It
+// re-enters like Lock. Local waiters of Lock on the same key go first: then
+// TryLock returns ErrNotAcquired without asking Redis.
+func (l *Locker) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
+	return l.lock(ctx, "redfence.TryLock", key, false, opts)
+}
+
+// Do runs fn while holding the lock on key: Lock, fn with the lock's context
+// (cancelled if the lock is lost), Unlock. It returns fn's error; an Unlock
+// error only when fn succeeded. The Unlock runs on a context of its own, so
+// it happens even when ctx has ended. If fn panics the lock is released and
+// the panic goes on.
+func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context, lk *Lock) error, opts ...LockOption) (err error) {
+	if fn == nil {
+		return invalid("nil function")
+	}
+	lk, err := l.Lock(ctx, key, opts...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if uerr := lk.Unlock(uctx); err == nil && !errors.Is(uerr, ErrNotHeld) {
+			err = uerr
+		}
+	}()
+	return fn(lk.Context(), lk)
+}
+
+type acquireResult struct {
+	status    int64 // 0 held by another, 1 acquired, 2 re-entered
+	token     int64
+	remaining time.Duration // holder's remaining lease when status is 0
+}
+
+func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts []LockOption) (*Lock, error) {
+	if err := l.check(ctx, key); err != nil {
+		return nil, err
+	}
+	lc := newLockConfig(opts)
+	if lc.err != nil {
+		return nil, lc.err
+	}
+	start := time.Now()
+	ctx, span := l.tel.tracer.Start(ctx, spanName, trace.WithAttributes(attrKey.String(key)))
+	outcome := func(lk *Lock, attempts int, outcome string, err error) {
+		wait := time.Since(start)
+		span.SetAttributes(attrAttempts.Int(attempts), attrWait.Float64(float64(wait.Microseconds())/1000),
+			attrReentrant.Bool(outcome == "reentered"))
+		if lk != nil {
+			span.SetAttributes(attrToken.Int64(lk.token))
+		}
+		endSpan(span, outcome, err)
+		bg := context.Background()
+		l.tel.acquireDur.Record(bg, wait.Seconds(), metric.WithAttributes(attrOutcome.String(outcome)))
+		l.tel.acquired.Add(bg, 1, metric.WithAttributes(attrOutcome.String(outcome)))
+	}
+
+	if lk := heldIn(ctx, l, key); lk != nil && lk.reenter() {
+		outcome(lk, 0, "reentered", nil)
+		return lk, nil
+	}
+	if err := ctx.Err(); err != nil {
+		err = errors.Join(ErrNotAcquired, err)
+		outcome(nil, 0, "cancelled", err)
+		return nil, err
+	}
+
+	owner := lc.owner
+	randomOwner := owner == ""
+	if randomOwner {
+		owner = newOwnerID()
+	}
+	lockKey := l.lockKey(key)
+
+	w, err := l.enqueue(key, wait)
+	if err != nil {
+		outcome(nil, 0, "closed", err)
+		return nil, err
+	}
+	acquired := false
+	defer func() { l.dequeue(key, w, acquired) }()
+
+	// Wait for our turn at the head of the local queue.
+	select {
+	case <-w.turn:
+	case <-ctx.Done():
+		err := errors.Join(ErrNotAcquired, ctx.Err())
+		outcome(nil, 0, "timeout", err)
+		return nil, err
+	case <-l.done:
+		outcome(nil, 0, "closed", ErrClosed)
+		return nil, ErrClosed
+	}
+
+	bo := backoff{min: lc.retryMin, max: lc.retryMax}
+	quiet := w.quiet // a local goroutine just took the lock: wait for its release first
+	subscribed := false
+	attempts := 0
+	var remaining time.Duration
+	var lastErr error
+	for {
+		if !quiet {
+			attempts++
+			sent := time.Now()
+			res, err, pending := l.acquire(ctx, lockKey, owner, &lc)
+			switch {
+			case err != nil:
+				if randomOwner {
+					l.cleanupAfter(lockKey, owner, pending)
+				}
+				if ctx.Err() != nil {
+					err := errors.Join(ErrNotAcquired, ctx.Err(), lastErrIf(err, ctx))
+					outcome(nil, attempts, "timeout", err)
+					return nil, err
+				}
+				if !wait {
+					outcome(nil, attempts, "error", err)
+					return nil, err
+				}
+				lastErr, remaining = err, 0
+			case res.status == 0:
+				l.tel.contention.Add(context.Background(), 1)
+				if !wait {
+					outcome(nil, attempts, "contended", ErrNotAcquired)
+					return nil, ErrNotAcquired
+				}
+				remaining = res.remaining
+			default:
+				lk := newLock(ctx, l, key, lockKey, owner, res.token, &lc, sent)
+				if err := l.replicaAck(ctx, lk, &lc); err != nil {
+					outcome(nil, attempts, "replica_ack", err)
+					return nil, err
+				}
+				if err := l.renew.add(lk); err != nil {
+					lk.finish(ErrReleased)
+					l.cleanupAfter(lockKey, owner, nil)
+					outcome(nil, attempts, "closed", err)
+					return nil, err
+				}
+				acquired = true
+				l.tel.held.Add(context.Background(), 1)
+				if res.status == 2 {
+					outcome(lk, attempts, "reentered", nil)
+				} else {
+					outcome(lk, attempts, "acquired", nil)
+				}
+				return lk, nil
+			}
+			if !subscribed {
+				// Subscribe, then try again at once: a release between the
+				// failed attempt and the subscription would be missed.
+				subscribed = true
+				l.subscribe(ctx, key, lockKey, w)
+				continue
+			}
+		}
+		quiet = false
+
+		d := bo.next()
+		if remaining > 0 && d > remaining+time.Millisecond {
+			d = remaining + time.Millisecond
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-w.wake:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			err := errors.Join(ErrNotAcquired, ctx.Err(), lastErr)
+			outcome(nil, attempts, "timeout", err)
+			return nil, err
+		case <-l.done:
+			t.Stop()
+			outcome(nil, attempts, "closed", ErrClosed)
+			return nil, ErrClosed
+		}
+		t.Stop()
+	}
+}
+
+func lastErrIf(err error, ctx context.Context) error {
+	if errors.Is(err, ctx.Err()) {
+		return nil
+	}
+	return err
+}
+
+// acquire runs the acquire script once. On an error whose outcome is unknown,
+// pending (if not nil) reports when the abandoned call finished.
+func (l *Locker) acquire(ctx context.Context, lockKey, owner string, lc *lockConfig) (acquireResult, error, <-chan error) {
+	var res acquireResult
+	err, pending := l.call(ctx, func(ctx context.Context) error {
+		vals, err := acquireScript.Run(ctx, l.client, []string{lockKey}, owner, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl)).Int64Slice()
+		if err != nil {
+			return err
+		}
+		if len(vals) != 3 {
+			return errors.New("mutex: unexpected reply from the acquire script")
+		}
+		res = acquireResult{status: vals[0], token: vals[1], remaining: time.Duration(vals[2]) * time.Millisecond}
+		return nil
+	})
+	return res, err, pending
+}
+
+// replicaAck waits for WithReplicaAck's replicas. WAIT counts the writes of
+// the connection it runs on, and the acquisition may have used another one;
+// an extend on the same pipelined connection first makes that connection's
+// offset cover the acquisition. Too few acks: release and fail.
+func (l *Locker) replicaAck(ctx context.Context, lk *Lock, lc *lockConfig) error {
+	if lc.replicas == 0 {
+		return nil
+	}
+	var acks int64
+	err, _ := l.call(ctx, func(ctx context.Context) error {
+		pipe := l.client.Pipeline()
+		ext := extendScript.EvalSha(ctx, pipe, []string{lk.lockKey}, lk.owner, lk.tokenStr, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl))
+		wait := redis.NewIntCmd(ctx, "wait", lc.replicas, lc.replicaTTL.Milliseconds())
+		_ = pipe.Process(ctx, wait)
+		_, err := pipe.Exec(ctx)
+		if isNoScript(ext.Err()) {
+			if err := extendScript.Load(ctx, l.client).Err(); err != nil {
+				return err
+			}
+			return errRetryScript
+		}
+		if err != nil {
+			return err
+		}
+		acks = wait.Val()
+		return nil
+	})
+	if errors.Is(err, errRetryScript) {
+		return l.replicaAck(ctx, lk, lc)
+	}
+	if err == nil && acks >= int64(lc.replicas) {
+		return nil
+	}
+	lk.finish(ErrReleased)
+	uctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	_ = releaseScript.Run(uctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish).Err()
+	cancel()
+	if err != nil {
+		return errors.Join(ErrNotAcquired, err)
+	}
+	return errors.Join(ErrNotAcquired, &ReplicaAckError{Want: lc.replicas, Got: int(acks)})
+}
+
+var errRetryScript = errors.New("mutex: script reloaded")
+
+// ReplicaAckError says how many replicas acknowledged an acquisition made
+// with WithReplicaAck when that was too few.
+type ReplicaAckError struct{ Want, Got int }
+
+func (e *ReplicaAckError) Error() string {
+	return "mutex: " + strconv.Itoa(e.Got) + " of " + strconv.Itoa(e.Want) + " replicas acknowledged the lock"
+}
+
+// backoff is the fallback poll of one Lock call: exponential with full
+// jitter between min and max.
+type backoff struct {
+	min, max time.Duration
+	cur      time.Duration
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else if b.cur < b.max {
+		b.cur = min(b.cur*2, b.max)
+	}
+	return b.min + rand.N(b.cur-b.min+1)
+}
