@@ -19,3 +19,8 @@ vet:
 
 unit:
 	$(GO) test $(GOTEST_FLAGS) ./...
+
+# Side-by-side benchmarks (bench/ is its own module; peers arrive with issue 10).
+.PHONY: bench
+bench:
+	cd bench && $(GO) test -run '^$$' -bench . -benchtime 2s -count 5 .

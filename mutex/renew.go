@@ -21,6 +21,7 @@ type renewer struct {
 	locks   map[*Lock]struct{} // every held lock, renewed or not (Close releases them)
 	running bool
 	stopped bool
+	asleep  time.Time // when the loop wakes next; zero while it works
 	wake    chan struct{}
 	stopc   chan struct{}
 	wg      sync.WaitGroup
@@ -43,9 +44,16 @@ func (r *renewer) add(lk *Lock) error {
 			r.wg.Add(1)
 			go r.loop()
 		}
-		select {
-		case r.wake <- struct{}{}:
-		default:
+		// Waking the loop costs a context switch per Lock; only do it when
+		// this lock falls due before the loop would wake anyway.
+		lk.mu.Lock()
+		due := lk.nextRenew
+		lk.mu.Unlock()
+		if r.asleep.IsZero() || due.Before(r.asleep) {
+			select {
+			case r.wake <- struct{}{}:
+			default:
+			}
 		}
 	}
 	return nil
@@ -85,6 +93,9 @@ func (r *renewer) loop() {
 		if !next.IsZero() {
 			wait = time.Until(next)
 		}
+		r.mu.Lock()
+		r.asleep = time.Now().Add(wait)
+		r.mu.Unlock()
 		t.Reset(wait)
 		select {
 		case <-r.wake:
@@ -93,6 +104,9 @@ func (r *renewer) loop() {
 			return
 		}
 		t.Stop()
+		r.mu.Lock()
+		r.asleep = time.Time{}
+		r.mu.Unlock()
 	}
 }
 
