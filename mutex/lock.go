@@ -54,6 +54,7 @@ func newLock(caller context.Context, l *Locker, key, lockKey, owner string, toke
 	lk.nextRenew = sent.Add(lk.ttl / 3)
 	lk.lease = time.AfterFunc(time.Until(lk.deadline), lk.expire)
 	lk.mu.Unlock()
+	l.tel.held.Add(context.Background(), 1)
 	return lk
 }
 
@@ -197,7 +198,7 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	})
 	switch {
 	case err != nil:
-		if lk.finish(ErrReleased) {
+		if lk.finish(ErrReleased, "") {
 			l.retryRelease(lk, pending)
 		}
 		endSpan(span, "error", err)
@@ -207,7 +208,7 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 		endSpan(span, "not_held", ErrNotHeld)
 		return ErrNotHeld
 	}
-	lk.finish(ErrReleased)
+	lk.finish(ErrReleased, "")
 	l.wakeLocal(lk.key)
 	endSpan(span, "released", nil)
 	return nil
@@ -268,14 +269,12 @@ func (lk *Lock) expire() {
 // lose ends a lock that is gone: its context is cancelled with ErrLockLost.
 // Nothing is sent to Redis: the lock is never taken again behind the
 // holder's back, and if it is still ours there the lease runs out.
-func (lk *Lock) lose(reason string) {
-	if lk.finish(ErrLockLost) {
-		lk.l.tel.lost(lk.key, lk.token, reason, time.Since(lk.acquired))
-	}
-}
+func (lk *Lock) lose(reason string) { lk.finish(ErrLockLost, reason) }
 
-// finish marks the lock done once; it reports whether this call did it.
-func (lk *Lock) finish(cause error) bool {
+// finish marks the lock done once, records it, and only then ends its
+// context, so whoever watches the context sees the telemetry already there.
+// It reports whether this call did it.
+func (lk *Lock) finish(cause error, reason string) bool {
 	lk.mu.Lock()
 	if lk.done {
 		lk.mu.Unlock()
@@ -285,11 +284,14 @@ func (lk *Lock) finish(cause error) bool {
 	lk.lease.Stop()
 	lk.mu.Unlock()
 	lk.l.renew.remove(lk)
-	lk.cancel(cause)
-	if !errors.Is(cause, ErrLockLost) {
+	held := time.Since(lk.acquired)
+	if errors.Is(cause, ErrLockLost) {
+		lk.l.tel.lost(lk.key, lk.token, reason, held)
+	} else {
 		ctx := context.Background()
-		lk.l.tel.holdDur.Record(ctx, time.Since(lk.acquired).Seconds())
+		lk.l.tel.holdDur.Record(ctx, held.Seconds())
 		lk.l.tel.held.Add(ctx, -1)
 	}
+	lk.cancel(cause)
 	return true
 }

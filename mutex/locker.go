@@ -121,7 +121,7 @@ func (l *Locker) Close() error {
 			if err := cmds[i].Err(); err != nil {
 				errs = append(errs, err)
 			}
-			lk.finish(ErrReleased)
+			lk.finish(ErrReleased, "")
 		}
 	}
 	l.subs.close()

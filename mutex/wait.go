@@ -170,13 +170,12 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 					return nil, err
 				}
 				if err := l.renew.add(lk); err != nil {
-					lk.finish(ErrReleased)
+					lk.finish(ErrReleased, "")
 					l.cleanupAfter(lockKey, owner, nil)
 					outcome(nil, attempts, "closed", err)
 					return nil, err
 				}
 				acquired = true
-				l.tel.held.Add(context.Background(), 1)
 				if res.status == 2 {
 					outcome(lk, attempts, "reentered", nil)
 				} else {
@@ -274,7 +273,7 @@ func (l *Locker) replicaAck(ctx context.Context, lk *Lock, lc *lockConfig) error
 	if err == nil && acks >= int64(lc.replicas) {
 		return nil
 	}
-	lk.finish(ErrReleased)
+	lk.finish(ErrReleased, "")
 	uctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	_ = releaseScript.Run(uctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish).Err()
 	cancel()
