@@ -196,10 +196,11 @@ func (l *Locker) call(ctx context.Context, fn func(context.Context) error) (err 
 	}
 }
 
-// cleanupAfter frees what an attempt whose outcome is unknown (a network
-// error, or a deadline hit mid-call) may have acquired. It first waits for an
-// abandoned call to finish, then runs on its own bounded context.
-func (l *Locker) cleanupAfter(lockKey, owner string, pending <-chan error) {
+// afterward runs fn in the background, owned by the Locker (Close waits for
+// it): first it waits for an abandoned call to finish, so that fn comes after
+// whatever that call did on the server, then it runs fn on its own bounded
+// context, never on the caller's dead one.
+func (l *Locker) afterward(pending <-chan error, fn func(ctx context.Context)) {
 	l.bg.Add(1)
 	go func() {
 		defer l.bg.Done()
@@ -208,25 +209,26 @@ func (l *Locker) cleanupAfter(lockKey, owner string, pending <-chan error) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
-		_ = abandonScript.Run(ctx, l.client, []string{lockKey, channelOf(lockKey)}, owner, l.keyTTL(0), l.publish).Err()
+		fn(ctx)
 	}()
 }
 
-// retryRelease tries once more, in the background, to release a lock whose
-// Unlock failed on the server, after the abandoned call (if any) finished.
+// cleanupAfter frees what an attempt whose outcome is unknown (a network
+// error, or a deadline hit mid-call) may have acquired.
+func (l *Locker) cleanupAfter(lockKey, owner string, pending <-chan error) {
+	l.afterward(pending, func(ctx context.Context) {
+		_ = abandonScript.Run(ctx, l.client, []string{lockKey, channelOf(lockKey)}, owner, l.keyTTL(0), l.publish).Err()
+	})
+}
+
+// retryRelease tries once more to release a lock whose Unlock failed on the
+// server.
 func (l *Locker) retryRelease(lk *Lock, pending <-chan error) {
-	l.bg.Add(1)
-	go func() {
-		defer l.bg.Done()
-		if pending != nil {
-			<-pending
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		defer cancel()
+	l.afterward(pending, func(ctx context.Context) {
 		if releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish).Err() == nil {
 			l.wakeLocal(lk.key)
 		}
-	}()
+	})
 }
 
 func sha1Hex(s string) string {
