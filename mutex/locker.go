@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -150,11 +151,8 @@ func (l *Locker) check(ctx context.Context, key string) error {
 // share one Cluster slot whatever braces the user key contains. A user key
 // whose braces would end the tag early or empty is tagged by its hash.
 func (l *Locker) lockKey(key string) string {
-	for i := 0; i < len(key); i++ {
-		if key[i] == '}' || key[i] == '{' {
-			sum := sha1Hex(key)
-			return l.cfg.prefix + "{" + sum + "}" + key
-		}
+	if strings.ContainsAny(key, "{}") {
+		return l.cfg.prefix + "{" + sha1Hex(key) + "}" + key
 	}
 	return l.cfg.prefix + "{" + key + "}"
 }
