@@ -5,6 +5,7 @@ go 1.26.0
 replace github.com/redfence/redfence => ../
 
 require (
+	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redfence/redfence v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 )
@@ -15,7 +16,6 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect

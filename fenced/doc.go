@@ -1,7 +1,49 @@
-// Package fenced will be the PostgreSQL half of redfence: a Guard that, in the
-// same transaction as a write, rejects the write when it carries a fencing
-// token lower than the highest one recorded for its resource. Locks are
-// advisory; tokens are authoritative.
+// Package fenced is the resource-side half of redfence: a Guard that, in the
+// same PostgreSQL transaction as a write, rejects the write when it carries a
+// fencing token lower than the highest one recorded for its resource.
 //
-// Not implemented yet (issue 5). Nothing here works.
+// Locks are advisory; tokens are authoritative. A lock holder can pause past
+// its lease (GC, swap, a stalled network) and keep writing after another
+// process took the lock. The lock cannot stop that write; the resource can,
+// when every write carries the token the writer's lock came with and the
+// resource refuses tokens older than one it has already accepted. fenced knows
+// nothing of Redis: a token is an int64 from anywhere that issues increasing
+// tokens (mutex.Lock.Token, an etcd revision, a Raft index).
+//
+// # How it works
+//
+// Guard.Do opens a transaction and, as its first statement, upserts the
+// resource's row in the fence table:
+//
+//	INSERT INTO redfence_fences AS f (resource, token) VALUES ($1, $2)
+//	ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token, updated_at = now()
+//	WHERE f.token <= EXCLUDED.token
+//	RETURNING token
+//
+// The upsert locks the row whether or not its condition holds, and the lock
+// is kept until the transaction ends, so writers of one resource are
+// serialised from the fence to the commit: once a transaction has recorded
+// token t, no transaction with a token below t can commit a write behind it.
+// The very first write to a resource is covered too: concurrent inserts of a
+// missing row conflict on the primary key and the loser re-checks the
+// winner's row (a SELECT ... FOR UPDATE would lock nothing there).
+//
+// A lower token rolls the transaction back before fn runs and returns an
+// error matching ErrStaleToken (a *StaleTokenError carrying the highest
+// token). An equal token is accepted: the same holder may write twice.
+//
+// # Isolation levels
+//
+// The guarantee holds at every isolation level PostgreSQL offers. Under READ
+// COMMITTED (the default) a writer blocked on the fence row re-checks the
+// condition against the committed row when the lock is released. Under
+// REPEATABLE READ and SERIALIZABLE the same race ends with a serialization
+// failure (SQLSTATE 40001) instead, which Do returns unchanged, like
+// deadlocks (40P01): retry the whole unit of work, with the token you hold.
+//
+// # Tables
+//
+// Migrate creates the fence table (default redfence_fences, WithTable to
+// change it) if it is missing. The table holds one row per resource ever
+// written; delete rows of retired resources yourself if that matters.
 package fenced
