@@ -130,6 +130,26 @@ func (l *Locker) Close() error {
 	return errors.Join(errs...)
 }
 
+// Client returns the Redis client the Locker was built with, for adapters
+// that keep data next to their locks (httplock stores shared responses
+// there). It is nil for a nil Locker.
+func (l *Locker) Client() redis.UniversalClient {
+	if l == nil {
+		return nil
+	}
+	return l.client
+}
+
+// Err returns the construction error (wrapping ErrInvalid) that every call
+// of the Locker returns, or nil. Adapters use it to report a bad Locker when
+// they are built rather than while serving.
+func (l *Locker) Err() error {
+	if l == nil {
+		return invalid("nil Locker")
+	}
+	return l.err
+}
+
 func (l *Locker) check(ctx context.Context, key string) error {
 	switch {
 	case l == nil:
