@@ -119,4 +119,3 @@ func (c *capture) entry(r *http.Request, roleHeader string, shareStatus func(int
 	}
 	return e
 }
-

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	httplock "github.com/redfence/redfence/middleware/http"
 	"github.com/redfence/redfence/internal/testutil"
+	httplock "github.com/redfence/redfence/middleware/http"
 	"github.com/redfence/redfence/mutex"
 )
 
