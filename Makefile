@@ -24,3 +24,8 @@ unit:
 .PHONY: bench
 bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchtime 2s -count 5 .
+
+# The stampede demo: embedded Redis, nothing to set up (REDIS_URL to use a server).
+.PHONY: demo
+demo:
+	$(GO) run ./examples/stampede

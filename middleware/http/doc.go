@@ -12,15 +12,16 @@
 //
 // Inside one process, identical requests join one flight and only its leader
 // talks to Redis. Across processes, the flight leaders look for a response
-// another replica already shared; if there is none, they queue on the key's
-// mutex.Lock. The first to hold it calls the origin: the handler runs on a
+// another replica already shared; if there is none, they TryLock the key's
+// mutex.Lock. The one that holds it calls the origin: the handler runs on a
 // context detached from its own client's cancellation (bounded by
 // WithHandlerTimeout), so a leader whose client disconnects still finishes
 // the work for the others. Its response is captured, stored in the Locker's
-// Redis for the share window, and the lock released; the release
-// notification wakes the next waiting replica, which finds the stored
-// response and serves it, releasing the lock in turn (each replica holds it
-// for one GET). Polling is only the mutex's fallback.
+// Redis for the share window, the lock released and a "ready" message
+// published. The other replicas subscribed after losing the TryLock; the one
+// publication wakes them all at once, and each serves the stored response
+// after one GET. Polling (another TryLock every 100–200 ms) is only the
+// fallback for a lost message or a leader that stalled past the lock age.
 //
 // # What is shared
 //

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
@@ -70,11 +71,12 @@ func build(locker *mutex.Locker, opts []Option) (config, error) {
 }
 
 type handler struct {
-	next   http.Handler
-	locker *mutex.Locker
-	client redis.UniversalClient
-	cfg    config
-	tel    telemetry
+	next    http.Handler
+	locker  *mutex.Locker
+	client  redis.UniversalClient
+	sharded bool // Redis Cluster: sharded pub/sub
+	cfg     config
+	tel     telemetry
 
 	mu      sync.Mutex
 	flights map[string]*flight
@@ -93,6 +95,7 @@ func newHandler(next http.Handler, locker *mutex.Locker, cfg config) *handler {
 		next:    next,
 		locker:  locker,
 		client:  locker.Client(),
+		sharded: isCluster(locker.Client()),
 		cfg:     cfg,
 		tel:     newTelemetry(cfg.tp, cfg.mp),
 		flights: map[string]*flight{},
@@ -196,38 +199,114 @@ type leadState struct {
 
 // cluster runs the cross-process step for the local flight's leader: serve a
 // response another replica already shared, or take the key's lock and become
-// the one origin call, or give up waiting and call the origin.
+// the one origin call, or wait for the lock holder's "ready" publication and
+// look again, or give up waiting and call the origin.
 //
 // Waiting is on a context detached from the request (the local followers
-// depend on it) and bounded by the wait timeout.
+// depend on it) and bounded by the wait timeout. Waiting replicas do not
+// queue on the lock: one publication wakes them all and each reads the
+// stored response with one GET. Polling (TryLock again) is only the
+// fallback for a lost publication or a leader that stalled past the lock age.
 func (h *handler) cluster(w http.ResponseWriter, r *http.Request, key string, st *leadState) string {
 	detached := context.WithoutCancel(r.Context())
 	wctx, cancel := context.WithTimeout(detached, h.cfg.waitTimeout)
 	defer cancel()
+	var ps *redis.PubSub
+	defer func() {
+		if ps != nil {
+			_ = ps.Close()
+		}
+	}()
+	for {
+		if e := h.load(wctx, key); e != nil {
+			st.res = e
+			return h.use(w, r, e)
+		}
+		// The lock's lease is the lock age: a leader stalled past it lets
+		// the next one through.
+		lk, err := h.locker.TryLock(wctx, "httplock:"+key, mutex.WithTTL(h.cfg.lockAge), mutex.WithAutoRenew(false))
+		if err == nil {
+			unlock := func() {
+				uctx, cancel := context.WithTimeout(detached, cleanupTimeout)
+				defer cancel()
+				_ = lk.Unlock(uctx) // ErrNotHeld after a stall past the lock age: nothing to undo
+			}
+			if e := h.load(wctx, key); e != nil { // shared while we took the lock
+				unlock()
+				st.res = e
+				return h.use(w, r, e)
+			}
+			h.lead(w, r, key, st, unlock)
+			return RoleLeader
+		}
+		if !errors.Is(err, mutex.ErrNotAcquired) || wctx.Err() != nil {
+			h.tel.recordError(r.Context(), err)
+			return h.origin(w, r, RoleBypass)
+		}
+		if ps == nil {
+			// Subscribe, then look again: a publication between our GET and
+			// the subscription is not missed.
+			ps = h.subscribe(wctx, key)
+			continue
+		}
+		h.awaitReady(wctx, ps)
+	}
+}
 
-	if e := h.load(wctx, key); e != nil {
-		st.res = e
-		return h.use(w, r, e)
+// subscribe listens for the key's "ready" publication; nil when that fails
+// (waiting then falls back to polling).
+func (h *handler) subscribe(ctx context.Context, key string) *redis.PubSub {
+	ch := h.cfg.prefix + key + ":ready"
+	var ps *redis.PubSub
+	if h.sharded {
+		ps = h.client.SSubscribe(ctx, ch)
+	} else {
+		ps = h.client.Subscribe(ctx, ch)
 	}
-	// The lock's lease is the lock age: a leader stalled past it lets the
-	// next one through. Its release notification wakes the next waiter.
-	lk, err := h.locker.Lock(wctx, "httplock:"+key, mutex.WithTTL(h.cfg.lockAge), mutex.WithAutoRenew(false))
+	if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
+		_ = ps.Close()
+		h.tel.recordError(ctx, err)
+		return nil
+	}
+	return ps
+}
+
+// pollMin and pollMax bound the fallback poll while waiting for a leader.
+const (
+	pollMin = 100 * time.Millisecond
+	pollMax = 200 * time.Millisecond
+)
+
+// awaitReady waits for a publication on ps, the fallback poll interval, or
+// the end of ctx, whichever comes first.
+func (h *handler) awaitReady(ctx context.Context, ps *redis.PubSub) {
+	d := pollMin + rand.N(pollMax-pollMin)
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		d = max(time.Until(dl), time.Millisecond)
+	}
+	if ps == nil {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		return
+	}
+	_, _ = ps.ReceiveTimeout(ctx, d) // a message, a timeout, or an error: look again either way
+}
+
+func (h *handler) publishReady(ctx context.Context, key string) {
+	ch := h.cfg.prefix + key + ":ready"
+	var err error
+	if h.sharded {
+		err = h.client.SPublish(ctx, ch, "1").Err()
+	} else {
+		err = h.client.Publish(ctx, ch, "1").Err()
+	}
 	if err != nil {
-		h.tel.recordError(r.Context(), err)
-		return h.origin(w, r, RoleBypass)
+		h.tel.recordError(ctx, err)
 	}
-	unlock := func() {
-		uctx, cancel := context.WithTimeout(detached, cleanupTimeout)
-		defer cancel()
-		_ = lk.Unlock(uctx) // ErrNotHeld after a stall past the lock age: nothing to undo
-	}
-	if e := h.load(wctx, key); e != nil {
-		unlock()
-		st.res = e
-		return h.use(w, r, e)
-	}
-	h.lead(w, r, key, st, unlock)
-	return RoleLeader
 }
 
 // lead calls the origin for everyone: the handler runs on a context detached
@@ -246,6 +325,7 @@ func (h *handler) lead(w http.ResponseWriter, r *http.Request, key string, st *l
 				h.store(detached, key, st.res)
 			}
 			unlock()
+			h.publishReady(detached, key) // the waiters look again, and one leads
 		}
 	}()
 
@@ -260,6 +340,7 @@ func (h *handler) lead(w http.ResponseWriter, r *http.Request, key string, st *l
 	st.res = c.entry(r, h.cfg.roleHeader, h.cfg.shareStatus)
 	h.store(detached, key, st.res)
 	unlock()
+	h.publishReady(detached, key)
 }
 
 // use serves e to r, or calls the origin when e says to.
@@ -335,6 +416,11 @@ func (h *handler) key(r *http.Request) string {
 		write(h.cfg.key(r))
 	}
 	return hex.EncodeToString(s.Sum(nil)[:16])
+}
+
+func isCluster(c redis.UniversalClient) bool {
+	_, ok := c.(*redis.ClusterClient)
+	return ok
 }
 
 func (h *handler) load(ctx context.Context, key string) *entry {
