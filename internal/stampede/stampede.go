@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +83,9 @@ func Run(ctx context.Context, mode Mode, cfg Config) (Result, error) {
 		fmt.Fprintf(w, "the expensive report for %s\n", r.URL.RequestURI())
 	})
 
+	// A fresh URL per run: a response shared by an earlier run on the
+	// same Redis must not answer this one.
+	runID := strconv.FormatUint(rand.Uint64(), 36)
 	var (
 		urls    []string
 		closers []func()
@@ -117,7 +122,7 @@ func Run(ctx context.Context, mode Mode, cfg Config) (Result, error) {
 		var served sync.WaitGroup
 		served.Go(func() { _ = srv.Serve(ln) })
 		closers = append(closers, func() { _ = srv.Close(); served.Wait() })
-		urls = append(urls, "http://"+ln.Addr().String()+"/report?day=2026-11-29")
+		urls = append(urls, "http://"+ln.Addr().String()+"/report?run="+runID)
 	}
 
 	tr := &http.Transport{MaxIdleConnsPerHost: cfg.Requests}

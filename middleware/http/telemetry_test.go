@@ -1,0 +1,59 @@
+package httplock_test
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	httplock "github.com/redfence/redfence/middleware/http"
+)
+
+func TestTelemetry(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	var calls atomic.Int64
+	servers := replicas(t, 2, slowOrigin(&calls, 100*time.Millisecond),
+		httplock.WithTracerProvider(tp), httplock.WithMeterProvider(mp))
+	rs := burst(t, servers, 4, http.MethodGet, "/t", nil)
+	require.Equal(t, int64(1), calls.Load())
+	_ = get(context.Background(), client(t), http.MethodPost, servers[0].URL+"/t", nil)
+
+	got := map[string]int{}
+	for _, s := range rec.Ended() {
+		if s.Name() != "redfence.httplock" {
+			continue
+		}
+		for _, kv := range s.Attributes() {
+			if kv.Key == "redfence.http.role" {
+				got[kv.Value.AsString()]++
+			}
+		}
+	}
+	assert.Equal(t, map[string]int{httplock.RoleLeader: 1, httplock.RoleShared: len(rs) - 1, httplock.RoleBypass: 1}, got)
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	sums := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if s, ok := m.Data.(metricdata.Sum[int64]); ok {
+				for _, dp := range s.DataPoints {
+					sums[m.Name] += dp.Value
+				}
+			}
+		}
+	}
+	assert.Equal(t, int64(2), sums["redfence.http.origin_calls"], "the leader and the POST")
+	assert.Equal(t, int64(len(rs)-1), sums["redfence.http.collapsed"])
+}
