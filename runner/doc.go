@@ -1,4 +1,44 @@
-// Package runner will run each tick of a periodic job on exactly one replica.
+// Package runner runs each slot of a periodic job on exactly one replica.
 //
-// Not implemented yet (issue 8). Nothing here works.
+//	r := runner.New(locker)
+//	err := r.Add("nightly-report", 24*time.Hour, func(ctx context.Context, run runner.Run) error {
+//		return build(ctx, run.Slot, run.Token) // pass run.Token to fenced
+//	})
+//	err = r.Run(ctx) // blocks until ctx ends, then waits for runs in progress
+//
+// # Slots from the server's clock
+//
+// A job's slots are the multiples of its interval since the Unix epoch, on the
+// Redis server's clock. At each boundary every replica runs a small script
+// that computes the current slot from the server's TIME and claims it unless
+// it was already claimed: a slot is claimed once, cluster-wide, whatever the
+// replicas' clocks say. A replica's own clock only decides when it wakes up
+// to ask (each claim measures the offset to the server's clock and the next
+// timer uses it), so replicas whose clocks disagree by any amount never run a
+// slot twice; skew larger than Skip's grace (half the interval) can make a
+// replica miss its chance, never double it. This is what gocron's distributed
+// locker gets wrong (gocron #841): it locks on the replica's idea of the time.
+//
+// # No overlap
+//
+// The claimer runs the slot holding the job's mutex.Lock, auto-renewed, so a
+// run that outlasts its interval is never overlapped by the next one. With
+// Skip (the default) a slot whose claimer finds the lock held is dropped;
+// with RunOnce it waits for the lock until the slot ends and runs late, and a
+// run that overran its slot is followed at once by one run for the slot it
+// ran into. The job's ctx is the lock's: it ends with mutex.ErrLockLost when
+// the lock is lost (say, the replica was partitioned from Redis past the
+// lease), and Run.Token is the lock's fencing token, for fenced.
+//
+// A replica that dies mid-run keeps the job for the lock's lease
+// (WithLockTTL, default 3 intervals, 1 s to 30 s); then another replica runs
+// the next slot it claims.
+//
+// # Records and telemetry
+//
+// The last run of each job (slot, replica, token, outcome, duration) is kept
+// in Redis: Last reads it. Each attempt is a span; counters record runs,
+// skipped slots, prevented overlaps and lock losses, and a histogram the lag
+// from the slot's start to the run's start. Panics in jobs are recovered and
+// reported as *PanicError to WithErrorHook; the library does not log.
 package runner

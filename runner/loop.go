@@ -1,0 +1,234 @@
+package runner
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/mutex"
+)
+
+//go:embed lua/claim.lua
+var claimLua string
+
+var claimScript = redis.NewScript(claimLua)
+
+// callTimeout bounds one Redis call of the loop: a hung server costs a tick,
+// not the job.
+func callTimeout(every time.Duration) time.Duration {
+	return min(max(every/2, 50*time.Millisecond), 2*time.Second)
+}
+
+// clock tracks the offset between the replica's clock and the Redis server's,
+// measured at every claim, so that local timers fire at the server's slot
+// boundaries whatever the local clock says.
+type clock struct {
+	now    func() time.Time
+	offset time.Duration // server - local
+}
+
+func (c *clock) server() time.Time { return c.now().Add(c.offset) }
+
+// loop is one job's life on this replica: wake at the next slot boundary,
+// claim the slot, run it if claimed, repeat until ctx ends.
+func (r *Runner) loop(ctx, hard context.Context, j *job) {
+	clk := &clock{now: r.cfg.clock}
+	every := j.every
+	catchUp := j.cfg.missed == RunOnce // after an outage, RunOnce runs the current slot late
+	wait := time.Duration(0)
+	for {
+		if !sleep(ctx, wait) {
+			return
+		}
+		grace := every/2 + j.cfg.jitter
+		if catchUp {
+			grace = every
+		}
+		status, slot, err := r.claim(ctx, j, clk, grace)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			r.report(j, Run{Name: j.name}, fmt.Errorf("runner: claim %q: %w", j.name, err))
+			wait = min(every, time.Second)
+			continue
+		}
+		catchUp = false
+		switch status {
+		case 1:
+			r.runSlot(ctx, hard, j, clk, slot)
+			// A run that outlasted its slot: RunOnce runs the slot it ran
+			// into at once, Skip waits for the next boundary.
+			if j.cfg.missed == RunOnce && clk.server().UnixMilli()/every.Milliseconds() > slot {
+				catchUp = true
+				wait = 0
+				continue
+			}
+		case -1:
+			r.tel.skipped(ctx, j.name, "late")
+		}
+		next := (clk.server().UnixMilli()/every.Milliseconds() + 1) * every.Milliseconds()
+		wait = time.Duration(next-clk.server().UnixMilli()) * time.Millisecond
+		if j.cfg.jitter > 0 {
+			wait += rand.N(j.cfg.jitter)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// claim runs the claim script and updates the clock offset.
+func (r *Runner) claim(ctx context.Context, j *job, clk *clock, grace time.Duration) (status int, slot int64, err error) {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout(j.every))
+	defer cancel()
+	sent := clk.now()
+	vals, err := claimScript.Run(cctx, r.client, []string{r.key(j.name, "slot")},
+		j.every.Milliseconds(), grace.Milliseconds(), (10*j.every).Milliseconds()+60_000).Int64Slice()
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(vals) != 3 {
+		return 0, 0, fmt.Errorf("claim script returned %v", vals)
+	}
+	recv := clk.now()
+	mid := sent.Add(recv.Sub(sent) / 2)
+	clk.offset = time.UnixMilli(vals[2]).Sub(mid)
+	return int(vals[0]), vals[1], nil
+}
+
+// runSlot takes the job's lock and runs the claimed slot. The lock keeps a
+// run that outlasts its interval from overlapping the next slot's: with Skip
+// that slot is dropped at once, with RunOnce its claimer waits for the lock
+// until the slot ends.
+func (r *Runner) runSlot(ctx, hard context.Context, j *job, clk *clock, slot int64) {
+	every := j.every
+	slotStart := time.UnixMilli(slot * every.Milliseconds())
+	lockOpts := []mutex.LockOption{mutex.WithTTL(j.cfg.lockTTL)}
+	var lk *mutex.Lock
+	var err error
+	if j.cfg.missed == RunOnce {
+		slotEnd := slotStart.Add(every)
+		lctx, cancel := context.WithTimeout(ctx, max(slotEnd.Sub(clk.server()), callTimeout(every)))
+		lk, err = r.locker.Lock(lctx, "runner:"+j.name, lockOpts...)
+		cancel()
+	} else {
+		lctx, cancel := context.WithTimeout(ctx, callTimeout(every))
+		lk, err = r.locker.TryLock(lctx, "runner:"+j.name, lockOpts...)
+		cancel()
+	}
+	if err != nil {
+		if errors.Is(err, mutex.ErrNotAcquired) {
+			// The previous run, here or elsewhere, still holds the job.
+			r.tel.overlapPrevented(ctx, j.name)
+			r.tel.skipped(ctx, j.name, "overlap")
+			return
+		}
+		r.report(j, Run{Name: j.name, Slot: slotStart}, fmt.Errorf("runner: lock %q: %w", j.name, err))
+		return
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout(every))
+		defer cancel()
+		_ = lk.Unlock(uctx) // ErrNotHeld after a loss: nothing to release
+	}()
+
+	if j.cfg.jitter > 0 {
+		// Jitter delays the run, not the claim: the slot is ours already.
+		if !sleep(lk.Context(), rand.N(j.cfg.jitter)) {
+			return
+		}
+	}
+	run := Run{Name: j.name, Slot: slotStart, Token: lk.Token(), Replica: r.cfg.replica}
+	started := time.Now()
+	r.tel.lag(ctx, j.name, clk.server().Sub(slotStart))
+
+	jctx, cancel := context.WithCancelCause(lk.Context())
+	defer cancel(nil)
+	stop := context.AfterFunc(hard, func() { cancel(context.Cause(hard)) })
+	defer stop()
+	if j.cfg.timeout > 0 {
+		var c context.CancelFunc
+		jctx, c = context.WithTimeout(jctx, j.cfg.timeout)
+		defer c()
+	}
+
+	var runErr error
+	for attempt := 1; attempt <= 1+j.cfg.retries; attempt++ {
+		run.Attempt = attempt
+		runErr = r.call(jctx, j, run)
+		if runErr == nil || jctx.Err() != nil {
+			break
+		}
+	}
+	outcome := "ok"
+	var pe *PanicError
+	switch {
+	case errors.Is(context.Cause(lk.Context()), mutex.ErrLockLost):
+		outcome = "lock_lost"
+		r.tel.lockLost(ctx, j.name)
+	case errors.As(runErr, &pe):
+		outcome = "panic"
+	case runErr != nil:
+		outcome = "error"
+	}
+	if runErr != nil {
+		r.report(j, run, runErr)
+	}
+	r.tel.ran(ctx, j.name, outcome)
+	r.record(ctx, j, run, outcome, runErr, started)
+}
+
+// call runs the job once, turning a panic into a *PanicError.
+func (r *Runner) call(ctx context.Context, j *job, run Run) (err error) {
+	ctx, end := r.tel.startRun(ctx, run)
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v}
+		}
+		end(err)
+	}()
+	return j.fn(ctx, run)
+}
+
+func (r *Runner) report(j *job, run Run, err error) {
+	if r.cfg.onError != nil {
+		r.cfg.onError(j.name, run, err)
+	}
+}
+
+// record keeps the run in Redis for Last.
+func (r *Runner) record(ctx context.Context, j *job, run Run, outcome string, runErr error, started time.Time) {
+	lr := LastRun{Slot: run.Slot, Replica: run.Replica, Token: run.Token, Attempts: run.Attempt,
+		Outcome: outcome, Started: started, Duration: time.Since(started)}
+	if runErr != nil {
+		lr.Error = runErr.Error()
+	}
+	b, err := json.Marshal(lr)
+	if err != nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout(j.every))
+	defer cancel()
+	ttl := max(24*time.Hour, 10*j.every)
+	if err := r.client.Set(rctx, r.key(j.name, "last"), b, ttl).Err(); err != nil {
+		r.report(j, run, fmt.Errorf("runner: record last run of %q: %w", j.name, err))
+	}
+}

@@ -1,0 +1,188 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// An Option configures a Runner. Nil options are ignored.
+type Option interface{ apply(*config) }
+
+// A JobOption configures one job. Nil options are ignored.
+type JobOption interface{ applyJob(*jobConfig) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type jobOptionFunc func(*jobConfig)
+
+func (f jobOptionFunc) applyJob(c *jobConfig) { f(c) }
+
+type config struct {
+	replica  string
+	prefix   string
+	clock    func() time.Time
+	onError  func(name string, run Run, err error)
+	shutdown time.Duration
+	tp       trace.TracerProvider
+	mp       metric.MeterProvider
+	errs     []error
+}
+
+func newConfig(opts []Option) config {
+	host, _ := os.Hostname()
+	c := config{
+		replica:  fmt.Sprintf("%s/%d", host, os.Getpid()),
+		prefix:   "redfence:runner:",
+		clock:    time.Now,
+		shutdown: 30 * time.Second,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	return c
+}
+
+// WithReplicaID names this replica in Last's records. Default host/pid.
+func WithReplicaID(id string) Option {
+	return optionFunc(func(c *config) {
+		if id == "" {
+			c.errs = append(c.errs, fmt.Errorf("empty replica id"))
+		}
+		c.replica = id
+	})
+}
+
+// WithPrefix sets the prefix of the runner's own Redis keys (slot claims and
+// last runs); job locks use the Locker's prefix. Default "redfence:runner:".
+func WithPrefix(p string) Option {
+	return optionFunc(func(c *config) { c.prefix = p })
+}
+
+// WithClock replaces the replica's clock (time.Now). The runner reads it only
+// to turn the server's slot boundaries into local timers; slots themselves
+// come from the Redis server's clock. For tests of clock skew.
+func WithClock(now func() time.Time) Option {
+	return optionFunc(func(c *config) {
+		if now == nil {
+			c.errs = append(c.errs, fmt.Errorf("nil clock"))
+		}
+		c.clock = now
+	})
+}
+
+// WithErrorHook is called, from the job's goroutine, for every run that ends
+// in an error (a panic included, as *PanicError) and for Redis errors while
+// claiming (with a zero Run). It must not block for long.
+func WithErrorHook(fn func(name string, run Run, err error)) Option {
+	return optionFunc(func(c *config) { c.onError = fn })
+}
+
+// WithShutdownTimeout bounds how long Run waits, after its ctx ends, for
+// runs in progress before cancelling their contexts. Default 30 s.
+func WithShutdownTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d <= 0 {
+			c.errs = append(c.errs, fmt.Errorf("shutdown timeout %v must be positive", d))
+		}
+		c.shutdown = d
+	})
+}
+
+// WithTracerProvider sets where spans go. Default: the global provider.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(c *config) { c.tp = tp })
+}
+
+// WithMeterProvider sets where metrics go. Default: the global provider.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.mp = mp })
+}
+
+// Missed is what happens to a slot whose time came while the job was still
+// running (or nobody could run it).
+type Missed int
+
+const (
+	// Skip drops the slot: the job runs again at the next slot it can
+	// start on time. The default.
+	Skip Missed = iota
+	// RunOnce runs it late, once: the replica that claimed it waits for the
+	// running job to finish (until the slot ends), then runs it. Several
+	// missed slots still make one late run, never a queue. After an outage
+	// the first replica back runs the current slot whatever its lateness.
+	RunOnce
+)
+
+type jobConfig struct {
+	jitter  time.Duration
+	timeout time.Duration
+	lockTTL time.Duration
+	missed  Missed
+	retries int
+	errs    []error
+}
+
+// WithJitter delays each run by a random duration in [0, d), spreading load
+// when many jobs share a boundary. The slot is still the scheduled one.
+func WithJitter(d time.Duration) JobOption {
+	return jobOptionFunc(func(c *jobConfig) {
+		if d < 0 {
+			c.errs = append(c.errs, fmt.Errorf("negative jitter %v", d))
+		}
+		c.jitter = d
+	})
+}
+
+// WithTimeout bounds each run: its ctx ends after d. Default: none (the
+// lock's context still ends if the lock is lost).
+func WithTimeout(d time.Duration) JobOption {
+	return jobOptionFunc(func(c *jobConfig) {
+		if d <= 0 {
+			c.errs = append(c.errs, fmt.Errorf("timeout %v must be positive", d))
+		}
+		c.timeout = d
+	})
+}
+
+// WithLockTTL sets the lease of the job's lock, renewed while the job runs.
+// It is how long a replica that dies mid-run keeps the job from running
+// elsewhere. Default 3 × the interval, at least 1 s and at most 30 s.
+func WithLockTTL(d time.Duration) JobOption {
+	return jobOptionFunc(func(c *jobConfig) {
+		if d < 10*time.Millisecond {
+			c.errs = append(c.errs, fmt.Errorf("lock TTL %v below 10ms", d))
+		}
+		c.lockTTL = d
+	})
+}
+
+// WithMissed sets the policy for slots that come while the job still runs.
+// Default Skip.
+func WithMissed(m Missed) JobOption {
+	return jobOptionFunc(func(c *jobConfig) {
+		if m != Skip && m != RunOnce {
+			c.errs = append(c.errs, fmt.Errorf("unknown missed-slot policy %d", m))
+		}
+		c.missed = m
+	})
+}
+
+// WithRetries retries a run that returned an error up to n more times within
+// its slot, under the same lock and token (Run.Attempt counts from 1). The
+// run's deadline (WithTimeout) covers all attempts. Default 0.
+func WithRetries(n int) JobOption {
+	return jobOptionFunc(func(c *jobConfig) {
+		if n < 0 {
+			c.errs = append(c.errs, fmt.Errorf("negative retries %d", n))
+		}
+		c.retries = n
+	})
+}

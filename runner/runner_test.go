@@ -1,0 +1,345 @@
+package runner_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/runner"
+)
+
+// replica is one runner with its own client and Locker, as a process.
+type replica struct {
+	r    *runner.Runner
+	stop func() error // cancels Run and returns what it returned
+}
+
+func startReplica(t *testing.T, c *redis.Client, add func(r *runner.Runner), opts ...runner.Option) *replica {
+	t.Helper()
+	l := mutex.New(c)
+	r := runner.New(l, opts...)
+	add(r)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			err = <-done
+			_ = l.Close()
+			_ = c.Close()
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return &replica{r: r, stop: stop}
+}
+
+// ledger is what the jobs report: every run's slot and token, and whether
+// two runs were ever in progress at once.
+type ledger struct {
+	mu       sync.Mutex
+	slots    map[time.Time]int
+	tokens   []int64
+	inFlight atomic.Int64
+	overlaps atomic.Int64
+	runs     atomic.Int64
+}
+
+func newLedger() *ledger { return &ledger{slots: map[time.Time]int{}} }
+
+func (lg *ledger) job(d time.Duration) runner.Job {
+	return func(ctx context.Context, run runner.Run) error {
+		if lg.inFlight.Add(1) > 1 {
+			lg.overlaps.Add(1)
+		}
+		defer lg.inFlight.Add(-1)
+		lg.runs.Add(1)
+		lg.mu.Lock()
+		lg.slots[run.Slot]++
+		lg.tokens = append(lg.tokens, run.Token)
+		lg.mu.Unlock()
+		if d > 0 {
+			select {
+			case <-time.After(d): // the job's work
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	}
+}
+
+func (lg *ledger) check(t *testing.T) {
+	t.Helper()
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	for slot, n := range lg.slots {
+		assert.Equal(t, 1, n, "slot %v ran %d times", slot, n)
+	}
+	assert.Zero(t, lg.overlaps.Load(), "two runs of the job overlapped")
+	for i := 1; i < len(lg.tokens); i++ {
+		assert.Greater(t, lg.tokens[i], lg.tokens[i-1], "tokens increase run after run")
+	}
+}
+
+func TestThreeReplicasEachSlotOnce(t *testing.T) {
+	_, srv := testutil.Redis(t)
+	lg := newLedger()
+	var reps []*replica
+	for i := range 3 {
+		reps = append(reps, startReplica(t, srv.Client(), func(r *runner.Runner) {
+			require.NoError(t, r.Add("tick", 100*time.Millisecond, lg.job(0)))
+		}, runner.WithReplicaID(fmt.Sprint("r", i))))
+	}
+	time.Sleep(3 * time.Second) // the test's duration: 30 slots of 100 ms
+	for _, rp := range reps {
+		require.NoError(t, rp.stop())
+	}
+	lg.check(t)
+	n := lg.runs.Load()
+	t.Logf("%d runs in 3 s", n)
+	assert.InDelta(t, 30, n, 2, "one run per 100 ms slot")
+}
+
+func TestLongJobNeverOverlaps(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		missed runner.Missed
+		min    int64 // runs expected at least, over 2 s of 250 ms runs
+	}{
+		{"skip", runner.Skip, 4},
+		{"run once", runner.RunOnce, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, srv := testutil.Redis(t)
+			lg := newLedger()
+			var reps []*replica
+			for range 3 {
+				reps = append(reps, startReplica(t, srv.Client(), func(r *runner.Runner) {
+					require.NoError(t, r.Add("long", 100*time.Millisecond, lg.job(250*time.Millisecond), runner.WithMissed(tc.missed)))
+				}))
+			}
+			time.Sleep(2 * time.Second) // the test's duration
+			for _, rp := range reps {
+				require.NoError(t, rp.stop())
+			}
+			lg.check(t)
+			t.Logf("%d runs", lg.runs.Load())
+			assert.GreaterOrEqual(t, lg.runs.Load(), tc.min)
+		})
+	}
+}
+
+// TestSkewedClocks: replicas whose clocks differ by 40 ms never run a slot
+// twice, and still run about every slot.
+func TestSkewedClocks(t *testing.T) {
+	_, srv := testutil.Redis(t)
+	lg := newLedger()
+	var reps []*replica
+	for i := range 3 {
+		skew := time.Duration(i) * 40 * time.Millisecond
+		reps = append(reps, startReplica(t, srv.Client(), func(r *runner.Runner) {
+			require.NoError(t, r.Add("skewed", 100*time.Millisecond, lg.job(0)))
+		}, runner.WithClock(func() time.Time { return time.Now().Add(skew) })))
+	}
+	time.Sleep(2 * time.Second)
+	for _, rp := range reps {
+		require.NoError(t, rp.stop())
+	}
+	lg.check(t)
+	assert.InDelta(t, 20, lg.runs.Load(), 2)
+}
+
+// TestDeadReplicaHandsOver: the replica running the job is cut off from
+// Redis mid-run without releasing. Its job's ctx ends with ErrLockLost; once
+// the lease is over another replica runs a later slot, never before.
+func TestDeadReplicaHandsOver(t *testing.T) {
+	_, srv := testutil.Redis(t)
+	proxy := testutil.Proxy(t, srv.Addr())
+	const ttl = 500 * time.Millisecond
+
+	aStarted := make(chan runner.Run, 1)
+	var aLost atomic.Int64 // unix nanos when A's run saw its ctx end
+	aCause := make(chan error, 1)
+	jobA := func(ctx context.Context, run runner.Run) error {
+		aStarted <- run
+		<-ctx.Done()
+		aLost.Store(time.Now().UnixNano())
+		aCause <- context.Cause(ctx)
+		return ctx.Err()
+	}
+	ca := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
+	startReplica(t, ca, func(r *runner.Runner) {
+		require.NoError(t, r.Add("handover", 100*time.Millisecond, jobA, runner.WithLockTTL(ttl)))
+	}, runner.WithReplicaID("A"))
+	runA := <-aStarted
+
+	proxy.BlackHole() // A freezes as far as Redis is concerned
+	bRuns := make(chan runner.Run, 100)
+	var bStart atomic.Int64
+	jobB := func(ctx context.Context, run runner.Run) error {
+		bStart.CompareAndSwap(0, time.Now().UnixNano())
+		select {
+		case bRuns <- run:
+		default:
+		}
+		return nil
+	}
+	startReplica(t, srv.Client(), func(r *runner.Runner) {
+		require.NoError(t, r.Add("handover", 100*time.Millisecond, jobB, runner.WithLockTTL(ttl)))
+	}, runner.WithReplicaID("B"))
+
+	require.ErrorIs(t, <-aCause, mutex.ErrLockLost, "A's run learns it lost the lock")
+	var runB runner.Run
+	select {
+	case runB = <-bRuns:
+	case <-time.After(5 * time.Second):
+		t.Fatal("B never ran the job after A's lease ran out")
+	}
+	assert.True(t, runB.Slot.After(runA.Slot), "B runs a later slot")
+	assert.Greater(t, runB.Token, runA.Token)
+	assert.GreaterOrEqual(t, bStart.Load(), aLost.Load(), "B starts only after A's lease ended")
+	proxy.Heal()
+}
+
+// TestShutdownWaitsForRuns: Run returns after its ctx ends and the run in
+// progress has finished; past the shutdown timeout the run is cancelled.
+func TestShutdownWaitsForRuns(t *testing.T) {
+	_, srv := testutil.Redis(t)
+	t.Run("graceful", func(t *testing.T) {
+		started, finish := make(chan struct{}, 1), make(chan struct{})
+		var jobCtxErr atomic.Value
+		rp := startReplica(t, srv.Client(), func(r *runner.Runner) {
+			require.NoError(t, r.Add("graceful", 50*time.Millisecond, func(ctx context.Context, run runner.Run) error {
+				select {
+				case started <- struct{}{}:
+				default:
+				}
+				<-finish
+				jobCtxErr.Store(fmt.Sprint(ctx.Err()))
+				return nil
+			}))
+		})
+		<-started
+		stopped := make(chan error, 1)
+		go func() { stopped <- rp.stop() }()
+		select {
+		case <-stopped:
+			t.Fatal("Run returned while a run was in progress")
+		case <-time.After(100 * time.Millisecond): // Run must still be waiting
+		}
+		close(finish)
+		require.NoError(t, <-stopped)
+		assert.Equal(t, "<nil>", jobCtxErr.Load(), "a graceful shutdown does not cancel the run")
+	})
+	t.Run("timeout", func(t *testing.T) {
+		started := make(chan struct{}, 1)
+		cause := make(chan error, 1)
+		rp := startReplica(t, srv.Client(), func(r *runner.Runner) {
+			require.NoError(t, r.Add("stubborn", 50*time.Millisecond, func(ctx context.Context, run runner.Run) error {
+				select {
+				case started <- struct{}{}:
+				default:
+				}
+				<-ctx.Done()
+				cause <- context.Cause(ctx)
+				return nil
+			}))
+		}, runner.WithShutdownTimeout(100*time.Millisecond))
+		<-started
+		err := rp.stop()
+		require.Error(t, err)
+		assert.ErrorIs(t, <-cause, runner.ErrShutdown)
+	})
+}
+
+func TestLastAndErrors(t *testing.T) {
+	_, srv := testutil.Redis(t)
+	var calls atomic.Int64
+	hookErrs := make(chan error, 10)
+	done := make(chan struct{})
+	rp := startReplica(t, srv.Client(), func(r *runner.Runner) {
+		require.NoError(t, r.Add("flaky", 50*time.Millisecond, func(ctx context.Context, run runner.Run) error {
+			switch calls.Add(1) {
+			case 1:
+				return errors.New("first attempt fails")
+			case 2:
+				assert.Equal(t, 2, run.Attempt, "retried within the slot")
+				panic("second attempt panics")
+			default:
+				select {
+				case <-done:
+				default:
+					close(done)
+				}
+				return nil
+			}
+		}, runner.WithRetries(1)))
+	}, runner.WithReplicaID("me"), runner.WithErrorHook(func(name string, run runner.Run, err error) {
+		hookErrs <- err
+	}))
+	var pe *runner.PanicError
+	require.ErrorAs(t, <-hookErrs, &pe, "the panic is reported as an error")
+	assert.Equal(t, "second attempt panics", pe.Value)
+	<-done
+	require.Eventually(t, func() bool {
+		lr, err := rp.r.Last(context.Background(), "flaky")
+		return err == nil && lr.Outcome == "ok"
+	}, 5*time.Second, 10*time.Millisecond)
+	lr, err := rp.r.Last(context.Background(), "flaky")
+	require.NoError(t, err)
+	assert.Equal(t, "me", lr.Replica)
+	assert.NotZero(t, lr.Token)
+	assert.False(t, lr.Slot.IsZero())
+	_, err = rp.r.Last(context.Background(), "never-added")
+	assert.ErrorIs(t, err, runner.ErrNoRun)
+	require.NoError(t, rp.stop())
+}
+
+func TestBadInput(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	l := mutex.New(c)
+	t.Cleanup(func() { _ = l.Close() })
+	nop := func(context.Context, runner.Run) error { return nil }
+	r := runner.New(l)
+	require.NoError(t, r.Add("ok", time.Second, nop))
+	cases := map[string]error{
+		"empty name":    r.Add("", time.Second, nop),
+		"short":         r.Add("short", time.Millisecond, nop),
+		"nil job":       r.Add("nil", time.Second, nil),
+		"duplicate":     r.Add("ok", time.Second, nop),
+		"bad jitter":    r.Add("j", time.Second, nop, runner.WithJitter(-1)),
+		"bad timeout":   r.Add("t", time.Second, nop, runner.WithTimeout(0)),
+		"bad ttl":       r.Add("l", time.Second, nop, runner.WithLockTTL(time.Millisecond)),
+		"bad policy":    r.Add("p", time.Second, nop, runner.WithMissed(7)),
+		"bad retries":   r.Add("r", time.Second, nop, runner.WithRetries(-1)),
+		"nil locker":    runner.New(nil).Add("x", time.Second, nop),
+		"broken locker": runner.New(mutex.New(nil)).Add("x", time.Second, nop),
+		"bad option":    runner.New(l, runner.WithShutdownTimeout(-1)).Add("x", time.Second, nop),
+		"nil clock":     runner.New(l, runner.WithClock(nil)).Run(context.Background()),
+	}
+	for name, err := range cases {
+		assert.ErrorIs(t, err, runner.ErrInvalid, name)
+	}
+	assert.NoError(t, r.Add("nil options", time.Second, nop, nil))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	require.Eventually(t, func() bool { return errors.Is(r.Add("late", time.Second, nop), runner.ErrRunning) }, time.Second, time.Millisecond)
+	assert.ErrorIs(t, r.Run(ctx), runner.ErrRunning)
+	cancel()
+	require.NoError(t, <-done)
+}
