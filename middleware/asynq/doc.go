@@ -1,5 +1,35 @@
-// Package asynqlock will be an asynq.MiddlewareFunc that lets one task
-// handler per key run at a time, cluster-wide.
+// Package asynqlock makes asynq handlers run one at a time per key,
+// cluster-wide.
 //
-// Not implemented yet (issue 7). Nothing here works.
+// asynq's Unique and TaskID deduplicate enqueues; they do not stop two
+// workers from processing tasks for the same account at once, and asynq's own
+// lease lets a long handler run twice (asynq #1030). This middleware takes a
+// redfence lock per key around the handler:
+//
+//	locker := mutex.New(redisClient)
+//	mw, err := asynqlock.New(locker, asynqlock.WithKey(func(t *asynq.Task) (string, error) {
+//		return accountID(t.Payload())
+//	}))
+//	mux := asynq.NewServeMux()
+//	mux.Use(mw)
+//	srv := asynq.NewServer(redisOpt, asynqlock.Config(asynq.Config{Concurrency: 10}))
+//
+// While the handler runs, the lock auto-renews. The handler's ctx is the
+// lock's context, also ended by asynq's own cancellation and deadline: it ends
+// with mutex.ErrLockLost when the lock is lost, and Token(ctx) is the lock's
+// fencing token, to pass to fenced. The lock is released when the handler
+// returns, whatever it returns, and when it panics (the panic goes on to
+// asynq, which recovers it).
+//
+// # A busy key
+//
+// By default a task whose key is locked returns at once an error wrapping
+// ErrLocked, and asynq retries it. Config fills in the server settings that
+// make that cheap: IsFailure (ErrLocked is not a failure: the retry count is
+// not used up and the queue's failure stats are untouched), a RetryDelayFunc
+// that re-queues a busy key after 100–300 ms with jitter, and a
+// DelayedTaskCheckInterval of 1 s. asynq moves retry tasks back to pending
+// only at that interval (5 s unless set), so a busy key is retried after
+// about that long whatever the delay says. WithWait makes the handler wait
+// for the lock instead, up to a bound, holding its worker slot meanwhile.
 package asynqlock

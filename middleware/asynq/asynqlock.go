@@ -1,0 +1,239 @@
+package asynqlock
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redfence/redfence/mutex"
+)
+
+var (
+	// ErrLocked is wrapped by the error a task returns when another handler
+	// holds its key. Config's IsFailure does not count it as a failure.
+	ErrLocked = errors.New("asynqlock: key is locked by another handler")
+	// ErrInvalid is matched by New's errors for a bad configuration.
+	ErrInvalid = errors.New("asynqlock: invalid configuration")
+)
+
+// An Option configures the middleware. Nil options are ignored.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	key  func(*asynq.Task) (string, error)
+	ttl  time.Duration
+	wait time.Duration
+	tp   trace.TracerProvider
+	errs []error
+}
+
+// WithKey sets the lock key of a task, for example an account id from its
+// payload. An error from fn fails the task with that error (asynq retries
+// it, and counts it). Default: the task type and a hash of the payload, so
+// identical tasks never run at once.
+func WithKey(fn func(t *asynq.Task) (string, error)) Option {
+	return optionFunc(func(c *config) {
+		if fn == nil {
+			c.errs = append(c.errs, errors.New("nil key function"))
+		}
+		c.key = fn
+	})
+}
+
+// WithTTL sets the lock's lease, renewed every third of it while the handler
+// runs. It bounds how long a crashed worker keeps its key. Default 30 s.
+func WithTTL(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d < time.Millisecond {
+			c.errs = append(c.errs, fmt.Errorf("TTL %v below 1ms", d))
+		}
+		c.ttl = d
+	})
+}
+
+// WithWait makes a task whose key is busy wait for it up to d inside the
+// handler (holding its worker slot) before returning ErrLocked. Default 0:
+// return at once.
+func WithWait(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d < 0 {
+			c.errs = append(c.errs, fmt.Errorf("negative wait %v", d))
+		}
+		c.wait = d
+	})
+}
+
+// WithTracerProvider sets where spans go. Default: the global provider.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(c *config) { c.tp = tp })
+}
+
+// DefaultKey is the default lock key: the task type and a hash of its payload.
+func DefaultKey(t *asynq.Task) (string, error) {
+	sum := sha256.Sum256(t.Payload())
+	return t.Type() + ":" + hex.EncodeToString(sum[:16]), nil
+}
+
+const instrumentation = "github.com/redfence/redfence/middleware/asynq"
+
+// New returns middleware that runs at most one handler per key at a time
+// across every server sharing locker's Redis. A nil or broken locker or a bad
+// option is reported here, wrapping ErrInvalid.
+func New(locker *mutex.Locker, opts ...Option) (asynq.MiddlewareFunc, error) {
+	c := config{key: DefaultKey, ttl: 30 * time.Second}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	switch {
+	case locker == nil:
+		return nil, fmt.Errorf("%w: nil locker", ErrInvalid)
+	case locker.Err() != nil:
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, locker.Err())
+	case len(c.errs) > 0:
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(c.errs...))
+	}
+	tp := c.tp
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	tracer := tp.Tracer(instrumentation)
+	return func(next asynq.Handler) asynq.Handler {
+		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) (err error) {
+			ctx, span := tracer.Start(ctx, "redfence.asynqlock", trace.WithAttributes(attribute.String("asynq.task.type", t.Type())))
+			outcome := "error"
+			defer func() {
+				span.SetAttributes(attribute.String("redfence.outcome", outcome))
+				if err != nil && outcome != "locked" {
+					span.RecordError(err)
+					span.SetStatus(codes.Error, err.Error())
+				}
+				span.End()
+			}()
+			key, err := c.key(t)
+			if err != nil {
+				return fmt.Errorf("asynqlock: key of %s task: %w", t.Type(), err)
+			}
+			if key == "" {
+				return fmt.Errorf("asynqlock: empty key for %s task", t.Type())
+			}
+			span.SetAttributes(attribute.String("redfence.key", key))
+
+			var lk *mutex.Lock
+			if c.wait > 0 {
+				lctx, cancel := context.WithTimeout(ctx, c.wait)
+				lk, err = locker.Lock(lctx, "asynq:"+key, mutex.WithTTL(c.ttl))
+				cancel()
+			} else {
+				lk, err = locker.TryLock(ctx, "asynq:"+key, mutex.WithTTL(c.ttl))
+			}
+			if err != nil {
+				if errors.Is(err, mutex.ErrNotAcquired) && ctx.Err() == nil {
+					outcome = "locked"
+					return fmt.Errorf("%w: %s", ErrLocked, key)
+				}
+				return err
+			}
+			span.SetAttributes(attribute.Int64("redfence.token", lk.Token()))
+			defer func() {
+				// Released whatever the handler did, a panic included; on a
+				// context of its own, since asynq's may have ended.
+				uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+				defer cancel()
+				_ = lk.Unlock(uctx) // ErrNotHeld after a loss: nothing to release
+			}()
+
+			hctx, cancel := handlerContext(ctx, lk)
+			defer cancel()
+			err = next.ProcessTask(hctx, t)
+			switch {
+			case errors.Is(context.Cause(lk.Context()), mutex.ErrLockLost):
+				outcome = "lock_lost"
+			case err == nil:
+				outcome = "ok"
+			}
+			return err
+		})
+	}, nil
+}
+
+type tokenKey struct{}
+
+// Token returns the fencing token of the lock the handler runs under.
+func Token(ctx context.Context) (int64, bool) {
+	t, ok := ctx.Value(tokenKey{}).(int64)
+	return t, ok
+}
+
+// handlerContext is the lock's context (values of asynq's ctx included),
+// also ended by asynq's cancellation and bounded by its deadline, carrying
+// the token.
+func handlerContext(ctx context.Context, lk *mutex.Lock) (context.Context, context.CancelFunc) {
+	hctx, cancel := context.WithCancelCause(lk.Context())
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	var cancelDeadline context.CancelFunc = func() {}
+	if dl, ok := ctx.Deadline(); ok {
+		hctx, cancelDeadline = context.WithDeadline(hctx, dl)
+	}
+	hctx = context.WithValue(hctx, tokenKey{}, lk.Token())
+	return hctx, func() {
+		cancelDeadline()
+		stop()
+		cancel(nil)
+	}
+}
+
+// IsFailure is asynq's default (every error is a failure) except for
+// ErrLocked: a busy key is retried without using up a retry or counting in
+// the queue's failure stats.
+func IsFailure(err error) bool {
+	return err != nil && !errors.Is(err, ErrLocked)
+}
+
+// RetryDelayFunc re-queues a task that found its key busy after 100–300 ms
+// (jittered) and asks fallback (asynq.DefaultRetryDelayFunc when nil) for
+// everything else. asynq forwards retry tasks only every
+// DelayedTaskCheckInterval, which bounds how soon the task runs again.
+func RetryDelayFunc(fallback asynq.RetryDelayFunc) asynq.RetryDelayFunc {
+	if fallback == nil {
+		fallback = asynq.DefaultRetryDelayFunc
+	}
+	return func(n int, err error, t *asynq.Task) time.Duration {
+		if errors.Is(err, ErrLocked) {
+			return 100*time.Millisecond + rand.N(200*time.Millisecond)
+		}
+		return fallback(n, err, t)
+	}
+}
+
+// Config returns cfg with what the middleware needs of the server: IsFailure
+// and RetryDelayFunc that treat ErrLocked as contention (wrapping cfg's own,
+// if set), and DelayedTaskCheckInterval 1 s when unset (asynq's default is
+// 5 s).
+func Config(cfg asynq.Config) asynq.Config {
+	if own := cfg.IsFailure; own != nil {
+		cfg.IsFailure = func(err error) bool { return !errors.Is(err, ErrLocked) && own(err) }
+	} else {
+		cfg.IsFailure = IsFailure
+	}
+	cfg.RetryDelayFunc = RetryDelayFunc(cfg.RetryDelayFunc)
+	if cfg.DelayedTaskCheckInterval == 0 {
+		cfg.DelayedTaskCheckInterval = time.Second
+	}
+	return cfg
+}
