@@ -1,7 +1,7 @@
 // Package mutex is redfence's Redis lock.
 //
 // A Locker hands out locks on keys of one Redis deployment (New: standalone,
-// Sentinel or Cluster). Every acquisition has a random owner id; release,
+// Sentinel or Cluster), or of N independent masters (NewRedlock). Every acquisition has a random owner id; release,
 // extend and renewal are Lua scripts that change nothing unless the whole
 // owner id and the whole token match.
 //
@@ -49,6 +49,38 @@
 //
 // On by default: one goroutine per Locker extends all its locks every TTL/3 in
 // pipelined batches of up to 1000. Close stops it and releases what is held.
+//
+// # Redlock
+//
+// NewRedlock(clients) returns a Locker with the same API over N ≥ 3
+// independent masters. An attempt runs the acquire script on every node at
+// once, each call bounded by the node timeout (WithNodeTimeout; default
+// TTL/20 within 5ms..500ms), enforced by redfence whatever the clients'
+// ContextTimeoutEnabled says. It stops waiting as soon as the replies decide:
+// N/2+1 grants, or too many refusals for a majority to remain possible. The
+// lock is held when a majority granted it and the validity, TTL − elapsed −
+// drift, is still positive. Otherwise the attempt releases what it took, at
+// once and on a context of its own (nodes that did not answer are cleaned up
+// when their call ends), and Lock retries.
+//
+// Fencing tokens stay monotonic: after winning the quorum, the attempt takes
+// the highest token the quorum's nodes issued and writes it to each of them
+// (a second round trip), and succeeds only when a majority confirmed. Every
+// token ever issued is thus carried by a majority of nodes, and any later
+// quorum meets that majority in at least one node, whose acquire script
+// issues a larger token (its counter + 1). This assumes that a node's counter
+// survives, or, when a node restarts empty, that the time floor covers it:
+// its next token is at least its clock in µs, so its clock must not be behind
+// the highest token issued (node clocks within the time between
+// acquisitions). Nodes that grant after the quorum was reached get the same
+// token when their reply arrives (lowering a value nobody was issued is safe).
+//
+// Release, extend and renewal act on all nodes at once; a renewal that cannot
+// confirm a majority before the local lease deadline loses the lock. A
+// release notification from any node wakes the waiters. WithReplicaAck does
+// not apply (the nodes have no replicas by design). Redlock's safety rests on
+// bounded clock drift and bounded pauses, like every lease: pass the token to
+// the resource (package fenced) when correctness matters.
 //
 // # Cluster
 //

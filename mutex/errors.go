@@ -24,6 +24,9 @@ var (
 	ErrInvalid = errors.New("mutex: invalid argument")
 )
 
+// errNoMajority: a Redlock call where too few nodes answered to tell.
+var errNoMajority = errors.New("mutex: Redlock: no majority of nodes answered")
+
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }

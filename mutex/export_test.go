@@ -5,3 +5,14 @@ func LockKeyOf(l *Locker, key string) string { return l.lockKey(key) }
 
 // ChannelOf exposes the release channel of a lock key to the tests.
 func ChannelOf(lockKey string) string { return channelOf(lockKey) }
+
+// WaitersOf counts the goroutines of l queued for key.
+func WaitersOf(l *Locker, key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := l.queues[key]
+	if q == nil {
+		return 0
+	}
+	return len(q.waiters)
+}

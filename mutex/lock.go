@@ -23,6 +23,8 @@ type Lock struct {
 	acquired  time.Time
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
+	settled   <-chan struct{} // Redlock: nodes that granted late carry the token too
+	lateNodes []int           // those nodes
 
 	mu        sync.Mutex
 	count     int // local re-entries through the context, plus one
@@ -50,7 +52,7 @@ func newLock(caller context.Context, l *Locker, key, lockKey, owner string, toke
 	base := context.WithValue(context.WithoutCancel(caller), heldKey{l, key}, lk)
 	lk.ctx, lk.cancel = context.WithCancelCause(base)
 	lk.mu.Lock()
-	lk.deadline = sent.Add(lk.ttl - drift(lk.ttl))
+	lk.deadline = sent.Add(lk.ttl - l.drift(lk.ttl))
 	lk.nextRenew = sent.Add(lk.ttl / 3)
 	lk.lease = time.AfterFunc(time.Until(lk.deadline), lk.expire)
 	lk.mu.Unlock()
@@ -59,9 +61,10 @@ func newLock(caller context.Context, l *Locker, key, lockKey, owner string, toke
 }
 
 // drift is the margin for clock-rate differences between this process and
-// Redis: 1% of the lease plus 2ms (a quarter of the lease for tiny leases).
-func drift(ttl time.Duration) time.Duration {
-	return ttl/100 + min(2*time.Millisecond, ttl/4)
+// Redis: by default 1% of the lease plus 2ms (a quarter of the lease for tiny
+// leases); WithClockDrift sets it.
+func (l *Locker) drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*l.cfg.driftFactor) + min(l.cfg.driftMin, ttl/4)
 }
 
 func heldIn(ctx context.Context, l *Locker, key string) *Lock {
@@ -127,11 +130,23 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	ctx, span := lk.l.tel.tracer.Start(ctx, "redfence.Extend", trace.WithAttributes(attrKey.String(lk.key), attrToken.Int64(lk.token)))
 	sent := time.Now()
 	var n int64
-	err, _ := lk.l.call(ctx, func(ctx context.Context) error {
-		var err error
-		n, err = extendScript.Run(ctx, lk.l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr, ttl.Milliseconds(), lk.l.keyTTL(ttl)).Int64()
-		return err
-	})
+	var err error
+	if lk.l.nodes != nil {
+		var res []renewOutcome
+		res, sent = lk.l.redlockExtend(ctx, []*Lock{lk}, []time.Duration{ttl})
+		switch res[0] {
+		case renewHeld:
+			n = 1
+		case renewUnknown:
+			err = errNoMajority
+		}
+	} else {
+		err, _ = lk.l.call(ctx, func(ctx context.Context) error {
+			var err error
+			n, err = extendScript.Run(ctx, lk.l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr, ttl.Milliseconds(), lk.l.keyTTL(ttl)).Int64()
+			return err
+		})
+	}
 	switch {
 	case err != nil:
 		endSpan(span, "error", err)
@@ -153,11 +168,21 @@ func (lk *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	var us int64
-	err, _ := lk.l.call(ctx, func(ctx context.Context) error {
-		var err error
-		us, err = ttlScript.Run(ctx, lk.l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr).Int64()
-		return err
-	})
+	var err error
+	if lk.l.nodes != nil {
+		var d time.Duration
+		d, err = lk.l.redlockTTL(ctx, lk)
+		us = d.Microseconds()
+		if d < 0 {
+			us = -1
+		}
+	} else {
+		err, _ = lk.l.call(ctx, func(ctx context.Context) error {
+			var err error
+			us, err = ttlScript.Run(ctx, lk.l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr).Int64()
+			return err
+		})
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -191,11 +216,21 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	l := lk.l
 	ctx, span := l.tel.tracer.Start(ctx, "redfence.Unlock", trace.WithAttributes(attrKey.String(lk.key), attrToken.Int64(lk.token)))
 	var n int64
-	err, pending := l.call(ctx, func(ctx context.Context) error {
-		var err error
-		n, err = releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish).Int64()
-		return err
-	})
+	var err error
+	var pending <-chan error
+	if l.nodes != nil {
+		late := !lk.isSettled()
+		n, err = l.redlockRelease(ctx, lk)
+		if late {
+			l.releaseLate(lk)
+		}
+	} else {
+		err, pending = l.call(ctx, func(ctx context.Context) error {
+			var err error
+			n, err = releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish).Int64()
+			return err
+		})
+	}
 	switch {
 	case err != nil:
 		if lk.finish(ErrReleased, "") {
@@ -212,6 +247,33 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	l.wakeLocal(lk.key)
 	endSpan(span, "released", nil)
 	return nil
+}
+
+func (lk *Lock) isSettled() bool {
+	if lk.settled == nil {
+		return true
+	}
+	select {
+	case <-lk.settled:
+		return true
+	default:
+		return false
+	}
+}
+
+// awaitSettled waits, at most one node timeout, until the Redlock nodes that
+// granted the lock after the quorum was reached carry its token as well, so
+// that a quick Unlock frees them too instead of leaving them to the lease.
+func (lk *Lock) awaitSettled() {
+	if lk.settled == nil {
+		return
+	}
+	t := time.NewTimer(lk.l.nodeTimeout(lk.ttl))
+	defer t.Stop()
+	select {
+	case <-lk.settled:
+	case <-t.C:
+	}
 }
 
 func (lk *Lock) usable(ctx context.Context) error {
@@ -251,7 +313,7 @@ func (lk *Lock) renewed(sent time.Time, ttl time.Duration) {
 		return
 	}
 	lk.ttl = ttl
-	lk.deadline = sent.Add(ttl - drift(ttl))
+	lk.deadline = sent.Add(ttl - lk.l.drift(ttl))
 	lk.nextRenew = sent.Add(ttl / 3)
 	lk.lease.Reset(time.Until(lk.deadline))
 }

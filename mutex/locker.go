@@ -34,6 +34,11 @@ type Locker struct {
 	ctxAware bool   // the client applies ctx deadlines to its sockets
 	tel      *telemetry
 
+	// Redlock (NewRedlock): the independent masters, all of them including
+	// client; nil for a single deployment.
+	nodes  []redis.UniversalClient
+	quorum int
+
 	done   chan struct{} // closed by Close
 	subs   *subscriber
 	renew  *renewer
@@ -104,7 +109,19 @@ func (l *Locker) Close() error {
 
 	held := l.renew.stop()
 	var errs []error
-	if len(held) > 0 && l.err == nil {
+	if len(held) > 0 && l.err == nil && l.nodes != nil {
+		for _, lk := range held {
+			lk.awaitSettled()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		if err := l.redlockReleaseAll(ctx, held); err != nil {
+			errs = append(errs, err)
+		}
+		cancel()
+		for _, lk := range held {
+			lk.finish(ErrReleased, "")
+		}
+	} else if len(held) > 0 && l.err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		pipe := l.client.Pipeline()
 		cmds := make([]*redis.Cmd, len(held))
@@ -243,6 +260,12 @@ func (l *Locker) cleanupAfter(lockKey, owner string, pending <-chan error) {
 // server.
 func (l *Locker) retryRelease(lk *Lock, pending <-chan error) {
 	l.afterward(pending, func(ctx context.Context) {
+		if l.nodes != nil {
+			if _, err := l.redlockRelease(ctx, lk); err == nil {
+				l.wakeLocal(lk.key)
+			}
+			return
+		}
 		if releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish).Err() == nil {
 			l.wakeLocal(lk.key)
 		}

@@ -24,15 +24,18 @@ type lockOptionFunc func(*lockConfig)
 func (f lockOptionFunc) applyLock(c *lockConfig) { f(c) }
 
 type config struct {
-	prefix   string
-	fenceTTL time.Duration
-	tp       trace.TracerProvider
-	mp       metric.MeterProvider
-	err      error // first bad option, reported by every call
+	prefix      string
+	fenceTTL    time.Duration
+	nodeTimeout time.Duration // Redlock: per-node call timeout; 0 = derived from the TTL
+	driftFactor float64
+	driftMin    time.Duration
+	tp          trace.TracerProvider
+	mp          metric.MeterProvider
+	err         error // first bad option, reported by every call
 }
 
 func newConfig(opts []Option) config {
-	c := config{prefix: "redfence:", fenceTTL: time.Hour}
+	c := config{prefix: "redfence:", fenceTTL: time.Hour, driftFactor: 0.01, driftMin: 2 * time.Millisecond}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c)
@@ -78,6 +81,34 @@ func WithFenceTTL(d time.Duration) Option {
 			return
 		}
 		c.fenceTTL = d
+	})
+}
+
+// WithClockDrift sets the margin for clock-rate differences between this
+// process and Redis: factor × TTL + min, taken off every lease (the local
+// deadline) and, for Redlock, off the validity of an acquisition. Default
+// 0.01 × TTL + 2ms. factor must be in [0, 0.5) and min non-negative.
+func WithClockDrift(factor float64, min time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if factor < 0 || factor >= 0.5 || min < 0 {
+			c.fail(invalid("clock drift needs 0 <= factor < 0.5 and min >= 0, got %v, %v", factor, min))
+			return
+		}
+		c.driftFactor, c.driftMin = factor, min
+	})
+}
+
+// WithNodeTimeout bounds each Redlock node's reply to one call (acquire,
+// extend, release), enforced by redfence whatever the client's
+// ContextTimeoutEnabled says. Default: TTL/20, between 5ms and 500ms. Ignored
+// by a single-deployment Locker, whose calls run under the caller's ctx.
+func WithNodeTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d <= 0 {
+			c.fail(invalid("node timeout %v must be positive", d))
+			return
+		}
+		c.nodeTimeout = d
 	})
 }
 

@@ -162,6 +162,20 @@ func (r *renewer) renewChunk(locks []*Lock) {
 		}
 	}()
 
+	if l.nodes != nil {
+		results, sent := l.redlockExtend(ctx, locks, ttls)
+		for i, lk := range locks {
+			switch results[i] {
+			case renewHeld:
+				lk.renewed(sent, ttls[i])
+			case renewGone:
+				lk.lose("renewal found the lock gone on a majority")
+			default:
+				r.retrySoon(lk) // no majority yet: the lease deadline decides
+			}
+		}
+		return
+	}
 	sent := time.Now()
 	var cmds []*redis.Cmd
 	run := func(ctx context.Context) error {

@@ -20,10 +20,13 @@ var (
 	ttlLua string
 	//go:embed lua/abandon.lua
 	abandonLua string
+	//go:embed lua/raise.lua
+	raiseLua string
 
 	acquireScript = redis.NewScript(acquireLua)
 	releaseScript = redis.NewScript(releaseLua)
 	extendScript  = redis.NewScript(extendLua)
 	ttlScript     = redis.NewScript(ttlLua)
 	abandonScript = redis.NewScript(abandonLua)
+	raiseScript   = redis.NewScript(raiseLua)
 )

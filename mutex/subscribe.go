@@ -2,6 +2,7 @@ package mutex
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
@@ -30,9 +31,10 @@ type shard struct {
 }
 
 type subscription struct {
-	key   string
-	ready chan struct{} // closed at the server's confirmation
-	seen  bool
+	key      string
+	ready    chan struct{} // closed at the first server confirmation
+	expect   int           // confirmations of the first subscription: one per target
+	confirms int
 }
 
 func newSubscriber(l *Locker) *subscriber {
@@ -65,43 +67,70 @@ func (l *Locker) subscribe(ctx context.Context, key, lockKey string, w *waiter) 
 	}
 }
 
+// target is where a channel is subscribed: the shard's name and client.
+type target struct {
+	name string
+	c    redis.UniversalClient
+}
+
+// targets lists where ch is subscribed: the one connection of a standalone
+// deployment, the channel's own sharded subscription on Cluster, every node
+// for Redlock (a release publishes on each node that held the lock).
+func (s *subscriber) targets(ch string) []target {
+	switch {
+	case s.l.cluster:
+		return []target{{name: ch, c: s.l.client}}
+	case s.l.nodes != nil:
+		out := make([]target, len(s.l.nodes))
+		for i, c := range s.l.nodes {
+			out[i] = target{name: "node" + strconv.Itoa(i), c: c}
+		}
+		return out
+	}
+	return []target{{name: "", c: s.l.client}}
+}
+
 func (s *subscriber) add(ctx context.Context, ch, key string) <-chan struct{} {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil
 	}
-	sub := &subscription{key: key, ready: make(chan struct{})}
+	ts := s.targets(ch)
+	sub := &subscription{key: key, ready: make(chan struct{}), expect: len(ts)}
 	s.chans[ch] = sub
-	name := ""
-	if s.l.cluster {
-		name = ch
-	}
-	sh := s.shards[name]
-	if sh == nil {
-		sh = &shard{done: make(chan struct{})}
-		// No channels yet: go-redis connects on the first (S)SUBSCRIBE.
-		if s.l.cluster {
-			sh.ps = s.l.client.SSubscribe(ctx)
-		} else {
-			sh.ps = s.l.client.Subscribe(ctx)
+	shards := make([]*shard, len(ts))
+	starts := make([]bool, len(ts))
+	for i, t := range ts {
+		sh := s.shards[t.name]
+		if sh == nil {
+			sh = &shard{done: make(chan struct{})}
+			// No channels yet: go-redis connects on the first (S)SUBSCRIBE.
+			if s.l.cluster {
+				sh.ps = t.c.SSubscribe(ctx)
+			} else {
+				sh.ps = t.c.Subscribe(ctx)
+			}
+			s.shards[t.name] = sh
 		}
-		s.shards[name] = sh
+		sh.n++
+		starts[i] = !sh.started
+		sh.started = true
+		shards[i] = sh
 	}
-	sh.n++
-	start := !sh.started
-	sh.started = true
 	s.mu.Unlock()
 
 	// Only the command is written here; the confirmation arrives in loop.
-	if s.l.cluster {
-		_ = sh.ps.SSubscribe(ctx, ch)
-	} else {
-		_ = sh.ps.Subscribe(ctx, ch)
-	}
-	if start {
-		s.wg.Add(1)
-		go s.loop(sh)
+	for i, sh := range shards {
+		if s.l.cluster {
+			_ = sh.ps.SSubscribe(ctx, ch)
+		} else {
+			_ = sh.ps.Subscribe(ctx, ch)
+		}
+		if starts[i] {
+			s.wg.Add(1)
+			go s.loop(sh)
+		}
 	}
 	return sub.ready
 }
@@ -113,26 +142,31 @@ func (s *subscriber) remove(ch string) {
 		return
 	}
 	delete(s.chans, ch)
-	name := ""
-	if s.l.cluster {
-		name = ch
-	}
-	sh := s.shards[name]
-	sh.n--
-	drop := s.l.cluster && sh.n == 0
-	if drop {
-		delete(s.shards, name)
-		close(sh.done)
+	var keep, drop []*shard
+	for _, t := range s.targets(ch) {
+		sh := s.shards[t.name]
+		sh.n--
+		if s.l.cluster && sh.n == 0 {
+			delete(s.shards, t.name)
+			close(sh.done)
+			drop = append(drop, sh)
+		} else {
+			keep = append(keep, sh)
+		}
 	}
 	s.mu.Unlock()
 
-	if drop {
+	for _, sh := range drop {
 		_ = sh.ps.Close()
+	}
+	if len(keep) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_ = sh.ps.Unsubscribe(ctx, ch)
+	for _, sh := range keep {
+		_ = sh.ps.Unsubscribe(ctx, ch)
+	}
 }
 
 // close drops every subscription and waits for the receive loops.
@@ -185,11 +219,13 @@ func (s *subscriber) confirmed(ch string) {
 	sub := s.chans[ch]
 	again := false
 	if sub != nil {
-		again = sub.seen
-		if !sub.seen {
-			sub.seen = true
+		sub.confirms++
+		if sub.confirms == 1 {
 			close(sub.ready)
 		}
+		// More confirmations than targets: a connection came back and
+		// subscribed again; releases meanwhile may be lost.
+		again = sub.confirms > sub.expect
 	}
 	s.mu.Unlock()
 	if again {

@@ -67,7 +67,9 @@ func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 type acquireResult struct {
 	status    int64 // 0 held by another, 1 acquired, 2 re-entered
 	token     int64
-	remaining time.Duration // holder's remaining lease when status is 0
+	remaining time.Duration   // holder's remaining lease when status is 0
+	settled   <-chan struct{} // Redlock: closed when late nodes were raised too
+	lateNodes []int           // Redlock: nodes that granted after the quorum
 }
 
 func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts []LockOption) (*Lock, error) {
@@ -77,6 +79,9 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	lc := newLockConfig(opts)
 	if lc.err != nil {
 		return nil, lc.err
+	}
+	if l.nodes != nil && lc.replicas > 0 {
+		return nil, invalid("WithReplicaAck does not apply to Redlock, whose nodes are independent masters")
 	}
 	start := time.Now()
 	ctx, span := l.tel.tracer.Start(ctx, spanName, trace.WithAttributes(attrKey.String(key)))
@@ -139,11 +144,16 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	for {
 		if !quiet {
 			attempts++
+			if randomOwner && l.nodes != nil && attempts > 1 {
+				// Redlock: a fresh id per attempt, so that a late clean-up of
+				// an earlier attempt can never free this one's acquisitions.
+				owner = newOwnerID()
+			}
 			sent := time.Now()
 			res, err, pending := l.acquire(ctx, lockKey, owner, &lc)
 			switch {
 			case err != nil:
-				if randomOwner {
+				if randomOwner && l.nodes == nil { // Redlock's attempt cleaned up after itself
 					l.cleanupAfter(lockKey, owner, pending)
 				}
 				if ctx.Err() != nil {
@@ -165,6 +175,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 				remaining = res.remaining
 			default:
 				lk := newLock(ctx, l, key, lockKey, owner, res.token, &lc, sent)
+				lk.settled, lk.lateNodes = res.settled, res.lateNodes
 				if err := l.replicaAck(ctx, lk, &lc); err != nil {
 					outcome(nil, attempts, "replica_ack", err)
 					return nil, err
@@ -225,6 +236,10 @@ func lastErrIf(err error, ctx context.Context) error {
 // acquire runs the acquire script once. On an error whose outcome is unknown,
 // pending (if not nil) reports when the abandoned call finished.
 func (l *Locker) acquire(ctx context.Context, lockKey, owner string, lc *lockConfig) (acquireResult, error, <-chan error) {
+	if l.nodes != nil {
+		res, err := l.redlockAcquire(ctx, lockKey, owner, lc)
+		return res, err, nil
+	}
 	var res acquireResult
 	err, pending := l.call(ctx, func(ctx context.Context) error {
 		vals, err := acquireScript.Run(ctx, l.client, []string{lockKey}, owner, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl)).Int64Slice()

@@ -1,0 +1,492 @@
+package mutex
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// NewRedlock returns a Locker over N ≥ 3 independent Redis masters (not
+// replicas of one another, not a Cluster): a lock is held when a majority,
+// N/2+1, granted it within its validity. The Locker has the API and the
+// semantics of a single-deployment one (tokens, renewal, reentrancy,
+// waiting, telemetry); see the package documentation for the algorithm and
+// what it assumes. A bad argument returns an error wrapping ErrInvalid.
+func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Locker, error) {
+	if len(clients) < 3 {
+		return nil, invalid("Redlock needs at least 3 independent masters, got %d", len(clients))
+	}
+	for i, c := range clients {
+		switch v := c.(type) {
+		case nil:
+			return nil, invalid("Redlock node %d is nil", i)
+		case *redis.Client:
+			if v == nil {
+				return nil, invalid("Redlock node %d is nil", i)
+			}
+		case *redis.ClusterClient:
+			return nil, invalid("Redlock node %d is a Cluster client: Redlock needs independent masters", i)
+		}
+	}
+	l := New(clients[0], opts...)
+	if l.err != nil {
+		err := l.err
+		_ = l.Close()
+		return nil, err
+	}
+	l.nodes = slices.Clone(clients)
+	l.quorum = len(clients)/2 + 1
+	return l, nil
+}
+
+// nodeTimeout is the per-node bound of one Redlock call.
+func (l *Locker) nodeTimeout(ttl time.Duration) time.Duration {
+	if l.cfg.nodeTimeout > 0 {
+		return l.cfg.nodeTimeout
+	}
+	return min(max(ttl/20, 5*time.Millisecond), 500*time.Millisecond)
+}
+
+// nodeReply is one node's answer to a fan-out call. pending is set when the
+// node did not answer in time: it reports the call's eventual end, so clean-up
+// can come after whatever the call did on that node.
+type nodeReply struct {
+	vals    []int64
+	err     error
+	pending <-chan error
+}
+
+// fanout runs fn on every node at once, each under ctx bounded by timeout,
+// and returns when all answered or the timeout passed. Calls that did not
+// answer in time are left to finish in goroutines the Locker owns (Close waits
+// for them); go-redis bounds them by its own read timeout.
+func (l *Locker) fanout(ctx context.Context, timeout time.Duration, nodes []int, fn func(ctx context.Context, c redis.UniversalClient) ([]int64, error)) []nodeReply {
+	return l.fanoutUntil(ctx, timeout, nodes, fn, nil)
+}
+
+// fanoutUntil is fanout that also stops waiting as soon as enough says the
+// replies so far decide the outcome; the nodes still out are reported like
+// those that timed out (with pending set).
+func (l *Locker) fanoutUntil(ctx context.Context, timeout time.Duration, nodes []int, fn func(ctx context.Context, c redis.UniversalClient) ([]int64, error), enough func([]nodeReply, []bool) bool) []nodeReply {
+	// The calls run on a context of their own, ended by the caller's ctx or
+	// the timeout but not by an early return: a call abandoned early still
+	// completes, and its pending channel says when.
+	callCtx, cancelCalls := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	stopWatch := context.AfterFunc(ctx, cancelCalls)
+	left := atomic.Int32{}
+	left.Store(int32(len(nodes)))
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	type result struct {
+		i    int
+		vals []int64
+		err  error
+	}
+	out := make([]nodeReply, len(l.nodes))
+	results := make(chan result, len(nodes))
+	done := make([]chan error, len(l.nodes))
+	for _, i := range nodes {
+		done[i] = make(chan error, 1)
+		l.bg.Add(1)
+		go func() {
+			defer l.bg.Done()
+			vals, err := fn(callCtx, l.nodes[i])
+			done[i] <- err
+			results <- result{i, vals, err}
+			if left.Add(-1) == 0 {
+				stopWatch()
+				cancelCalls()
+			}
+		}()
+	}
+	answered := make([]bool, len(l.nodes))
+wait:
+	for range nodes {
+		select {
+		case r := <-results:
+			out[r.i] = nodeReply{vals: r.vals, err: r.err}
+			answered[r.i] = true
+			if enough != nil && enough(out, answered) {
+				break wait
+			}
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	for _, i := range nodes {
+		if !answered[i] {
+			out[i] = nodeReply{err: context.DeadlineExceeded, pending: done[i]}
+			if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				out[i].err = ctx.Err()
+			}
+		}
+	}
+	return out
+}
+
+func allNodes(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// redlockAcquire is one Redlock attempt: acquire on every node, and with a
+// majority inside the validity, raise the majority's tokens to the highest
+// and require a majority to confirm. Otherwise it releases what it took, on
+// a fresh bounded context, and reports contention (or an error when too few
+// nodes answered to tell).
+func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *lockConfig) (acquireResult, error) {
+	span := trace.SpanFromContext(ctx)
+	start := time.Now()
+	timeout := l.nodeTimeout(lc.ttl)
+	keys := []string{lockKey}
+	// Stop waiting once the replies decide: a majority granted, or too many
+	// refused or failed for a majority to remain possible.
+	decided := func(out []nodeReply, answered []bool) bool {
+		yes, no := 0, 0
+		for i, r := range out {
+			if !answered[i] {
+				continue
+			}
+			if r.err == nil && len(r.vals) == 3 && r.vals[0] != 0 {
+				yes++
+			} else {
+				no++
+			}
+		}
+		return yes >= l.quorum || no > len(l.nodes)-l.quorum
+	}
+	if lc.owner != "" {
+		// An explicit owner can re-enter from anywhere, and a re-entry must
+		// see one token on every node: wait for all nodes (within the node
+		// timeout) so that the raise reaches each node that granted.
+		decided = nil
+	}
+	replies := l.fanoutUntil(ctx, timeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
+		return acquireScript.Run(ctx, c, keys, owner, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl)).Int64Slice()
+	}, decided)
+	var (
+		voters    []int
+		tokens    = make([]int64, len(l.nodes))
+		reentered = 0
+		held      = 0
+		remaining time.Duration
+		errs      []error
+		outcomes  = make([]string, len(l.nodes))
+	)
+	for i, r := range replies {
+		switch {
+		case r.err != nil:
+			errs = append(errs, r.err)
+			outcomes[i] = "error"
+			if r.pending != nil {
+				outcomes[i] = "timeout"
+			}
+		case len(r.vals) != 3:
+			errs = append(errs, errors.New("mutex: unexpected reply from the acquire script"))
+			outcomes[i] = "error"
+		case r.vals[0] == 0:
+			held++
+			remaining = max(remaining, time.Duration(r.vals[2])*time.Millisecond)
+			outcomes[i] = "held"
+		default:
+			voters = append(voters, i)
+			tokens[i] = r.vals[1]
+			if r.vals[0] == 2 {
+				reentered++
+			}
+			outcomes[i] = "acquired"
+		}
+	}
+	validity := lc.ttl - time.Since(start) - l.drift(lc.ttl)
+	span.AddEvent("redlock.acquire", trace.WithAttributes(
+		attribute.Int("redfence.redlock.votes", len(voters)),
+		attribute.Int("redfence.redlock.quorum", l.quorum),
+		attribute.String("redfence.redlock.nodes", strings.Join(outcomes, ",")),
+		attribute.Float64("redfence.redlock.validity_ms", float64(validity.Microseconds())/1000)))
+
+	if len(voters) >= l.quorum && validity > 0 {
+		var chosen int64
+		for _, i := range voters {
+			chosen = max(chosen, tokens[i])
+		}
+		chosenStr := strconv.FormatInt(chosen, 10)
+		raised := l.fanout(ctx, timeout, voters, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
+			n, err := raiseScript.Run(ctx, c, keys, owner, chosenStr).Int64()
+			return []int64{n}, err
+		})
+		confirmed := 0
+		for _, i := range voters {
+			if r := raised[i]; r.err == nil && len(r.vals) == 1 && r.vals[0] == 1 {
+				confirmed++
+				tokens[i] = chosen
+			}
+		}
+		validity = lc.ttl - time.Since(start) - l.drift(lc.ttl)
+		span.AddEvent("redlock.raise", trace.WithAttributes(
+			attribute.Int("redfence.redlock.confirmed", confirmed),
+			attribute.Int64("redfence.token", chosen)))
+		if confirmed >= l.quorum && validity > 0 {
+			// Nodes still answering may grant the lock late: raise them too
+			// once they do, so that Unlock's token matches there as well.
+			var late sync.WaitGroup
+			var lateNodes []int
+			for i, r := range replies {
+				if r.pending == nil {
+					continue
+				}
+				c := l.nodes[i]
+				lateNodes = append(lateNodes, i)
+				late.Add(1)
+				l.afterward(r.pending, func(ctx context.Context) {
+					defer late.Done()
+					_ = raiseScript.Run(ctx, c, keys, owner, chosenStr).Err()
+				})
+			}
+			var settled chan struct{}
+			if len(lateNodes) > 0 {
+				settled = make(chan struct{})
+				l.bg.Add(1)
+				go func() {
+					defer l.bg.Done()
+					late.Wait()
+					close(settled)
+				}()
+			}
+			status := int64(1)
+			if reentered >= l.quorum {
+				status = 2
+			}
+			res := acquireResult{status: status, token: chosen, lateNodes: lateNodes}
+			if settled != nil {
+				res.settled = settled
+			}
+			return res, nil
+		}
+	}
+
+	// No lock: give back what this attempt took, at once, on every node.
+	l.redlockGiveBack(lockKey, owner, lc.owner != "", voters, tokens, replies)
+	if held+len(voters) < l.quorum && len(errs) > 0 {
+		// Too few nodes answered to call it contention.
+		return acquireResult{}, errors.Join(errs...)
+	}
+	if remaining == 0 {
+		remaining = lc.retryMin
+	}
+	return acquireResult{status: 0, remaining: remaining}, nil
+}
+
+// redlockGiveBack releases a failed attempt's partial acquisitions: exactly
+// (owner and token) on the nodes that granted it; on nodes that did not
+// answer, after their call ended, by owner, when the owner id is this
+// attempt's own (an explicit WithOwner id may hold the lock elsewhere; its
+// lease runs out instead).
+func (l *Locker) redlockGiveBack(lockKey, owner string, explicitOwner bool, voters []int, tokens []int64, replies []nodeReply) {
+	keys := []string{lockKey, channelOf(lockKey)}
+	for _, i := range voters {
+		c, tok := l.nodes[i], strconv.FormatInt(tokens[i], 10)
+		l.afterward(nil, func(ctx context.Context) {
+			_ = releaseScript.Run(ctx, c, keys, owner, tok, l.keyTTL(0), l.publish).Err()
+		})
+	}
+	if explicitOwner {
+		return
+	}
+	for i, r := range replies {
+		if r.pending == nil {
+			continue
+		}
+		c := l.nodes[i]
+		l.afterward(r.pending, func(ctx context.Context) {
+			_ = abandonScript.Run(ctx, c, keys, owner, l.keyTTL(0), l.publish).Err()
+		})
+	}
+}
+
+// redlockRelease takes one count on every node. It returns the largest count
+// left (0: freed), -1 when no node held the lock, or an error when no node
+// confirmed and some failed.
+func (l *Locker) redlockRelease(ctx context.Context, lk *Lock) (int64, error) {
+	keys := lk.keys()
+	replies := l.fanout(ctx, l.nodeTimeout(lk.ttl), allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
+		n, err := releaseScript.Run(ctx, c, keys, lk.owner, lk.tokenStr, l.keyTTL(0), l.publish).Int64()
+		return []int64{n}, err
+	})
+	left := int64(-1)
+	var errs []error
+	for _, r := range replies {
+		if r.err != nil {
+			errs = append(errs, r.err)
+			continue
+		}
+		left = max(left, r.vals[0])
+	}
+	if left < 0 && len(errs) > 0 {
+		return 0, errors.Join(errs...)
+	}
+	return left, nil
+}
+
+// redlockExtend sets the lease on every node. It reports held when a majority
+// extended within the validity, gone when a majority said the lock is not
+// theirs (or too few could still confirm), and an error otherwise.
+func (l *Locker) redlockExtend(ctx context.Context, locks []*Lock, ttls []time.Duration) (results []renewOutcome, sent time.Time) {
+	sent = time.Now()
+	timeout := l.nodeTimeout(slices.Min(ttls))
+	replies := l.fanout(ctx, timeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
+		pipe := c.Pipeline()
+		cmds := make([]*redis.Cmd, len(locks))
+		for i, lk := range locks {
+			cmds[i] = extendScript.EvalSha(ctx, pipe, []string{lk.lockKey}, lk.owner, lk.tokenStr, ttls[i].Milliseconds(), l.keyTTL(ttls[i]))
+		}
+		_, err := pipe.Exec(ctx)
+		if err != nil && anyNoScript(cmds) {
+			if err := extendScript.Load(ctx, c).Err(); err != nil {
+				return nil, err
+			}
+			pipe = c.Pipeline()
+			for i, lk := range locks {
+				cmds[i] = extendScript.EvalSha(ctx, pipe, []string{lk.lockKey}, lk.owner, lk.tokenStr, ttls[i].Milliseconds(), l.keyTTL(ttls[i]))
+			}
+			_, err = pipe.Exec(ctx)
+		}
+		// Each command's own reply counts; a failed one is unknown (-1).
+		vals := make([]int64, len(locks))
+		for i, cmd := range cmds {
+			v, cerr := cmd.Int64()
+			if cerr != nil {
+				v = -1
+			}
+			vals[i] = v
+		}
+		return vals, nil
+	})
+	results = make([]renewOutcome, len(locks))
+	for j := range locks {
+		yes, no := 0, 0
+		for _, r := range replies {
+			if r.vals == nil || j >= len(r.vals) {
+				continue
+			}
+			switch r.vals[j] {
+			case 1:
+				yes++
+			case 0:
+				no++
+			}
+		}
+		valid := ttls[j]-time.Since(sent)-l.drift(ttls[j]) > 0
+		switch {
+		case yes >= l.quorum && valid:
+			results[j] = renewHeld
+		case no > len(l.nodes)-l.quorum:
+			results[j] = renewGone // a majority can no longer confirm
+		default:
+			results[j] = renewUnknown
+		}
+	}
+	return results, sent
+}
+
+type renewOutcome int
+
+const (
+	renewUnknown renewOutcome = iota
+	renewHeld
+	renewGone
+)
+
+// redlockTTL is the lease a majority still guarantees: the quorum-th longest
+// remaining lease over the nodes that hold the lock.
+func (l *Locker) redlockTTL(ctx context.Context, lk *Lock) (time.Duration, error) {
+	keys := []string{lk.lockKey}
+	replies := l.fanout(ctx, l.nodeTimeout(lk.ttl), allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
+		n, err := ttlScript.Run(ctx, c, keys, lk.owner, lk.tokenStr).Int64()
+		return []int64{n}, err
+	})
+	var left []int64
+	var errs []error
+	for _, r := range replies {
+		switch {
+		case r.err != nil:
+			errs = append(errs, r.err)
+		case r.vals[0] >= 0:
+			left = append(left, r.vals[0])
+		}
+	}
+	if len(left) >= l.quorum {
+		slices.Sort(left)
+		slices.Reverse(left)
+		return time.Duration(left[l.quorum-1]) * time.Microsecond, nil
+	}
+	if len(left)+len(errs) >= l.quorum {
+		return 0, errors.Join(errs...) // cannot tell
+	}
+	return -1, nil
+}
+
+// redlockReleaseAll releases locks on every node, pipelined per node (Close).
+func (l *Locker) redlockReleaseAll(ctx context.Context, locks []*Lock) error {
+	replies := l.fanout(ctx, cleanupTimeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
+		pipe := c.Pipeline()
+		for _, lk := range locks {
+			_ = releaseScript.EvalSha(ctx, pipe, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish)
+		}
+		_, err := pipe.Exec(ctx)
+		if err != nil && isNoScript(err) {
+			for _, lk := range locks {
+				_ = releaseScript.Run(ctx, c, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish).Err()
+			}
+			return nil, nil
+		}
+		return nil, err
+	})
+	var errs []error
+	for _, r := range replies {
+		if r.err != nil && !errors.Is(r.err, redis.Nil) {
+			errs = append(errs, r.err)
+		}
+	}
+	if len(errs) > len(l.nodes)-l.quorum {
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+// releaseLate releases lk, in the background, on the nodes that granted it
+// after the quorum was reached, once they carry its token: the Unlock that
+// ran before could not match there, and would otherwise leave them held
+// until the lease ran out. Only those nodes: elsewhere a second release would
+// take a second count of a re-entered lock.
+func (l *Locker) releaseLate(lk *Lock) {
+	l.bg.Add(1)
+	go func() {
+		defer l.bg.Done()
+		t := time.NewTimer(cleanupTimeout)
+		defer t.Stop()
+		select {
+		case <-lk.settled:
+		case <-t.C:
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		keys := lk.keys()
+		l.fanout(ctx, cleanupTimeout, lk.lateNodes, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
+			n, err := releaseScript.Run(ctx, c, keys, lk.owner, lk.tokenStr, l.keyTTL(0), l.publish).Int64()
+			return []int64{n}, err
+		})
+	}()
+}

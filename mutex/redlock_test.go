@@ -1,0 +1,258 @@
+package mutex_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/mutex"
+)
+
+// redlockNodes starts n independent redis-servers and returns plain go-redis
+// clients for them (ContextTimeoutEnabled off, go-redis's default): Redlock
+// must bound its node calls itself.
+func redlockNodes(t *testing.T, n int) ([]redis.UniversalClient, []*testutil.RedisServer) {
+	t.Helper()
+	_, srvs := testutil.RedisN(t, n)
+	clients := make([]redis.UniversalClient, n)
+	for i, s := range srvs {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr(), DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.Close() })
+		clients[i] = c
+	}
+	return clients, srvs
+}
+
+func newRedlock(t *testing.T, clients []redis.UniversalClient, opts ...mutex.Option) *mutex.Locker {
+	t.Helper()
+	l, err := mutex.NewRedlock(clients, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+func TestRedlockMutualExclusionAndIncreasingTokens(t *testing.T) {
+	clients, _ := redlockNodes(t, 5)
+	const lockers, goroutines, sections = 2, 8, 40
+	var inside atomic.Int32
+	var last int64 // guarded by the lock itself
+	var violations, backwards atomic.Int32
+	var wg sync.WaitGroup
+	for range lockers {
+		l := newRedlock(t, clients)
+		for range goroutines {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				for range sections {
+					lk, err := l.Lock(ctx, "mx")
+					if !assert.NoError(t, err) {
+						return
+					}
+					if inside.Add(1) != 1 {
+						violations.Add(1)
+					}
+					if lk.Token() <= last {
+						backwards.Add(1)
+					}
+					last = lk.Token()
+					inside.Add(-1)
+					assert.NoError(t, lk.Unlock(ctx))
+				}
+			})
+		}
+	}
+	wg.Wait()
+	assert.Zero(t, violations.Load(), "two holders inside at once")
+	assert.Zero(t, backwards.Load(), "a token did not increase")
+}
+
+func TestRedlockSurvivesMinorityLoss(t *testing.T) {
+	clients, srvs := redlockNodes(t, 5)
+	l := newRedlock(t, clients)
+	ctx := context.Background()
+
+	lk, err := l.Lock(ctx, "k")
+	require.NoError(t, err)
+	t0 := lk.Token()
+	require.NoError(t, lk.Unlock(ctx))
+
+	srvs[0].Kill()
+	srvs[1].Kill()
+	lk, err = l.Lock(ctx, "k")
+	require.NoError(t, err, "3 of 5 nodes are a majority")
+	t1 := lk.Token()
+	assert.Greater(t, t1, t0)
+	require.NoError(t, lk.Unlock(ctx))
+
+	srvs[2].Kill()
+	start := time.Now()
+	_, err = l.TryLock(ctx, "k")
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, mutex.ErrNotAcquired, "unavailability is not contention")
+	assert.Less(t, time.Since(start), time.Second)
+
+	for _, s := range srvs[:3] {
+		s.Restart() // empty: their counters are gone
+	}
+	lk, err = l.Lock(ctx, "k")
+	require.NoError(t, err)
+	assert.Greater(t, lk.Token(), t1, "tokens never go backwards after nodes come back empty")
+	require.NoError(t, lk.Unlock(ctx))
+}
+
+// TestRedlockCounterAheadExcluded: a node whose counter is far ahead (as a
+// fast clock would make it) drives one acquisition's token; the raise round
+// carries that token to a majority, so later acquisitions without that node
+// still issue larger tokens.
+func TestRedlockCounterAheadExcluded(t *testing.T) {
+	clients, srvs := redlockNodes(t, 5)
+	l := newRedlock(t, clients)
+	ctx := context.Background()
+	ahead := time.Now().Add(24 * time.Hour).UnixMicro()
+	require.NoError(t, clients[0].Set(ctx, mutex.LockKeyOf(l, "fast"), fmt.Sprintf("%d 0 0 ", ahead), time.Hour).Err())
+
+	// An explicit owner makes the attempt wait for every node (a random one
+	// stops at the first majority, which may leave the fast node out).
+	lk, err := l.Lock(ctx, "fast", mutex.WithOwner("first"))
+	require.NoError(t, err)
+	t1 := lk.Token()
+	require.Greater(t, t1, ahead, "the fast node's counter set the token")
+	require.NoError(t, lk.Unlock(ctx))
+
+	srvs[0].Kill() // the fast node is out of every later quorum
+	for range 3 {
+		lk, err := l.Lock(ctx, "fast")
+		require.NoError(t, err)
+		assert.Greater(t, lk.Token(), t1)
+		t1 = lk.Token()
+		require.NoError(t, lk.Unlock(ctx))
+	}
+}
+
+// TestRedlockPausedNode: one SIGSTOPped node of 5 costs Lock and Unlock at
+// most the per-node timeout, although the clients wait 3 s by default.
+func TestRedlockPausedNode(t *testing.T) {
+	clients, srvs := redlockNodes(t, 5)
+	const nodeTimeout = 100 * time.Millisecond
+	l := newRedlock(t, clients, mutex.WithNodeTimeout(nodeTimeout))
+	ctx := context.Background()
+	// Warm every connection and script first.
+	lk, err := l.Lock(ctx, "p")
+	require.NoError(t, err)
+	require.NoError(t, lk.Unlock(ctx))
+
+	srvs[4].Pause()
+	t.Cleanup(srvs[4].Resume) // before Close, so its pending calls finish
+	start := time.Now()
+	lk, err = l.Lock(ctx, "p")
+	require.NoError(t, err)
+	took := time.Since(start)
+	assert.Less(t, took, nodeTimeout*2+50*time.Millisecond, "Lock took %v", took)
+	start = time.Now()
+	require.NoError(t, lk.Unlock(ctx))
+	assert.Less(t, time.Since(start), nodeTimeout+50*time.Millisecond)
+	srvs[4].Resume()
+}
+
+func TestRedlockRenewalAndLoss(t *testing.T) {
+	clients, srvs := redlockNodes(t, 5)
+	l := newRedlock(t, clients)
+	ctx := context.Background()
+	lk, err := l.Lock(ctx, "renew", mutex.WithTTL(300*time.Millisecond))
+	require.NoError(t, err)
+	start := time.Now()
+	select {
+	case <-lk.Context().Done():
+		t.Fatalf("lost after %v: %v", time.Since(start), context.Cause(lk.Context()))
+	case <-time.After(time.Second): // three leases: renewal must have kept it
+	}
+	ttl, err := lk.TTL(ctx)
+	require.NoError(t, err)
+	assert.Greater(t, ttl, time.Duration(0))
+
+	// Without a majority renewal cannot confirm: the lock is lost by its
+	// lease deadline.
+	for _, s := range srvs[:3] {
+		s.Kill()
+	}
+	select {
+	case <-lk.Context().Done():
+		assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrLockLost)
+		// The last confirmed renewal set the deadline; nothing moved it since.
+		assert.False(t, time.Now().After(lk.Deadline().Add(50*time.Millisecond)), "lost after the lease deadline")
+	case <-time.After(2 * time.Second):
+		t.Fatal("the lock was not lost without a majority")
+	}
+	assert.ErrorIs(t, lk.Unlock(ctx), mutex.ErrNotHeld)
+}
+
+func TestRedlockReentrancyAndWake(t *testing.T) {
+	clients, _ := redlockNodes(t, 3)
+	a, b := newRedlock(t, clients), newRedlock(t, clients)
+	ctx := context.Background()
+
+	lk, err := a.Lock(ctx, "re")
+	require.NoError(t, err)
+	inner, err := a.Lock(lk.Context(), "re")
+	require.NoError(t, err)
+	assert.Same(t, lk, inner)
+	require.NoError(t, inner.Unlock(ctx))
+	_, err = b.TryLock(ctx, "re")
+	require.ErrorIs(t, err, mutex.ErrNotAcquired, "the inner Unlock does not free it")
+
+	o1, err := a.Lock(ctx, "owned", mutex.WithOwner("job-7"))
+	require.NoError(t, err)
+	o2, err := b.Lock(ctx, "owned", mutex.WithOwner("job-7"))
+	require.NoError(t, err, "the same owner re-enters from another Locker")
+	assert.Equal(t, o1.Token(), o2.Token())
+	require.NoError(t, o2.Unlock(ctx))
+	require.NoError(t, o1.Unlock(ctx))
+
+	// A waiter on another Locker is woken by the release notification.
+	got := make(chan time.Time, 1)
+	go func() {
+		w, err := b.Lock(ctx, "re")
+		if assert.NoError(t, err) {
+			got <- time.Now()
+			_ = w.Unlock(ctx)
+		}
+	}()
+	require.Eventually(t, func() bool { return mutex.WaitersOf(b, "re") > 0 }, 5*time.Second, time.Millisecond)
+	released := time.Now()
+	require.NoError(t, lk.Unlock(ctx))
+	select {
+	case at := <-got:
+		assert.Less(t, at.Sub(released), 200*time.Millisecond, "woken by the release, not the 50ms-1s poll")
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter never acquired")
+	}
+}
+
+func TestRedlockBadInput(t *testing.T) {
+	clients, _ := redlockNodes(t, 3)
+	cluster := testutil.RedisCluster(t, 3).Client
+	for name, cs := range map[string][]redis.UniversalClient{
+		"two nodes": clients[:2],
+		"nil node":  {clients[0], nil, clients[2]},
+		"cluster":   {clients[0], cluster, clients[2]},
+	} {
+		_, err := mutex.NewRedlock(cs)
+		assert.ErrorIs(t, err, mutex.ErrInvalid, name)
+	}
+	_, err := mutex.NewRedlock(clients, mutex.WithNodeTimeout(0))
+	assert.ErrorIs(t, err, mutex.ErrInvalid)
+	l := newRedlock(t, clients)
+	_, err = l.Lock(context.Background(), "x", mutex.WithReplicaAck(1, time.Second))
+	assert.ErrorIs(t, err, mutex.ErrInvalid)
+	_, err = l.Lock(context.Background(), "")
+	assert.ErrorIs(t, err, mutex.ErrInvalid)
+}
