@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -14,12 +16,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
 )
 
-// The raw floor: what any Redis lock must at least do, SET NX PX to take and a
-// compare-and-delete script to release, with nothing else.
+// The raw floor's release: a compare-and-delete script.
 var floorRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 
 func token() string {
@@ -28,66 +28,96 @@ func token() string {
 	return hex.EncodeToString(b[:])
 }
 
-func floorCycle(ctx context.Context, b *testing.B, c *redis.Client, key string) {
-	tok := token()
-	ok, err := c.SetNX(ctx, key, tok, 10*time.Second).Result()
-	if err != nil || !ok {
-		b.Fatalf("floor acquire: %v %v", ok, err)
-	}
-	if err := floorRelease.Run(ctx, c, []string{key}, tok).Err(); err != nil {
-		b.Fatal(err)
-	}
-}
-
-func redfenceCycle(ctx context.Context, b *testing.B, l *mutex.Locker, key string) {
-	lk, err := l.Lock(ctx, key)
+// uncontendedSubjects builds every subject of the uncontended comparison.
+func uncontendedSubjects(b *testing.B, s *servers) []subject {
+	one := s.client(b, s.one)
+	l3, err := mutex.NewRedlock(s.clients(b, 3))
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := lk.Unlock(ctx); err != nil {
+	l5, err := mutex.NewRedlock(s.clients(b, 5))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return []subject{
+		floorSubject(one),
+		redfenceSubject(b, "redfence", mutex.New(one)),
+		redislockSubject(one),
+		redsyncSubject("redsync-1", one),
+		redfenceSubject(b, "redlock-3", l3),
+		redsyncSubject("redsync-3", s.clients(b, 3)...),
+		redfenceSubject(b, "redlock-5", l5),
+		redsyncSubject("redsync-5", s.clients(b, 5)...),
+	}
+}
+
+func cycle(ctx context.Context, b *testing.B, sub subject, key string) {
+	unlock, err := sub.lock(ctx, key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := unlock(); err != nil {
 		b.Fatal(err)
 	}
 }
 
-// BenchmarkUncontended is one Lock+Unlock cycle with nobody else around, next
-// to the floor, sequential and with GOMAXPROCS goroutines on distinct keys.
-func BenchmarkUncontended(b *testing.B) {
-	c, _ := testutil.Redis(b)
-	ctx := context.Background()
-	l := mutex.New(c)
-	b.Cleanup(func() { _ = l.Close() })
+// spin keeps one core busy until stop is closed: on an idle VM every round
+// trip otherwise pays the wake-up of a sleeping CPU, which hides the
+// difference between subjects.
+func spin(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+			runtime.Gosched()
+		}
+	}
+}
 
-	b.Run("seq/floor", func(b *testing.B) {
-		for b.Loop() {
-			floorCycle(ctx, b, c, "floor")
-		}
-	})
-	b.Run("seq/redfence", func(b *testing.B) {
-		for b.Loop() {
-			redfenceCycle(ctx, b, l, "redfence")
-		}
-	})
+// BenchmarkUncontended is one Lock+Unlock cycle with nobody else around, for
+// every subject: sequential, sequential with a spinning goroutine, and with
+// GOMAXPROCS goroutines on distinct keys.
+func BenchmarkUncontended(b *testing.B) {
+	s := startServers(b)
+	ctx := context.Background()
+	subjects := uncontendedSubjects(b, s)
+	for _, sub := range subjects {
+		b.Run("seq/"+sub.name, func(b *testing.B) {
+			for b.Loop() {
+				cycle(ctx, b, sub, "seq-"+sub.name)
+			}
+		})
+	}
+	for _, sub := range subjects {
+		b.Run("seq-busy/"+sub.name, func(b *testing.B) {
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() { spin(stop) })
+			for b.Loop() {
+				cycle(ctx, b, sub, "busy-"+sub.name)
+			}
+			close(stop)
+			wg.Wait()
+		})
+	}
 	var n atomic.Int64
-	b.Run("parallel/floor", func(b *testing.B) {
-		b.RunParallel(func(pb *testing.PB) {
-			key := "pfloor-" + strconv.FormatInt(n.Add(1), 10)
-			for pb.Next() {
-				floorCycle(ctx, b, c, key)
-			}
+	for _, sub := range subjects {
+		b.Run("parallel/"+sub.name, func(b *testing.B) {
+			b.RunParallel(func(pb *testing.PB) {
+				key := "par-" + sub.name + "-" + strconv.FormatInt(n.Add(1), 10)
+				for pb.Next() {
+					cycle(ctx, b, sub, key)
+				}
+			})
 		})
-	})
-	b.Run("parallel/redfence", func(b *testing.B) {
-		b.RunParallel(func(pb *testing.PB) {
-			key := "pred-" + strconv.FormatInt(n.Add(1), 10)
-			for pb.Next() {
-				redfenceCycle(ctx, b, l, key)
-			}
-		})
-	})
+	}
 }
 
 var statRe = regexp.MustCompile(`cmdstat_([a-z|]+):calls=(\d+)`)
 
+// commandCalls is every command the server ran, script-internal calls
+// included (Redis 7 counts those in commandstats too).
 func commandCalls(ctx context.Context, c *redis.Client) int64 {
 	info, _ := c.Info(ctx, "commandstats").Result()
 	var n int64
@@ -101,68 +131,101 @@ func commandCalls(ctx context.Context, c *redis.Client) int64 {
 	return n
 }
 
-// BenchmarkContended32 has 32 goroutines take one key in turn, through one
-// Locker and spread over 4 Lockers (as 4 processes would), and reports the
-// wait distribution, the busiest goroutine's share and Redis commands per
-// acquisition (every command, script-internal calls not counted).
-func BenchmarkContended32(b *testing.B) {
-	for _, lockers := range []int{1, 4} {
-		b.Run("lockers="+strconv.Itoa(lockers), func(b *testing.B) {
-			c, _ := testutil.Redis(b)
-			ctx := context.Background()
-			ls := make([]*mutex.Locker, lockers)
-			for i := range ls {
-				ls[i] = mutex.New(c)
-			}
-			b.Cleanup(func() {
-				for _, l := range ls {
-					_ = l.Close()
-				}
-			})
-			const goroutines = 32
-			var (
-				mu    sync.Mutex
-				waits []time.Duration
-				per   [goroutines]int
-				left  atomic.Int64
-			)
-			left.Store(int64(b.N))
-			before := commandCalls(ctx, c)
-			b.ResetTimer()
-			var wg sync.WaitGroup
-			for g := range goroutines {
-				l := ls[g%lockers]
-				wg.Go(func() {
-					var mine []time.Duration
-					for left.Add(-1) >= 0 {
-						start := time.Now()
-						lk, err := l.Lock(ctx, "hot")
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						mine = append(mine, time.Since(start))
-						per[g]++
-						_ = lk.Unlock(ctx)
+// BenchmarkContended has G goroutines take one key in turn. redfence runs
+// through one Locker and through 4 (each with its own client, as 4 processes
+// would); redislock with a 1 ms linear retry; redsync with its defaults
+// (which give up: counted). It reports the wait distribution, the busiest
+// goroutine's share, round trips and Redis commands per acquisition, and
+// acquisitions per second.
+func BenchmarkContended(b *testing.B) {
+	for _, g := range []int{2, 8, 32} {
+		for _, name := range []string{"redfence-1", "redfence-4", "redislock", "redsync"} {
+			b.Run("g="+strconv.Itoa(g)+"/"+name, func(b *testing.B) {
+				s := startServers(b)
+				ctx := context.Background()
+				admin := s.one.Client()
+				b.Cleanup(func() { _ = admin.Close() })
+				var subs []subject
+				switch name {
+				case "redfence-1":
+					subs = []subject{redfenceSubject(b, name, mutex.New(s.client(b, s.one)))}
+				case "redfence-4":
+					for range 4 {
+						subs = append(subs, redfenceSubject(b, name, mutex.New(s.client(b, s.one))))
 					}
-					mu.Lock()
-					waits = append(waits, mine...)
-					mu.Unlock()
-				})
+				case "redislock":
+					subs = []subject{redislockSubject(s.client(b, s.one))}
+				case "redsync":
+					subs = []subject{redsyncSubject(name, s.client(b, s.one))}
+				}
+				contend(ctx, b, g, subs, admin, s.rtt)
+			})
+		}
+	}
+}
+
+func contend(ctx context.Context, b *testing.B, g int, subs []subject, admin *redis.Client, rtt *counter) {
+	var (
+		mu      sync.Mutex
+		waits   []time.Duration
+		per     = make([]int, g)
+		left    atomic.Int64
+		gaveUp  atomic.Int64
+		failure atomic.Value
+	)
+	left.Store(int64(b.N))
+	cmdsBefore, rttBefore := commandCalls(ctx, admin), rtt.n.Load()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for i := range g {
+		sub := subs[i%len(subs)]
+		wg.Go(func() {
+			var mine []time.Duration
+			for left.Add(-1) >= 0 {
+				start := time.Now()
+				var unlock func() error
+				for {
+					var err error
+					unlock, err = sub.lock(ctx, "hot")
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, errGaveUp) {
+						failure.Store(err)
+						return
+					}
+					gaveUp.Add(1) // redsync ran out of retries: the caller tries again
+				}
+				mine = append(mine, time.Since(start))
+				per[i]++
+				_ = unlock()
 			}
-			wg.Wait()
-			b.StopTimer()
-			cmds := commandCalls(ctx, c) - before
-			slices.Sort(waits)
-			q := func(p float64) float64 {
-				return float64(waits[min(len(waits)-1, int(p*float64(len(waits))))].Microseconds()) / 1000
-			}
-			b.ReportMetric(q(0.5), "p50-ms")
-			b.ReportMetric(q(0.99), "p99-ms")
-			b.ReportMetric(q(0.999), "p99.9-ms")
-			b.ReportMetric(float64(slices.Max(per[:]))/float64(len(waits)), "busiest-share")
-			b.ReportMetric(float64(cmds)/float64(len(waits)), "cmds/acq")
-			b.ReportMetric(float64(len(waits))/b.Elapsed().Seconds(), "acq/s")
+			mu.Lock()
+			waits = append(waits, mine...)
+			mu.Unlock()
 		})
 	}
+	wg.Wait()
+	b.StopTimer()
+	if err, _ := failure.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	n := len(waits)
+	if n == 0 {
+		return
+	}
+	cmds, trips := commandCalls(ctx, admin)-cmdsBefore, rtt.n.Load()-rttBefore
+	slices.Sort(waits)
+	q := func(p float64) float64 {
+		return float64(waits[min(n-1, int(p*float64(n)))].Microseconds()) / 1000
+	}
+	b.ReportMetric(q(0.5), "p50-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
+	b.ReportMetric(q(0.999), "p99.9-ms")
+	b.ReportMetric(float64(slices.Max(per))/float64(n), "busiest-share")
+	b.ReportMetric(float64(cmds)/float64(n), "cmds/acq")
+	b.ReportMetric(float64(trips)/float64(n), "rtt/acq")
+	b.ReportMetric(float64(gaveUp.Load())/float64(n), "give-ups/acq")
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "acq/s")
+	b.ReportMetric(0, "ns/op")
 }

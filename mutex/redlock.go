@@ -48,6 +48,12 @@ func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Locker, error
 	return l, nil
 }
 
+// proposalLead is how far ahead of this process's clock a Redlock attempt
+// proposes its token: enough to cover the one-way latency and the clock
+// differences between this host and the nodes, so that nodes usually take
+// the proposal. A node that issues more instead only costs the raise round.
+const proposalLead = 100 * time.Millisecond
+
 // nodeTimeout is the per-node bound of one Redlock call.
 func (l *Locker) nodeTimeout(ttl time.Duration) time.Duration {
 	if l.cfg.nodeTimeout > 0 {
@@ -173,8 +179,12 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 		// timeout) so that the raise reaches each node that granted.
 		decided = nil
 	}
+	// Propose a token a little ahead of our clock: nodes whose counter and
+	// clock are behind it take it as it is, and when the whole quorum did,
+	// the quorum already carries one token and the raise round is skipped.
+	proposal := time.Now().Add(proposalLead).UnixMicro()
 	replies := l.fanoutUntil(ctx, timeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		return acquireScript.Run(ctx, c, keys, owner, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl)).Int64Slice()
+		return acquireScript.Run(ctx, c, keys, owner, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl), proposal).Int64Slice()
 	}, decided)
 	var (
 		voters    []int
@@ -222,19 +232,27 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 			chosen = max(chosen, tokens[i])
 		}
 		chosenStr := strconv.FormatInt(chosen, 10)
-		raised := l.fanout(ctx, timeout, voters, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-			n, err := raiseScript.Run(ctx, c, keys, owner, chosenStr).Int64()
-			return []int64{n}, err
-		})
-		confirmed := 0
+		agreed := true
 		for _, i := range voters {
-			if r := raised[i]; r.err == nil && len(r.vals) == 1 && r.vals[0] == 1 {
-				confirmed++
-				tokens[i] = chosen
+			agreed = agreed && tokens[i] == chosen
+		}
+		confirmed := len(voters)
+		if !agreed {
+			raised := l.fanout(ctx, timeout, voters, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
+				n, err := raiseScript.Run(ctx, c, keys, owner, chosenStr).Int64()
+				return []int64{n}, err
+			})
+			confirmed = 0
+			for _, i := range voters {
+				if r := raised[i]; r.err == nil && len(r.vals) == 1 && r.vals[0] == 1 {
+					confirmed++
+					tokens[i] = chosen
+				}
 			}
 		}
 		validity = lc.ttl - time.Since(start) - l.drift(lc.ttl)
-		span.AddEvent("redlock.raise", trace.WithAttributes(
+		span.AddEvent("redlock.token", trace.WithAttributes(
+			attribute.Bool("redfence.redlock.agreed", agreed),
 			attribute.Int("redfence.redlock.confirmed", confirmed),
 			attribute.Int64("redfence.token", chosen)))
 		if confirmed >= l.quorum && validity > 0 {
@@ -320,10 +338,21 @@ func (l *Locker) redlockGiveBack(lockKey, owner string, explicitOwner bool, vote
 // confirmed and some failed.
 func (l *Locker) redlockRelease(ctx context.Context, lk *Lock) (int64, error) {
 	keys := lk.keys()
-	replies := l.fanout(ctx, l.nodeTimeout(lk.ttl), allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
+	// Done once a majority released: no quorum can form for the old holder
+	// any more, and the other nodes finish in the background.
+	decided := func(out []nodeReply, answered []bool) bool {
+		freed := 0
+		for i, r := range out {
+			if answered[i] && r.err == nil && len(r.vals) == 1 && r.vals[0] == 0 {
+				freed++
+			}
+		}
+		return freed >= l.quorum
+	}
+	replies := l.fanoutUntil(ctx, l.nodeTimeout(lk.ttl), allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
 		n, err := releaseScript.Run(ctx, c, keys, lk.owner, lk.tokenStr, l.keyTTL(0), l.publish).Int64()
 		return []int64{n}, err
-	})
+	}, decided)
 	left := int64(-1)
 	var errs []error
 	for _, r := range replies {

@@ -9,6 +9,9 @@
 -- ARGV[1]  owner id (compared whole)
 -- ARGV[2]  lease in ms
 -- ARGV[3]  key TTL in ms (>= lease): how long the fencing counter outlives use
+-- ARGV[4]  optional (Redlock): a proposed token, taken when it is at least
+--          what this node would issue, so that a quorum agrees on one token
+--          without a second round
 -- Returns {1, token, 0} acquired; {2, token, count} re-entered;
 --         {0, 0, remaining lease ms} held by another owner.
 local t = redis.call('TIME')
@@ -32,5 +35,7 @@ end
 -- Free: the token must exceed every earlier one. The counter covers
 -- acquisitions within one microsecond; the clock covers a lost counter.
 tok = math.max(tok + 1, now)
+local proposed = tonumber(ARGV[4])
+if proposed and proposed >= tok then tok = proposed end
 redis.call('SET', KEYS[1], string.format('%.0f 1 %.0f %s', tok, now + lease, ARGV[1]), 'PX', ARGV[3])
 return {1, tok, 0}
