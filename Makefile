@@ -20,10 +20,20 @@ vet:
 unit:
 	$(GO) test $(GOTEST_FLAGS) ./...
 
-# Side-by-side benchmarks (bench/ is its own module; peers arrive with issue 10).
+# Side-by-side benchmarks (bench/ is its own module, so peers never enter
+# redfence's go.mod): BENCH_ROUNDS interleaved rounds of every benchmark, then
+# medians and per-round ratios. BENCH=regexp narrows it.
+BENCH ?= .
+BENCH_ROUNDS ?= 5
+BENCH_TIME ?= 1s
 .PHONY: bench
 bench:
-	cd bench && $(GO) test -run '^$$' -bench . -benchtime 2s -count 5 .
+	@rm -f bench/rounds.txt
+	@for i in $$(seq 1 $(BENCH_ROUNDS)); do \
+		echo "### round $$i" | tee -a bench/rounds.txt; \
+		(cd bench && $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCH_TIME) -count 1 .) | tee -a bench/rounds.txt || exit 1; \
+	done
+	cd bench && $(GO) run ./report < rounds.txt
 
 # The stampede demo: embedded Redis, nothing to set up (REDIS_URL to use a server).
 .PHONY: demo

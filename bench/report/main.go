@@ -1,0 +1,149 @@
+// Command report summarises interleaved rounds of `go test -bench` output
+// (rounds separated by lines starting with "### round"): the median of every
+// metric over the rounds, and ratios taken inside each round (then their
+// median), so that a slow round moves both sides of a ratio together.
+//
+//	make bench   # runs the rounds and this report
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+type metrics map[string]float64
+
+var lineRe = regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+\d+\s+(.*)$`)
+
+func main() {
+	var rounds []map[string]metrics
+	var order []string
+	seen := map[string]bool{}
+	cur := map[string]metrics{}
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "### round") {
+			if len(cur) > 0 {
+				rounds = append(rounds, cur)
+			}
+			cur = map[string]metrics{}
+			continue
+		}
+		m := lineRe.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		name := strings.TrimPrefix(m[1], "Benchmark")
+		fields := strings.Fields(m[3])
+		ms := metrics{}
+		for i := 0; i+1 < len(fields); i += 2 {
+			v, err := strconv.ParseFloat(fields[i], 64)
+			if err == nil {
+				ms[fields[i+1]] = v
+			}
+		}
+		cur[name] = ms
+		if !seen[name] {
+			seen[name] = true
+			order = append(order, name)
+		}
+	}
+	if len(cur) > 0 {
+		rounds = append(rounds, cur)
+	}
+	fmt.Printf("%d rounds; medians\n\n", len(rounds))
+	for _, name := range order {
+		var units []string
+		for _, r := range rounds {
+			for u := range r[name] {
+				if !slices.Contains(units, u) {
+					units = append(units, u)
+				}
+			}
+		}
+		slices.Sort(units)
+		var parts []string
+		for _, u := range units {
+			if u == "ns/op" && median(collect(rounds, name, u)) == 0 {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s %s", format(median(collect(rounds, name, u))), u))
+		}
+		fmt.Printf("%-55s %s\n", name, strings.Join(parts, "  "))
+	}
+
+	fmt.Printf("\nratios (per round, then median)\n\n")
+	for _, mode := range []string{"seq", "seq-busy", "parallel"} {
+		for _, sub := range []string{"redfence", "redislock", "redsync-1", "redlock-3", "redsync-3", "redlock-5", "redsync-5"} {
+			ratio(rounds, fmt.Sprintf("Uncontended/%s/%s", mode, sub), fmt.Sprintf("Uncontended/%s/floor", mode), "ns/op", "× floor")
+		}
+		ratio(rounds, "Uncontended/"+mode+"/redlock-5", "Uncontended/"+mode+"/redsync-5", "ns/op", "× redsync-5")
+		ratio(rounds, "Uncontended/"+mode+"/redlock-3", "Uncontended/"+mode+"/redfence", "ns/op", "× redfence single node")
+		ratio(rounds, "Uncontended/"+mode+"/redlock-5", "Uncontended/"+mode+"/redfence", "ns/op", "× redfence single node")
+	}
+	for _, mode := range []string{"seq", "parallel"} {
+		ratio(rounds, "Fenced/"+mode+"/fenced", "Fenced/"+mode+"/plain", "ns/op", "× plain transaction")
+	}
+}
+
+func collect(rounds []map[string]metrics, name, unit string) []float64 {
+	var out []float64
+	for _, r := range rounds {
+		if v, ok := r[name][unit]; ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func ratio(rounds []map[string]metrics, num, den, unit, label string) {
+	var rs []float64
+	for _, r := range rounds {
+		a, ok1 := r[num][unit]
+		b, ok2 := r[den][unit]
+		if ok1 && ok2 && b > 0 {
+			rs = append(rs, a/b)
+		}
+	}
+	if len(rs) == 0 {
+		return
+	}
+	fmt.Printf("%-40s %.2f %s   (rounds: %s)\n", num, median(rs), label, join(rs))
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func format(v float64) string {
+	switch {
+	case v >= 1000:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	default:
+		return strconv.FormatFloat(v, 'f', 3, 64)
+	}
+}
+
+func join(v []float64) string {
+	var p []string
+	for _, x := range v {
+		p = append(p, strconv.FormatFloat(x, 'f', 2, 64))
+	}
+	return strings.Join(p, " ")
+}
