@@ -2,6 +2,7 @@ package mutex
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -176,34 +177,50 @@ func (r *renewer) renewChunk(locks []*Lock) {
 		}
 		return
 	}
+	// run publishes its replies only by returning: when call gives up on it
+	// (a client without ContextTimeoutEnabled, a hung server), it may still
+	// be running, and its replies must not be read. -1: unknown.
 	sent := time.Now()
-	var cmds []*redis.Cmd
+	var vals []int64
+	noScript := errors.New("NOSCRIPT")
 	run := func(ctx context.Context) error {
 		pipe := l.client.Pipeline()
-		cmds = make([]*redis.Cmd, len(locks))
+		cmds := make([]*redis.Cmd, len(locks))
 		for i, lk := range locks {
 			cmds[i] = extendScript.EvalSha(ctx, pipe, []string{lk.lockKey}, lk.owner, lk.tokenStr, ttls[i].Milliseconds(), l.keyTTL(ttls[i]))
 		}
-		_, err := pipe.Exec(ctx)
-		return err
+		if _, err := pipe.Exec(ctx); err != nil && anyNoScript(cmds) {
+			return noScript
+		}
+		out := make([]int64, len(cmds))
+		for i, c := range cmds {
+			v, err := c.Int64()
+			if err != nil {
+				v = -1
+			}
+			out[i] = v
+		}
+		vals = out
+		return nil
 	}
-	err, _ := l.call(ctx, run)
-	if err != nil && anyNoScript(cmds) {
+	err, pending := l.call(ctx, run)
+	if errors.Is(err, noScript) {
 		if lerr := extendScript.Load(ctx, l.client).Err(); lerr == nil {
 			sent = time.Now()
-			err, _ = l.call(ctx, run)
+			err, pending = l.call(ctx, run)
 		}
 	}
-	for i, lk := range locks {
-		if cmds == nil || i >= len(cmds) {
-			r.retrySoon(lk)
-			continue
-		}
-		v, cerr := cmds[i].Int64()
-		switch {
-		case cerr != nil:
+	if err != nil || pending != nil {
+		for _, lk := range locks {
 			r.retrySoon(lk) // outcome unknown: the lease deadline decides
-		case v == 1:
+		}
+		return
+	}
+	for i, lk := range locks {
+		switch vals[i] {
+		case -1:
+			r.retrySoon(lk) // outcome unknown: the lease deadline decides
+		case 1:
 			lk.renewed(sent, ttls[i])
 		default:
 			lk.lose("renewal found the lock gone")

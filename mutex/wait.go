@@ -252,6 +252,10 @@ func (l *Locker) acquire(ctx context.Context, lockKey, owner string, lc *lockCon
 		res = acquireResult{status: vals[0], token: vals[1], remaining: time.Duration(vals[2]) * time.Millisecond}
 		return nil
 	})
+	if pending != nil {
+		// The call was abandoned and may still be writing res.
+		return acquireResult{}, err, pending
+	}
 	return res, err, pending
 }
 

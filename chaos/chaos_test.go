@@ -1,0 +1,337 @@
+package chaos_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redfence/redfence/fenced"
+	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/mutex"
+)
+
+var duration = flag.Duration("chaos.duration", 0, "how long each setup runs under faults (0: the bounded run of make test)")
+
+func runFor(bounded time.Duration) time.Duration {
+	if *duration > 0 {
+		return *duration
+	}
+	return bounded
+}
+
+const (
+	clients = 4
+	ttl     = 300 * time.Millisecond
+)
+
+// rmw is one accepted read-modify-write: it read v inside the fenced
+// transaction and wrote v+1.
+type rmw struct{ read int64 }
+
+// registerModel: the register's value; an rmw that read v is legal only in
+// state v, and leaves v+1.
+var registerModel = porcupine.Model{
+	Init: func() interface{} { return int64(0) },
+	Step: func(state, input, output interface{}) (bool, interface{}) {
+		s := state.(int64)
+		op := output.(rmw)
+		if op.read != s {
+			return false, s
+		}
+		return true, s + 1
+	},
+	DescribeOperation: func(input, output interface{}) string {
+		return fmt.Sprintf("rmw %d -> %d", output.(rmw).read, output.(rmw).read+1)
+	},
+	DescribeState: func(state interface{}) string { return fmt.Sprint(state) },
+}
+
+// world is one chaos run: the clients' Lockers, the fault injector's handles,
+// the register and what was observed.
+type world struct {
+	t       *testing.T
+	pool    *pgxpool.Pool
+	guard   *fenced.Guard
+	table   string
+	lockers []*mutex.Locker
+	faults  []fault
+
+	mu      sync.Mutex
+	history []porcupine.Operation
+	start   time.Time
+
+	holders  atomic.Int32 // clients that believe they hold the lock now
+	overlaps atomic.Int64
+	stale    atomic.Int64
+	lockErrs atomic.Int64
+	stalls   []atomic.Bool // per client: stall in the next critical section
+	counts   map[string]int
+}
+
+type fault struct {
+	name  string
+	apply func(rng *rand.Rand) (heal func())
+}
+
+func newWorld(t *testing.T, name string) *world {
+	pool := testutil.Postgres(t)
+	ctx := context.Background()
+	table := "register_" + name
+	_, err := pool.Exec(ctx, `CREATE TABLE `+table+` (id int PRIMARY KEY, v bigint NOT NULL);
+		INSERT INTO `+table+` VALUES (1, 0);
+		CREATE TABLE `+table+`_accepted (seq bigserial PRIMARY KEY, token bigint NOT NULL)`)
+	require.NoError(t, err)
+	g := fenced.New(pool, fenced.WithTable("fences_"+name))
+	require.NoError(t, g.Migrate(ctx))
+	return &world{t: t, pool: pool, guard: g, table: table, start: time.Now(),
+		stalls: make([]atomic.Bool, clients), counts: map[string]int{}}
+}
+
+// client is one worker: lock, maybe stall (a GC pause past the lease), a
+// fenced read-modify-write, unlock.
+func (w *world) client(ctx context.Context, id int, l *mutex.Locker) {
+	for ctx.Err() == nil {
+		// A real pause stops the whole process, renewal included; here only
+		// this goroutine sleeps, so a stalling turn runs without renewal.
+		stall := w.stalls[id].Swap(false)
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		lk, err := l.Lock(lctx, "register", mutex.WithTTL(ttl), mutex.WithAutoRenew(!stall))
+		cancel()
+		if err != nil {
+			w.lockErrs.Add(1)
+			continue
+		}
+		if w.holders.Add(1) > 1 {
+			w.overlaps.Add(1)
+		}
+		if stall {
+			// The pause ignores lk.Context(), as a stopped process would.
+			time.Sleep(2 * ttl)
+		}
+		call := time.Since(w.start).Nanoseconds()
+		var read int64
+		err = w.guard.Do(context.WithoutCancel(ctx), "register", lk.Token(), func(ctx context.Context, tx pgx.Tx) error {
+			if err := tx.QueryRow(ctx, `SELECT v FROM `+w.table+` WHERE id = 1 FOR UPDATE`).Scan(&read); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `UPDATE `+w.table+` SET v = v + 1 WHERE id = 1`); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO `+w.table+`_accepted (token) VALUES ($1)`, lk.Token())
+			return err
+		})
+		ret := time.Since(w.start).Nanoseconds()
+		w.holders.Add(-1)
+		switch {
+		case errors.Is(err, fenced.ErrStaleToken):
+			w.stale.Add(1) // rejected before fn: no effect on the register
+		case err != nil:
+			w.t.Errorf("client %d: fenced write: %v", id, err)
+		default:
+			w.mu.Lock()
+			w.history = append(w.history, porcupine.Operation{ClientId: id, Call: call, Return: ret, Output: rmw{read}})
+			w.mu.Unlock()
+		}
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = lk.Unlock(uctx) // ErrNotHeld after a loss is expected here
+		cancel()
+	}
+}
+
+// inject applies a random fault every 200-600 ms, heals it after 100-900 ms.
+func (w *world) inject(ctx context.Context, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	for {
+		t := time.NewTimer(time.Duration(200+rng.IntN(400)) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		f := w.faults[rng.IntN(len(w.faults))]
+		heal := f.apply(rng)
+		w.mu.Lock()
+		w.counts[f.name]++
+		w.mu.Unlock()
+		t = time.NewTimer(time.Duration(100+rng.IntN(800)) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		heal()
+	}
+}
+
+func (w *world) stallFault() fault {
+	return fault{"client stall past the lease", func(rng *rand.Rand) func() {
+		w.stalls[rng.IntN(clients)].Store(true)
+		return func() {}
+	}}
+}
+
+func (w *world) run(d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, l := range w.lockers {
+		wg.Go(func() { w.client(ctx, i, l) })
+	}
+	wg.Go(func() { w.inject(ctx, uint64(time.Now().UnixNano())) })
+	wg.Wait()
+}
+
+func (w *world) check(name string) {
+	t := w.t
+	ctx := context.Background()
+	res, info := porcupine.CheckOperationsVerbose(registerModel, w.history, time.Minute)
+	if res != porcupine.Ok {
+		dir, _ := os.MkdirTemp("", "redfence-chaos-")
+		path := filepath.Join(dir, name+".html")
+		_ = porcupine.VisualizePath(registerModel, info, path)
+		var b strings.Builder
+		for _, op := range w.history {
+			fmt.Fprintf(&b, "%d %d %d %v\n", op.ClientId, op.Call, op.Return, op.Output)
+		}
+		_ = os.WriteFile(filepath.Join(dir, name+"-history.txt"), []byte(b.String()), 0o644)
+		t.Errorf("%s: register history not linearizable (%s); history and visualisation in %s", name, res, dir)
+	}
+
+	rows, err := w.pool.Query(ctx, `SELECT token FROM `+w.table+`_accepted ORDER BY seq`)
+	require.NoError(t, err)
+	tokens, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	backwards := 0
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			backwards++
+		}
+	}
+	var v int64
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT v FROM `+w.table+` WHERE id = 1`).Scan(&v))
+
+	kinds := make([]string, 0, len(w.counts))
+	for k, n := range w.counts {
+		kinds = append(kinds, fmt.Sprintf("%s: %d", k, n))
+	}
+	sort.Strings(kinds)
+	t.Logf("%s: %d operations, register %d, faults {%s}, overlaps %d, stale writes rejected %d, lock timeouts/errors %d, accepted tokens out of order %d",
+		name, len(w.history), v, strings.Join(kinds, ", "), w.overlaps.Load(), w.stale.Load(), w.lockErrs.Load(), backwards)
+	assert.Zero(t, backwards, "the resource accepted a token that was not larger")
+	assert.Equal(t, int64(len(w.history)), v, "every accepted operation, and only those, changed the register")
+	assert.NotEmpty(t, w.history, "no operation succeeded")
+	if w.counts["client stall past the lease"] > 0 {
+		assert.Positive(t, w.overlaps.Load()+w.stale.Load(), "stalls past the lease must show up as overlaps or rejected writes")
+	}
+}
+
+func TestChaosSingleNode(t *testing.T) {
+	_, srv := testutil.Redis(t)
+	w := newWorld(t, "single")
+	proxies := make([]*testutil.TCPProxy, clients)
+	for i := range clients {
+		proxies[i] = testutil.Proxy(t, srv.Addr())
+		c := redis.NewClient(&redis.Options{Addr: proxies[i].Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+		l := mutex.New(c)
+		w.lockers = append(w.lockers, l)
+		t.Cleanup(func() { _ = l.Close(); _ = c.Close() })
+	}
+	w.faults = []fault{
+		{"redis paused past the lease", func(*rand.Rand) func() { srv.Pause(); return srv.Resume }},
+		{"redis killed, restarted empty", func(*rand.Rand) func() { srv.Restart(); return func() {} }},
+		{"client latency", func(rng *rand.Rand) func() {
+			p := proxies[rng.IntN(clients)]
+			p.SetLatency(time.Duration(20+rng.IntN(80)) * time.Millisecond)
+			return func() { p.SetLatency(0) }
+		}},
+		{"client partitioned (black hole)", func(rng *rand.Rand) func() {
+			p := proxies[rng.IntN(clients)]
+			p.BlackHole()
+			return p.Heal
+		}},
+		w.stallFault(),
+	}
+	w.run(runFor(25 * time.Second))
+	w.check("single")
+}
+
+func TestChaosRedlock(t *testing.T) {
+	_, srvs := testutil.RedisN(t, 5)
+	w := newWorld(t, "redlock")
+	for range clients {
+		nodes := make([]redis.UniversalClient, len(srvs))
+		for j, s := range srvs {
+			c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+			nodes[j] = c
+			t.Cleanup(func() { _ = c.Close() })
+		}
+		l, err := mutex.NewRedlock(nodes)
+		require.NoError(t, err)
+		w.lockers = append(w.lockers, l)
+		t.Cleanup(func() { _ = l.Close() })
+	}
+	some := func(rng *rand.Rand, n int) []*testutil.RedisServer {
+		idx := rng.Perm(len(srvs))[:n]
+		out := make([]*testutil.RedisServer, n)
+		for i, j := range idx {
+			out[i] = srvs[j]
+		}
+		return out
+	}
+	w.faults = []fault{
+		{"minority paused", func(rng *rand.Rand) func() {
+			ss := some(rng, 1+rng.IntN(2))
+			for _, s := range ss {
+				s.Pause()
+			}
+			return func() {
+				for _, s := range ss {
+					s.Resume()
+				}
+			}
+		}},
+		{"majority paused", func(rng *rand.Rand) func() {
+			ss := some(rng, 3)
+			for _, s := range ss {
+				s.Pause()
+			}
+			return func() {
+				for _, s := range ss {
+					s.Resume()
+				}
+			}
+		}},
+		{"minority killed, restarted empty", func(rng *rand.Rand) func() {
+			ss := some(rng, 1+rng.IntN(2))
+			for _, s := range ss {
+				s.Kill()
+			}
+			return func() {
+				for _, s := range ss {
+					s.Restart()
+				}
+			}
+		}},
+		w.stallFault(),
+	}
+	w.run(runFor(20 * time.Second))
+	w.check("redlock")
+}

@@ -1,0 +1,16 @@
+// Package chaos holds redfence's reliability suite (its tests): several
+// clients, each with its own Locker and connections, repeatedly lock, do a
+// read-modify-write of a PostgreSQL register through fenced, and unlock,
+// while faults are injected at random: redis-server paused past the lease
+// (SIGSTOP) and killed and restarted empty, latency and black-hole partitions
+// between a client and Redis, clients stalling while they hold the lock, and
+// for Redlock minority and majority node loss.
+//
+// Checkers: porcupine over the register history (it must be linearizable),
+// the tokens the resource accepted (strictly increasing), and a count of the
+// moments two clients believed they held the lock at once (expected above
+// zero under stalls: the fence must reject every such late write).
+//
+// `make test` runs a bounded version; `make chaos` runs it for
+// CHAOS_DURATION per setup (go test ./chaos -chaos.duration=10m).
+package chaos
