@@ -39,3 +39,10 @@ bench:
 .PHONY: demo
 demo:
 	$(GO) run ./examples/stampede
+
+# The reliability suite for CHAOS_DURATION per setup (single node, Redlock,
+# Sentinel); make test runs a bounded version.
+CHAOS_DURATION ?= 4m
+.PHONY: chaos
+chaos:
+	$(GO) test -race -count=1 -timeout 60m -v -run Chaos ./chaos -chaos.duration=$(CHAOS_DURATION) 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|chaos_test.go|Error'

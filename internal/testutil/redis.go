@@ -30,6 +30,7 @@ type RedisServer struct {
 	dir  string
 	port int
 	args []string
+	conf string // sentinel mode: the config file Sentinel requires (and rewrites)
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -202,6 +203,9 @@ func (s *RedisServer) start() error {
 		"--logfile", "redis.log",
 	}
 	args = append(args, s.args...)
+	if s.conf != "" {
+		args = append([]string{s.conf, "--sentinel"}, args...)
+	}
 	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}

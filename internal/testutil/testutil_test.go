@@ -289,3 +289,21 @@ func TestThrowawayPostgres(t *testing.T) {
 	_, err = pgx.Connect(ctx, s.URL())
 	assert.Error(t, err, "a stopped throwaway server must be gone")
 }
+
+func TestSentinelFailover(t *testing.T) {
+	set := testutil.Sentinel(t)
+	ctx := context.Background()
+	before, err := set.Primary(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, set.Servers[0].Addr(), before)
+	c := set.Client()
+	defer c.Close()
+	require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
+	require.NoError(t, set.Failover(ctx, 15*time.Second))
+	after, err := set.Primary(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, set.Servers[1].Addr(), after)
+	assert.Equal(t, set.Servers[1], set.Server(after))
+	require.Eventually(t, func() bool { return c.Set(ctx, "k2", "v", 0).Err() == nil }, 10*time.Second, 20*time.Millisecond,
+		"the failover client writes to the new primary")
+}
