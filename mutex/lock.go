@@ -215,6 +215,11 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 
 	l := lk.l
 	ctx, span := l.tel.tracer.Start(ctx, "redfence.Unlock", trace.WithAttributes(attrKey.String(lk.key), attrToken.Int64(lk.token)))
+	if l.nodes == nil {
+		if w := l.reserveHandoff(lk.key); w != nil {
+			return lk.handOff(ctx, w, span)
+		}
+	}
 	var n int64
 	var err error
 	var pending <-chan error
@@ -259,6 +264,49 @@ func (lk *Lock) isSettled() bool {
 	default:
 		return false
 	}
+}
+
+// handOff releases lk and takes the lock for w, the next local waiter, in
+// one round trip. w was reserved and gets exactly one offer, whatever
+// happens here.
+func (lk *Lock) handOff(ctx context.Context, w *waiter, span trace.Span) error {
+	l := lk.l
+	sent := time.Now()
+	var vals []int64
+	err, pending := l.call(ctx, func(ctx context.Context) error {
+		v, err := handoffScript.Run(ctx, l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr,
+			w.owner, w.lc.ttl.Milliseconds(), l.keyTTL(w.lc.ttl)).Int64Slice()
+		if err == nil && len(v) != 2 {
+			err = errors.New("mutex: unexpected reply from the handoff script")
+		}
+		vals = v
+		return err
+	})
+	switch {
+	case err != nil:
+		w.offer <- handoff{}
+		// Unknown outcome: if it landed, the waiter's owner holds the lock
+		// unused and its lease runs out; release ours once more if not.
+		if lk.finish(ErrReleased, "") {
+			l.retryRelease(lk, pending)
+		}
+		endSpan(span, "error", err)
+		return err
+	case vals[0] < 0:
+		w.offer <- handoff{}
+		lk.lose("unlock found the lock gone")
+		endSpan(span, "not_held", ErrNotHeld)
+		return ErrNotHeld
+	case vals[0] > 0: // still held through a re-entry in Redis
+		w.offer <- handoff{}
+		lk.finish(ErrReleased, "")
+		endSpan(span, "released", nil)
+		return nil
+	}
+	lk.finish(ErrReleased, "")
+	w.offer <- handoff{ok: true, token: vals[1], sent: sent}
+	endSpan(span, "handed_off", nil)
+	return nil
 }
 
 // awaitSettled waits, at most one node timeout, until the Redlock nodes that

@@ -1,22 +1,94 @@
 package mutex
 
+import "time"
+
 // queue holds the goroutines of one Locker waiting for one key, in arrival
 // order. Only the head talks to Redis; the others wait for their turn.
 type queue struct {
 	waiters    []*waiter
 	subscribed bool   // the head subscribed to the key's release channel
 	channel    string // that channel
+	handoffs   int    // hand-offs in a row; capped so other processes get a turn
 }
 
 type waiter struct {
 	turn  chan struct{} // closed when this waiter becomes the head
 	wake  chan struct{} // a release was seen; buffered, holds one signal
 	quiet bool          // became head as a local goroutine acquired: expect a release first
+
+	// Hand-off, all under Locker.mu: a head parked in its wait, with
+	// what taking the lock for it needs, can be reserved by an Unlock, which
+	// then sends exactly one offer.
+	owner    string
+	lc       *lockConfig
+	parked   bool
+	reserved bool
+	offer    chan handoff // buffered, one
+}
+
+// handoff is an Unlock's offer to the next local waiter: the lock, taken for
+// it in the same round trip that released the previous holder (ok), or
+// nothing (the waiter goes on as before).
+type handoff struct {
+	ok    bool
+	token int64
+	sent  time.Time
+}
+
+// maxHandoffs caps hand-offs in a row on one key: then a release goes out
+// through Redis (and its notification), so waiters in other processes get a
+// chance; within the process the queue stays FIFO.
+const maxHandoffs = 8
+
+// park marks w as waiting for a release, ready to be handed the lock.
+func (l *Locker) park(w *waiter) {
+	l.mu.Lock()
+	w.parked = true
+	l.mu.Unlock()
+}
+
+// unpark ends w's wait; if an Unlock reserved w meanwhile, it waits for that
+// Unlock's offer and returns it.
+func (l *Locker) unpark(w *waiter) (handoff, bool) {
+	l.mu.Lock()
+	w.parked = false
+	reserved := w.reserved
+	w.reserved = false
+	l.mu.Unlock()
+	if !reserved {
+		return handoff{}, false
+	}
+	return <-w.offer, true
+}
+
+// reserveHandoff returns the parked head waiting for key, reserved for a
+// hand-off, or nil when there is none (or the streak is at its cap).
+func (l *Locker) reserveHandoff(key string) *waiter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := l.queues[key]
+	if q == nil || len(q.waiters) == 0 || l.closed {
+		return nil
+	}
+	w := q.waiters[0]
+	if !w.parked || w.reserved || w.lc == nil {
+		return nil
+	}
+	if q.handoffs >= maxHandoffs {
+		q.handoffs = 0
+		return nil
+	}
+	q.handoffs++
+	w.reserved = true
+	return w
 }
 
 // enqueue appends a waiter for key. A TryLock (wait false) behind local
 // waiters gets ErrNotAcquired without asking Redis: they were first.
-func (l *Locker) enqueue(key string, wait bool) (*waiter, error) {
+//
+// owner and lc (nil: never) are what an Unlock needs to hand this waiter the
+// lock directly.
+func (l *Locker) enqueue(key string, wait bool, owner string, lc *lockConfig) (*waiter, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -29,7 +101,7 @@ func (l *Locker) enqueue(key string, wait bool) (*waiter, error) {
 	} else if !wait && len(q.waiters) > 0 {
 		return nil, ErrNotAcquired
 	}
-	w := &waiter{turn: make(chan struct{}), wake: make(chan struct{}, 1)}
+	w := &waiter{turn: make(chan struct{}), wake: make(chan struct{}, 1), offer: make(chan handoff, 1), owner: owner, lc: lc}
 	q.waiters = append(q.waiters, w)
 	if len(q.waiters) == 1 {
 		close(w.turn)
@@ -58,6 +130,9 @@ func (l *Locker) dequeue(key string, w *waiter, acquired bool) {
 		if i == 0 && len(q.waiters) > 0 {
 			next := q.waiters[0]
 			next.quiet = acquired
+			// A quiet head asks Redis nothing before its first wait: it can
+			// be handed the lock from now on, even before it runs.
+			next.parked = acquired
 			close(next.turn)
 		}
 		break

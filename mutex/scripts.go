@@ -22,6 +22,8 @@ var (
 	abandonLua string
 	//go:embed lua/raise.lua
 	raiseLua string
+	//go:embed lua/handoff.lua
+	handoffLua string
 
 	acquireScript = redis.NewScript(acquireLua)
 	releaseScript = redis.NewScript(releaseLua)
@@ -29,4 +31,5 @@ var (
 	ttlScript     = redis.NewScript(ttlLua)
 	abandonScript = redis.NewScript(abandonLua)
 	raiseScript   = redis.NewScript(raiseLua)
+	handoffScript = redis.NewScript(handoffLua)
 )

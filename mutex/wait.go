@@ -115,7 +115,11 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	}
 	lockKey := l.lockKey(key)
 
-	w, err := l.enqueue(key, wait)
+	var handoffTo *lockConfig
+	if l.nodes == nil && lc.replicas == 0 {
+		handoffTo = &lc // a local Unlock may hand the lock straight to us
+	}
+	w, err := l.enqueue(key, wait, owner, handoffTo)
 	if err != nil {
 		outcome(nil, 0, "closed", err)
 		return nil, err
@@ -123,14 +127,29 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	acquired := false
 	defer func() { l.dequeue(key, w, acquired) }()
 
+	// giveBack frees a lock handed over just as this call gave up.
+	giveBack := func(h handoff) {
+		if h.ok {
+			tok := strconv.FormatInt(h.token, 10)
+			l.afterward(nil, func(ctx context.Context) {
+				_ = releaseScript.Run(ctx, l.client, []string{lockKey, channelOf(lockKey)}, owner, tok, l.keyTTL(0), l.publish).Err()
+			})
+		}
+	}
 	// Wait for our turn at the head of the local queue.
 	select {
 	case <-w.turn:
 	case <-ctx.Done():
+		if h, ok := l.unpark(w); ok { // promoted and handed the lock meanwhile
+			giveBack(h)
+		}
 		err := errors.Join(ErrNotAcquired, ctx.Err())
 		outcome(nil, 0, "timeout", err)
 		return nil, err
 	case <-l.done:
+		if h, ok := l.unpark(w); ok {
+			giveBack(h)
+		}
 		outcome(nil, 0, "closed", ErrClosed)
 		return nil, ErrClosed
 	}
@@ -141,6 +160,19 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	attempts := 0
 	var remaining time.Duration
 	var lastErr error
+	// takeOffer turns a hand-off into this call's Lock.
+	takeOffer := func(h handoff) (*Lock, error) {
+		lk := newLock(ctx, l, key, lockKey, owner, h.token, &lc, h.sent)
+		if err := l.renew.add(lk); err != nil {
+			lk.finish(ErrReleased, "")
+			l.cleanupAfter(lockKey, owner, nil)
+			outcome(nil, attempts, "closed", err)
+			return nil, err
+		}
+		acquired = true
+		outcome(lk, attempts, "acquired", nil)
+		return lk, nil
+	}
 	for {
 		if !quiet {
 			attempts++
@@ -209,20 +241,40 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 			d = remaining + time.Millisecond
 		}
 		t := time.NewTimer(d)
+		l.park(w)
 		select {
 		case <-w.wake:
 		case <-t.C:
+		case h := <-w.offer:
+			// Reserved and served before we left the wait.
+			t.Stop()
+			l.mu.Lock()
+			w.parked, w.reserved = false, false
+			l.mu.Unlock()
+			if h.ok {
+				return takeOffer(h)
+			}
+			continue
 		case <-ctx.Done():
 			t.Stop()
+			if h, ok := l.unpark(w); ok {
+				giveBack(h)
+			}
 			err := errors.Join(ErrNotAcquired, ctx.Err(), lastErr)
 			outcome(nil, attempts, "timeout", err)
 			return nil, err
 		case <-l.done:
 			t.Stop()
+			if h, ok := l.unpark(w); ok {
+				giveBack(h)
+			}
 			outcome(nil, attempts, "closed", ErrClosed)
 			return nil, ErrClosed
 		}
 		t.Stop()
+		if h, ok := l.unpark(w); ok && h.ok {
+			return takeOffer(h)
+		}
 	}
 }
 
