@@ -1,8 +1,17 @@
 package mutex_test
 
 import (
+	"context"
 	"regexp"
 	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/redfence/redfence/mutex"
 )
 
 var evalRe = regexp.MustCompile(`cmdstat_(?:evalsha|eval):calls=(\d+)`)
@@ -15,4 +24,41 @@ func evalCalls(info string) int {
 		n += v
 	}
 	return n
+}
+
+// checkExclusion runs goroutines on each Locker, each taking key sections
+// times, and asserts that no two were ever inside at once and that every
+// token was larger than the one before.
+func checkExclusion(t *testing.T, lockers []*mutex.Locker, key string, goroutines, sections int) {
+	t.Helper()
+	var inside atomic.Int32
+	var last int64 // guarded by the lock itself
+	var violations, backwards atomic.Int32
+	var wg sync.WaitGroup
+	for _, l := range lockers {
+		for range goroutines {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				for range sections {
+					lk, err := l.Lock(ctx, key)
+					if !assert.NoError(t, err) {
+						return
+					}
+					if inside.Add(1) != 1 {
+						violations.Add(1)
+					}
+					if lk.Token() <= last {
+						backwards.Add(1)
+					}
+					last = lk.Token()
+					inside.Add(-1)
+					assert.NoError(t, lk.Unlock(ctx))
+				}
+			})
+		}
+	}
+	wg.Wait()
+	assert.Zero(t, violations.Load(), "two holders inside at once")
+	assert.Zero(t, backwards.Load(), "a token did not increase")
 }

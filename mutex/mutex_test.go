@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,38 +46,7 @@ func eachBackend(t *testing.T, fn func(t *testing.T, c redis.UniversalClient)) {
 
 func TestMutualExclusionAndIncreasingTokens(t *testing.T) {
 	eachBackend(t, func(t *testing.T, c redis.UniversalClient) {
-		const lockers, goroutines, sections = 2, 8, 200
-		var inside atomic.Int32
-		var last int64 // guarded by the lock itself
-		var violations, backwards atomic.Int32
-		var wg sync.WaitGroup
-		for range lockers {
-			l := newLocker(t, c)
-			for range goroutines {
-				wg.Go(func() {
-					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-					defer cancel()
-					for range sections {
-						lk, err := l.Lock(ctx, "mx")
-						if !assert.NoError(t, err) {
-							return
-						}
-						if inside.Add(1) != 1 {
-							violations.Add(1)
-						}
-						if lk.Token() <= last {
-							backwards.Add(1)
-						}
-						last = lk.Token()
-						inside.Add(-1)
-						assert.NoError(t, lk.Unlock(ctx))
-					}
-				})
-			}
-		}
-		wg.Wait()
-		assert.Zero(t, violations.Load(), "two holders inside at once")
-		assert.Zero(t, backwards.Load(), "a token did not increase")
+		checkExclusion(t, []*mutex.Locker{newLocker(t, c), newLocker(t, c)}, "mx", 8, 200)
 	})
 }
 

@@ -3,8 +3,6 @@ package mutex_test
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,38 +39,7 @@ func newRedlock(t *testing.T, clients []redis.UniversalClient, opts ...mutex.Opt
 
 func TestRedlockMutualExclusionAndIncreasingTokens(t *testing.T) {
 	clients, _ := redlockNodes(t, 5)
-	const lockers, goroutines, sections = 2, 8, 40
-	var inside atomic.Int32
-	var last int64 // guarded by the lock itself
-	var violations, backwards atomic.Int32
-	var wg sync.WaitGroup
-	for range lockers {
-		l := newRedlock(t, clients)
-		for range goroutines {
-			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				for range sections {
-					lk, err := l.Lock(ctx, "mx")
-					if !assert.NoError(t, err) {
-						return
-					}
-					if inside.Add(1) != 1 {
-						violations.Add(1)
-					}
-					if lk.Token() <= last {
-						backwards.Add(1)
-					}
-					last = lk.Token()
-					inside.Add(-1)
-					assert.NoError(t, lk.Unlock(ctx))
-				}
-			})
-		}
-	}
-	wg.Wait()
-	assert.Zero(t, violations.Load(), "two holders inside at once")
-	assert.Zero(t, backwards.Load(), "a token did not increase")
+	checkExclusion(t, []*mutex.Locker{newRedlock(t, clients), newRedlock(t, clients)}, "mx", 8, 40)
 }
 
 func TestRedlockSurvivesMinorityLoss(t *testing.T) {

@@ -29,12 +29,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/fenced"
+	"github.com/redfence/redfence/internal/demo"
 	"github.com/redfence/redfence/internal/localpg"
 	"github.com/redfence/redfence/mutex"
 )
@@ -95,7 +94,7 @@ func run(ctx context.Context, out io.Writer, o options) (result, error) {
 		return result{}, err
 	}
 	defer stopDB()
-	newRedis, redisWhere, stopRedis, err := redisFor(o.redisURL)
+	newRedis, redisWhere, stopRedis, err := demo.Redis(o.redisURL)
 	if err != nil {
 		return result{}, err
 	}
@@ -124,7 +123,7 @@ func run(ctx context.Context, out io.Writer, o options) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	d := &demo{o: o, pool: pool, guard: guard, out: out, res: &res}
+	d := &ledgerRun{o: o, pool: pool, guard: guard, out: out, res: &res}
 	var wg sync.WaitGroup
 	errs := make([]error, o.workers)
 	for w := range o.workers {
@@ -157,7 +156,7 @@ func run(ctx context.Context, out io.Writer, o options) (result, error) {
 	return res, nil
 }
 
-type demo struct {
+type ledgerRun struct {
 	o     options
 	pool  *pgxpool.Pool
 	guard *fenced.Guard
@@ -168,7 +167,7 @@ type demo struct {
 
 // worker runs o.transfers transfers; workers below o.stalls stall once, in
 // the middle of their run.
-func (d *demo) worker(ctx context.Context, w int, l *mutex.Locker) error {
+func (d *ledgerRun) worker(ctx context.Context, w int, l *mutex.Locker) error {
 	rng := rand.New(rand.NewPCG(uint64(w), 42))
 	for i := range d.o.transfers {
 		stall := w < d.o.stalls && i == d.o.transfers/2
@@ -185,7 +184,7 @@ func (d *demo) worker(ctx context.Context, w int, l *mutex.Locker) error {
 // transfer is a read-modify-write under the ledger's lock: read both
 // balances, compute, write both back as absolute values. Correct while the
 // lock holds; a lost update when it does not, unless the fence stops it.
-func (d *demo) transfer(ctx context.Context, w int, l *mutex.Locker, from, to int, amount int64, stall bool) error {
+func (d *ledgerRun) transfer(ctx context.Context, w int, l *mutex.Locker, from, to int, amount int64, stall bool) error {
 	// A real GC pause stops the whole process, renewal included. Here only
 	// this goroutine sleeps, so the stalling transfer runs without renewal.
 	lk, err := l.Lock(ctx, "ledger", mutex.WithTTL(d.o.ttl), mutex.WithAutoRenew(!stall))
@@ -256,7 +255,7 @@ func (d *demo) transfer(ctx context.Context, w int, l *mutex.Locker, from, to in
 	return nil
 }
 
-func (d *demo) say(format string, args ...any) {
+func (d *ledgerRun) say(format string, args ...any) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	fmt.Fprintf(d.out, format+"\n", args...)
@@ -293,24 +292,6 @@ func postgresFor(ctx context.Context, url string) (string, string, func(), error
 		return "", "", nil, fmt.Errorf("no DATABASE_URL and no throwaway PostgreSQL: %w (%s)", err, localpg.Install)
 	}
 	return srv.URL(), "a throwaway local cluster (set DATABASE_URL to use yours)", srv.Stop, nil
-}
-
-// redisFor returns a client factory for REDIS_URL, or for an embedded
-// in-process Redis (miniredis).
-func redisFor(url string) (func() redis.UniversalClient, string, func(), error) {
-	if url != "" {
-		opts, err := redis.ParseURL(url)
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("REDIS_URL: %w", err)
-		}
-		return func() redis.UniversalClient { return redis.NewClient(opts) }, "REDIS_URL (" + opts.Addr + ")", func() {}, nil
-	}
-	mr, err := miniredis.Run()
-	if err != nil {
-		return nil, "", nil, fmt.Errorf("embedded redis: %w", err)
-	}
-	return func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: mr.Addr()}) },
-		"embedded in this process", mr.Close, nil
 }
 
 func onOff(b bool) string {

@@ -18,6 +18,13 @@ func short(fencing bool) options {
 	return options{fencing: fencing, workers: 3, accounts: 4, transfers: 10, stalls: 1, ttl: 150 * time.Millisecond}
 }
 
+// realServers points o at the package's PostgreSQL and a private redis-server.
+func realServers(t *testing.T, o options) options {
+	_, srv := testutil.Redis(t)
+	o.dbURL, o.redisURL = testutil.PostgresURL(t), "redis://"+srv.Addr()
+	return o
+}
+
 func runDemo(t *testing.T, o options) result {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -31,9 +38,7 @@ func runDemo(t *testing.T, o options) result {
 // TestFencingHolds: the stalled worker's write is rejected and no money is
 // created or destroyed. Real PostgreSQL and redis-server via the URLs.
 func TestFencingHolds(t *testing.T) {
-	o := short(true)
-	_, srv := testutil.Redis(t)
-	o.dbURL, o.redisURL = testutil.PostgresURL(t), "redis://"+srv.Addr()
+	o := realServers(t, short(true))
 	res := runDemo(t, o)
 	assert.Equal(t, res.totalBefore, res.totalAfter, "the invariant holds")
 	assert.GreaterOrEqual(t, res.staleRejected, int64(1))
@@ -44,9 +49,7 @@ func TestFencingHolds(t *testing.T) {
 // TestWithoutFencingCorrupts: the same run without the fence shows the lost
 // update the fence prevents.
 func TestWithoutFencingCorrupts(t *testing.T) {
-	o := short(false)
-	_, srv := testutil.Redis(t)
-	o.dbURL, o.redisURL = testutil.PostgresURL(t), "redis://"+srv.Addr()
+	o := realServers(t, short(false))
 	res := runDemo(t, o)
 	assert.NotEqual(t, res.totalBefore, res.totalAfter, "the stale write must break the invariant")
 	assert.GreaterOrEqual(t, res.staleAccepted, int64(1))

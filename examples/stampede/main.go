@@ -20,9 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
+	"github.com/redfence/redfence/internal/demo"
 	"github.com/redfence/redfence/internal/stampede"
 )
 
@@ -56,7 +54,7 @@ func main() {
 // run runs the three bursts and prints the table on stdout and a progress
 // bar on bar; it returns the results for the tests.
 func run(ctx context.Context, stdout, bar io.Writer, o options) ([]stampede.Result, error) {
-	newClient, where, closeRedis, err := redisFor(o.redisURL)
+	newClient, where, closeRedis, err := demo.Redis(o.redisURL)
 	if err != nil {
 		return nil, err
 	}
@@ -89,24 +87,6 @@ func run(ctx context.Context, stdout, bar io.Writer, o options) ([]stampede.Resu
 	fmt.Fprintln(stdout, "on separate machines they cost about one round trip. The origin's load is the")
 	fmt.Fprintln(stdout, "point: 1 call instead of one per replica or one per request.")
 	return results, nil
-}
-
-// redisFor returns a client factory for REDIS_URL, or for an embedded
-// in-process Redis (miniredis) when it is empty.
-func redisFor(url string) (newClient func() redis.UniversalClient, where string, closeFn func(), err error) {
-	if url != "" {
-		opts, err := redis.ParseURL(url)
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("REDIS_URL: %w", err)
-		}
-		return func() redis.UniversalClient { return redis.NewClient(opts) }, "REDIS_URL (" + opts.Addr + ")", func() {}, nil
-	}
-	mr, err := miniredis.Run()
-	if err != nil {
-		return nil, "", nil, fmt.Errorf("embedded redis: %w", err)
-	}
-	return func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: mr.Addr()}) },
-		"embedded in this process (set REDIS_URL to use a real server)", mr.Close, nil
 }
 
 // progress draws a bar on w, at most every few percent.

@@ -63,6 +63,19 @@ func server(t *testing.T, srv *testutil.RedisServer, h asynq.HandlerFunc, outer 
 	})
 }
 
+// countErrLocked is middleware, outside asynqlock, counting ErrLocked returns.
+func countErrLocked(n *atomic.Int64) asynq.MiddlewareFunc {
+	return func(next asynq.Handler) asynq.Handler {
+		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+			err := next.ProcessTask(ctx, t)
+			if errors.Is(err, asynqlock.ErrLocked) {
+				n.Add(1)
+			}
+			return err
+		})
+	}
+}
+
 func enqueue(t *testing.T, srv *testutil.RedisServer, n, keys int) {
 	t.Helper()
 	cl := asynq.NewClient(asynq.RedisClientOpt{Addr: srv.Addr()})
@@ -110,15 +123,7 @@ func TestOneHandlerPerKey(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}
-	countLocked := func(next asynq.Handler) asynq.Handler {
-		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-			err := next.ProcessTask(ctx, t)
-			if errors.Is(err, asynqlock.ErrLocked) {
-				locked.Add(1)
-			}
-			return err
-		})
-	}
+	countLocked := countErrLocked(&locked)
 	server(t, srv, handler, countLocked)
 	server(t, srv, handler, countLocked)
 	enqueue(t, srv, 200, 10)
@@ -181,15 +186,7 @@ func TestWaitOption(t *testing.T) {
 		processed.Add(1)
 		return nil
 	}
-	countLocked := func(next asynq.Handler) asynq.Handler {
-		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-			err := next.ProcessTask(ctx, t)
-			if errors.Is(err, asynqlock.ErrLocked) {
-				locked.Add(1)
-			}
-			return err
-		})
-	}
+	countLocked := countErrLocked(&locked)
 	server(t, srv, handler, countLocked, asynqlock.WithWait(10*time.Second))
 	enqueue(t, srv, 10, 1)
 	require.Eventually(t, func() bool { return processed.Load() == 10 }, 30*time.Second, 10*time.Millisecond)
