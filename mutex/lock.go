@@ -54,7 +54,7 @@ func newLock(caller context.Context, l *Locker, key, lockKey, owner string, toke
 	lk.mu.Lock()
 	lk.deadline = sent.Add(lk.ttl - l.drift(lk.ttl))
 	lk.nextRenew = sent.Add(lk.ttl / 3)
-	lk.lease = time.AfterFunc(time.Until(lk.deadline), lk.expire)
+	lk.lease = time.AfterFunc(lk.deadline.Sub(l.now()), lk.expire)
 	lk.mu.Unlock()
 	l.tel.held.Add(context.Background(), 1)
 	return lk
@@ -128,7 +128,7 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	ttl = ttl.Truncate(time.Millisecond)
 	ctx, span := lk.l.tel.tracer.Start(ctx, "redfence.Extend", trace.WithAttributes(attrKey.String(lk.key), attrToken.Int64(lk.token)))
-	sent := time.Now()
+	sent := lk.l.now()
 	var n int64
 	var err error
 	if lk.l.nodes != nil {
@@ -271,7 +271,7 @@ func (lk *Lock) isSettled() bool {
 // happens here.
 func (lk *Lock) handOff(ctx context.Context, w *waiter, span trace.Span) error {
 	l := lk.l
-	sent := time.Now()
+	sent := l.now()
 	var vals []int64
 	err, pending := l.call(ctx, func(ctx context.Context) error {
 		v, err := handoffScript.Run(ctx, l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr,
@@ -363,13 +363,18 @@ func (lk *Lock) renewed(sent time.Time, ttl time.Duration) {
 	lk.ttl = ttl
 	lk.deadline = sent.Add(ttl - lk.l.drift(ttl))
 	lk.nextRenew = sent.Add(ttl / 3)
-	lk.lease.Reset(time.Until(lk.deadline))
+	lk.lease.Reset(lk.deadline.Sub(lk.l.now()))
 }
 
 // expire runs at the lease deadline.
 func (lk *Lock) expire() {
 	lk.mu.Lock()
-	late := !lk.done && !time.Now().Before(lk.deadline)
+	left := lk.deadline.Sub(lk.l.now())
+	late := !lk.done && left <= 0
+	if !lk.done && left > 0 {
+		// The timer ran on real time; the Locker's clock says not yet.
+		lk.lease.Reset(left)
+	}
 	lk.mu.Unlock()
 	if late {
 		lk.lose("lease deadline passed")

@@ -147,6 +147,9 @@ func (l *Locker) Close() error {
 	return errors.Join(errs...)
 }
 
+// now is the Locker's clock (WithClock).
+func (l *Locker) now() time.Time { return l.cfg.now() }
+
 // Client returns the Redis client the Locker was built with, for adapters
 // that keep data next to their locks (httplock stores shared responses
 // there). It is nil for a nil Locker.

@@ -29,13 +29,14 @@ type config struct {
 	nodeTimeout time.Duration // Redlock: per-node call timeout; 0 = derived from the TTL
 	driftFactor float64
 	driftMin    time.Duration
+	now         func() time.Time
 	tp          trace.TracerProvider
 	mp          metric.MeterProvider
 	err         error // first bad option, reported by every call
 }
 
 func newConfig(opts []Option) config {
-	c := config{prefix: "redfence:", fenceTTL: time.Hour, driftFactor: 0.01, driftMin: 2 * time.Millisecond}
+	c := config{prefix: "redfence:", fenceTTL: time.Hour, driftFactor: 0.01, driftMin: 2 * time.Millisecond, now: time.Now}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c)
@@ -95,6 +96,21 @@ func WithClockDrift(factor float64, min time.Duration) Option {
 			return
 		}
 		c.driftFactor, c.driftMin = factor, min
+	})
+}
+
+// WithClock replaces the Locker's clock (time.Now) for everything it times
+// locally: lease deadlines, renewal schedules, Redlock validity. For tests of
+// clock drift: a clock running slower than the drift margin allows keeps a
+// holder believing in a lease Redis has already ended. Timers still run on
+// real time and re-check the clock when they fire.
+func WithClock(now func() time.Time) Option {
+	return optionFunc(func(c *config) {
+		if now == nil {
+			c.fail(invalid("nil clock"))
+			return
+		}
+		c.now = now
 	})
 }
 

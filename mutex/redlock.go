@@ -154,7 +154,7 @@ func allNodes(n int) []int {
 // nodes answered to tell).
 func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *lockConfig) (acquireResult, error) {
 	span := trace.SpanFromContext(ctx)
-	start := time.Now()
+	start := l.now()
 	timeout := l.nodeTimeout(lc.ttl)
 	keys := []string{lockKey}
 	// Stop waiting once the replies decide: a majority granted, or too many
@@ -182,7 +182,7 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 	// Propose a token a little ahead of our clock: nodes whose counter and
 	// clock are behind it take it as it is, and when the whole quorum did,
 	// the quorum already carries one token and the raise round is skipped.
-	proposal := time.Now().Add(proposalLead).UnixMicro()
+	proposal := l.now().Add(proposalLead).UnixMicro()
 	replies := l.fanoutUntil(ctx, timeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
 		return acquireScript.Run(ctx, c, keys, owner, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl), proposal).Int64Slice()
 	}, decided)
@@ -219,7 +219,7 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 			outcomes[i] = "acquired"
 		}
 	}
-	validity := lc.ttl - time.Since(start) - l.drift(lc.ttl)
+	validity := lc.ttl - l.now().Sub(start) - l.drift(lc.ttl)
 	span.AddEvent("redlock.acquire", trace.WithAttributes(
 		attribute.Int("redfence.redlock.votes", len(voters)),
 		attribute.Int("redfence.redlock.quorum", l.quorum),
@@ -250,7 +250,7 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 				}
 			}
 		}
-		validity = lc.ttl - time.Since(start) - l.drift(lc.ttl)
+		validity = lc.ttl - l.now().Sub(start) - l.drift(lc.ttl)
 		span.AddEvent("redlock.token", trace.WithAttributes(
 			attribute.Bool("redfence.redlock.agreed", agreed),
 			attribute.Int("redfence.redlock.confirmed", confirmed),
@@ -372,7 +372,7 @@ func (l *Locker) redlockRelease(ctx context.Context, lk *Lock) (int64, error) {
 // extended within the validity, gone when a majority said the lock is not
 // theirs (or too few could still confirm), and an error otherwise.
 func (l *Locker) redlockExtend(ctx context.Context, locks []*Lock, ttls []time.Duration) (results []renewOutcome, sent time.Time) {
-	sent = time.Now()
+	sent = l.now()
 	timeout := l.nodeTimeout(slices.Min(ttls))
 	replies := l.fanout(ctx, timeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
 		pipe := c.Pipeline()
@@ -416,7 +416,7 @@ func (l *Locker) redlockExtend(ctx context.Context, locks []*Lock, ttls []time.D
 				no++
 			}
 		}
-		valid := ttls[j]-time.Since(sent)-l.drift(ttls[j]) > 0
+		valid := ttls[j]-l.now().Sub(sent)-l.drift(ttls[j]) > 0
 		switch {
 		case yes >= l.quorum && valid:
 			results[j] = renewHeld

@@ -85,17 +85,17 @@ func (r *renewer) loop() {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
-		due, next := r.due(time.Now())
+		due, next := r.due(r.l.now())
 		if len(due) > 0 {
 			r.renew(due)
 			continue
 		}
 		wait := time.Hour
 		if !next.IsZero() {
-			wait = time.Until(next)
+			wait = next.Sub(r.l.now())
 		}
 		r.mu.Lock()
-		r.asleep = time.Now().Add(wait)
+		r.asleep = r.l.now().Add(wait)
 		r.mu.Unlock()
 		t.Reset(wait)
 		select {
@@ -180,7 +180,7 @@ func (r *renewer) renewChunk(locks []*Lock) {
 	// run publishes its replies only by returning: when call gives up on it
 	// (a client without ContextTimeoutEnabled, a hung server), it may still
 	// be running, and its replies must not be read. -1: unknown.
-	sent := time.Now()
+	sent := l.now()
 	var vals []int64
 	noScript := errors.New("NOSCRIPT")
 	run := func(ctx context.Context) error {
@@ -206,7 +206,7 @@ func (r *renewer) renewChunk(locks []*Lock) {
 	err, pending := l.call(ctx, run)
 	if errors.Is(err, noScript) {
 		if lerr := extendScript.Load(ctx, l.client).Err(); lerr == nil {
-			sent = time.Now()
+			sent = l.now()
 			err, pending = l.call(ctx, run)
 		}
 	}
@@ -232,7 +232,7 @@ func (r *renewer) renewChunk(locks []*Lock) {
 // lease deadline ends the lock if none succeeds in time.
 func (r *renewer) retrySoon(lk *Lock) {
 	lk.mu.Lock()
-	lk.nextRenew = time.Now().Add(max(lk.ttl/10, time.Millisecond))
+	lk.nextRenew = r.l.now().Add(max(lk.ttl/10, time.Millisecond))
 	lk.mu.Unlock()
 }
 

@@ -181,7 +181,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 				// an earlier attempt can never free this one's acquisitions.
 				owner = newOwnerID()
 			}
-			sent := time.Now()
+			sent := l.now()
 			res, err, pending := l.acquire(ctx, lockKey, owner, &lc)
 			switch {
 			case err != nil:

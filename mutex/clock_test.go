@@ -1,0 +1,57 @@
+package mutex_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/mutex"
+)
+
+// rateClock runs at rate × real time from now on.
+func rateClock(rate float64) func() time.Time {
+	base := time.Now()
+	return func() time.Time { return base.Add(time.Duration(float64(time.Since(base)) * rate)) }
+}
+
+// TestClockDriftAssumption shows, with WithClock, what the drift margin is
+// for: a holder whose clock runs slow within the margin gives the lock up
+// before Redis does; beyond it, it still believes in a lease Redis has
+// already handed to someone else.
+func TestClockDriftAssumption(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	ctx := context.Background()
+	other := newLocker(t, c)
+
+	t.Run("within the margin", func(t *testing.T) {
+		// 1% slow against a 5% margin: gives up ~40 ms before Redis does.
+		l := newLocker(t, c, mutex.WithClock(rateClock(0.99)), mutex.WithClockDrift(0.05, 0))
+		lk, err := l.Lock(ctx, "drift-ok", mutex.WithTTL(time.Second), mutex.WithAutoRenew(false))
+		require.NoError(t, err)
+		<-lk.Context().Done()
+		require.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrLockLost)
+		_, err = other.TryLock(ctx, "drift-ok")
+		assert.ErrorIs(t, err, mutex.ErrNotAcquired, "Redis still holds the lease when the holder gives it up")
+	})
+
+	t.Run("beyond the margin", func(t *testing.T) {
+		// 20% slow against the default 1% + 2ms: the holder's lease outlives
+		// Redis's by ~100 ms.
+		l := newLocker(t, c, mutex.WithClock(rateClock(0.8)))
+		lk, err := l.Lock(ctx, "drift-bad", mutex.WithTTL(500*time.Millisecond), mutex.WithAutoRenew(false))
+		require.NoError(t, err)
+		var second *mutex.Lock
+		require.Eventually(t, func() bool {
+			second, err = other.TryLock(ctx, "drift-bad")
+			return err == nil
+		}, 2*time.Second, 5*time.Millisecond)
+		assert.NoError(t, lk.Context().Err(), "the slow holder still believes it holds the lock: two holders")
+		assert.Greater(t, second.Token(), lk.Token(), "the token still tells them apart")
+		require.NoError(t, second.Unlock(ctx))
+		<-lk.Context().Done() // it does give up, late
+	})
+}
