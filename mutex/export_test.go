@@ -16,3 +16,6 @@ func WaitersOf(l *Locker, key string) int {
 	}
 	return len(q.waiters)
 }
+
+// QueueOf exposes the key of the waiting-Lockers queue of a lock key.
+func QueueOf(lockKey string) string { return queueOf(lockKey) }

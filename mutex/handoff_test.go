@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/mutex"
 )
 
 // TestHandoffOneRoundTrip: goroutines of one Locker queued on a key get the
@@ -78,4 +80,44 @@ func TestHandoffLeavesOtherLockersATurn(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
+}
+
+// TestReleaseGoesToTheLockerWaitingLongest: across Lockers, a release
+// through Redis is reserved for the Locker whose waiter has waited longest,
+// not raced for by all of them.
+func TestReleaseGoesToTheLockerWaitingLongest(t *testing.T) {
+	eachBackend(t, func(t *testing.T, c redis.UniversalClient) {
+		a, b, cc := newLocker(t, c), newLocker(t, c), newLocker(t, c)
+		ctx := context.Background()
+		held, err := a.Lock(ctx, "fifo")
+		require.NoError(t, err)
+
+		got := make(chan string, 2)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		waitFor := func(l *mutex.Locker, name string) {
+			lk, err := l.Lock(ctx, "fifo")
+			if assert.NoError(t, err) {
+				got <- name
+				time.Sleep(20 * time.Millisecond) // hold it a moment
+				assert.NoError(t, lk.Unlock(ctx))
+			}
+		}
+		wg.Go(func() { waitFor(b, "b") })
+		require.Eventually(t, func() bool { return mutex.WaitersOf(b, "fifo") == 1 }, 5*time.Second, time.Millisecond)
+		// b's head has tried and queued in Redis before c's.
+		require.Eventually(t, func() bool {
+			n, _ := c.ZCard(ctx, mutex.QueueOf(mutex.LockKeyOf(a, "fifo"))).Result()
+			return n == 1
+		}, 5*time.Second, time.Millisecond)
+		wg.Go(func() { waitFor(cc, "c") })
+		require.Eventually(t, func() bool {
+			n, _ := c.ZCard(ctx, mutex.QueueOf(mutex.LockKeyOf(a, "fifo"))).Result()
+			return n == 2
+		}, 5*time.Second, time.Millisecond)
+
+		require.NoError(t, held.Unlock(ctx))
+		assert.Equal(t, "b", <-got, "the Locker that waited longest goes first")
+		assert.Equal(t, "c", <-got)
+	})
 }

@@ -232,7 +232,7 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	} else {
 		err, pending = l.call(ctx, func(ctx context.Context) error {
 			var err error
-			n, err = releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish).Int64()
+			n, err = releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish, reserveMs).Int64()
 			return err
 		})
 	}
@@ -339,7 +339,14 @@ func (lk *Lock) usable(ctx context.Context) error {
 	return nil
 }
 
-func (lk *Lock) keys() []string { return []string{lk.lockKey, channelOf(lk.lockKey)} }
+// keys are the release script's keys: the lock, its channel and, on a single
+// deployment, the queue of waiting Lockers.
+func (lk *Lock) keys() []string {
+	if lk.l.nodes != nil {
+		return []string{lk.lockKey, channelOf(lk.lockKey)}
+	}
+	return []string{lk.lockKey, channelOf(lk.lockKey), queueOf(lk.lockKey)}
+}
 
 // reenter counts one more holder through the context; false if the lock is
 // no longer held.

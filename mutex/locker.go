@@ -39,6 +39,7 @@ type Locker struct {
 	nodes  []redis.UniversalClient
 	quorum int
 
+	id     string        // this Locker's id in the waiting queues
 	done   chan struct{} // closed by Close
 	subs   *subscriber
 	renew  *renewer
@@ -63,6 +64,7 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 		client:  client,
 		cfg:     newConfig(opts),
 		publish: "PUBLISH",
+		id:      newOwnerID(),
 		done:    make(chan struct{}),
 		queues:  map[string]*queue{},
 	}
@@ -126,12 +128,12 @@ func (l *Locker) Close() error {
 		pipe := l.client.Pipeline()
 		cmds := make([]*redis.Cmd, len(held))
 		for i, lk := range held {
-			cmds[i] = releaseScript.EvalSha(ctx, pipe, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish)
+			cmds[i] = releaseScript.EvalSha(ctx, pipe, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish, reserveMs)
 		}
 		if _, err := pipe.Exec(ctx); err != nil && isNoScript(err) {
 			// Scripts vanished (server restart): fall back one by one.
 			for i, lk := range held {
-				cmds[i] = releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish)
+				cmds[i] = releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish, reserveMs)
 			}
 		}
 		cancel()
@@ -198,6 +200,16 @@ func (l *Locker) lockKey(key string) string {
 }
 
 func channelOf(lockKey string) string { return lockKey + ":released" }
+
+// queueOf is the key of the queue of Lockers waiting for lockKey (single
+// deployment only): a sorted set by first failed attempt, so that a release
+// through Redis reserves the lock for the Locker that has waited longest.
+func queueOf(lockKey string) string { return lockKey + ":q" }
+
+// reserveMs is how long a released lock stays reserved for the next queued
+// Locker: long enough for its notified head to ask, short enough that a
+// Locker that died in the queue costs little.
+const reserveMs = "50"
 
 // keyTTL is how long the Redis key lives past its last use: the fencing
 // counter's life, and never shorter than the lease.
@@ -269,7 +281,7 @@ func (l *Locker) retryRelease(lk *Lock, pending <-chan error) {
 			}
 			return
 		}
-		if releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish).Err() == nil {
+		if releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish, reserveMs).Err() == nil {
 			l.wakeLocal(lk.key)
 		}
 	})

@@ -1,6 +1,9 @@
 package mutex
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // queue holds the goroutines of one Locker waiting for one key, in arrival
 // order. Only the head talks to Redis; the others wait for their turn.
@@ -12,9 +15,10 @@ type queue struct {
 }
 
 type waiter struct {
-	turn  chan struct{} // closed when this waiter becomes the head
-	wake  chan struct{} // a release was seen; buffered, holds one signal
-	quiet bool          // became head as a local goroutine acquired: expect a release first
+	turn   chan struct{} // closed when this waiter becomes the head
+	wake   chan struct{} // a release was seen; buffered, holds one signal
+	quiet  bool          // became head as a local goroutine acquired: expect a release first
+	queued bool          // a Lock (not a TryLock): may have joined the key's queue in Redis
 
 	// Hand-off, all under Locker.mu: a head parked in its wait, with
 	// what taking the lock for it needs, can be reserved by an Unlock, which
@@ -101,7 +105,7 @@ func (l *Locker) enqueue(key string, wait bool, owner string, lc *lockConfig) (*
 	} else if !wait && len(q.waiters) > 0 {
 		return nil, ErrNotAcquired
 	}
-	w := &waiter{turn: make(chan struct{}), wake: make(chan struct{}, 1), offer: make(chan handoff, 1), owner: owner, lc: lc}
+	w := &waiter{turn: make(chan struct{}), wake: make(chan struct{}, 1), offer: make(chan handoff, 1), owner: owner, lc: lc, queued: wait}
 	q.waiters = append(q.waiters, w)
 	if len(q.waiters) == 1 {
 		close(w.turn)
@@ -139,6 +143,14 @@ func (l *Locker) dequeue(key string, w *waiter, acquired bool) {
 	}
 	var unsubscribe string
 	if len(q.waiters) == 0 {
+		if !acquired && w.queued && l.nodes == nil && !l.closed {
+			// Nobody here waits for key any more: leave the Redis queue, so
+			// a release is not reserved for us in vain.
+			lockKey := l.lockKey(key)
+			l.afterward(nil, func(ctx context.Context) {
+				_ = l.client.ZRem(ctx, queueOf(lockKey), l.id).Err()
+			})
+		}
 		delete(l.queues, key)
 		if q.subscribed {
 			unsubscribe = q.channel

@@ -316,7 +316,7 @@ func (l *Locker) redlockGiveBack(lockKey, owner string, explicitOwner bool, vote
 	for _, i := range voters {
 		c, tok := l.nodes[i], strconv.FormatInt(tokens[i], 10)
 		l.afterward(nil, func(ctx context.Context) {
-			_ = releaseScript.Run(ctx, c, keys, owner, tok, l.keyTTL(0), l.publish).Err()
+			_ = releaseScript.Run(ctx, c, keys, owner, tok, l.keyTTL(0), l.publish, reserveMs).Err()
 		})
 	}
 	if explicitOwner {
@@ -350,7 +350,7 @@ func (l *Locker) redlockRelease(ctx context.Context, lk *Lock) (int64, error) {
 		return freed >= l.quorum
 	}
 	replies := l.fanoutUntil(ctx, l.nodeTimeout(lk.ttl), allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		n, err := releaseScript.Run(ctx, c, keys, lk.owner, lk.tokenStr, l.keyTTL(0), l.publish).Int64()
+		n, err := releaseScript.Run(ctx, c, keys, lk.owner, lk.tokenStr, l.keyTTL(0), l.publish, reserveMs).Int64()
 		return []int64{n}, err
 	}, decided)
 	left := int64(-1)
@@ -471,12 +471,12 @@ func (l *Locker) redlockReleaseAll(ctx context.Context, locks []*Lock) error {
 	replies := l.fanout(ctx, cleanupTimeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
 		pipe := c.Pipeline()
 		for _, lk := range locks {
-			_ = releaseScript.EvalSha(ctx, pipe, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish)
+			_ = releaseScript.EvalSha(ctx, pipe, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish, reserveMs)
 		}
 		_, err := pipe.Exec(ctx)
 		if err != nil && isNoScript(err) {
 			for _, lk := range locks {
-				_ = releaseScript.Run(ctx, c, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish).Err()
+				_ = releaseScript.Run(ctx, c, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish, reserveMs).Err()
 			}
 			return nil, nil
 		}
@@ -514,7 +514,7 @@ func (l *Locker) releaseLate(lk *Lock) {
 		defer cancel()
 		keys := lk.keys()
 		l.fanout(ctx, cleanupTimeout, lk.lateNodes, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-			n, err := releaseScript.Run(ctx, c, keys, lk.owner, lk.tokenStr, l.keyTTL(0), l.publish).Int64()
+			n, err := releaseScript.Run(ctx, c, keys, lk.owner, lk.tokenStr, l.keyTTL(0), l.publish, reserveMs).Int64()
 			return []int64{n}, err
 		})
 	}()

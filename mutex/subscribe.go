@@ -207,6 +207,11 @@ func (s *subscriber) loop(sh *shard) {
 				s.confirmed(m.Channel)
 			}
 		case *redis.Message:
+			// A release reserved for another Locker's waiter is not ours to
+			// try: only that Locker's head wakes (no herd).
+			if m.Payload != "" && m.Payload != s.l.id {
+				continue
+			}
 			if key, ok := s.keyOf(m.Channel); ok {
 				s.l.wakeLocal(key)
 			}

@@ -132,7 +132,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 		if h.ok {
 			tok := strconv.FormatInt(h.token, 10)
 			l.afterward(nil, func(ctx context.Context) {
-				_ = releaseScript.Run(ctx, l.client, []string{lockKey, channelOf(lockKey)}, owner, tok, l.keyTTL(0), l.publish).Err()
+				_ = releaseScript.Run(ctx, l.client, []string{lockKey, channelOf(lockKey), queueOf(lockKey)}, owner, tok, l.keyTTL(0), l.publish, reserveMs).Err()
 			})
 		}
 	}
@@ -182,7 +182,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 				owner = newOwnerID()
 			}
 			sent := l.now()
-			res, err, pending := l.acquire(ctx, lockKey, owner, &lc)
+			res, err, pending := l.acquire(ctx, lockKey, owner, &lc, wait)
 			switch {
 			case err != nil:
 				if randomOwner && l.nodes == nil { // Redlock's attempt cleaned up after itself
@@ -287,14 +287,21 @@ func lastErrIf(err error, ctx context.Context) error {
 
 // acquire runs the acquire script once. On an error whose outcome is unknown,
 // pending (if not nil) reports when the abandoned call finished.
-func (l *Locker) acquire(ctx context.Context, lockKey, owner string, lc *lockConfig) (acquireResult, error, <-chan error) {
+//
+// queued (Lock, not TryLock) puts this Locker in the key's waiting queue when
+// the lock is held, so that a release reserves it for us in turn.
+func (l *Locker) acquire(ctx context.Context, lockKey, owner string, lc *lockConfig, queued bool) (acquireResult, error, <-chan error) {
 	if l.nodes != nil {
 		res, err := l.redlockAcquire(ctx, lockKey, owner, lc)
 		return res, err, nil
 	}
 	var res acquireResult
 	err, pending := l.call(ctx, func(ctx context.Context) error {
-		vals, err := acquireScript.Run(ctx, l.client, []string{lockKey}, owner, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl)).Int64Slice()
+		id := ""
+		if queued {
+			id = l.id
+		}
+		vals, err := acquireScript.Run(ctx, l.client, []string{lockKey, queueOf(lockKey)}, owner, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl), "", id).Int64Slice()
 		if err != nil {
 			return err
 		}
@@ -346,7 +353,7 @@ func (l *Locker) replicaAck(ctx context.Context, lk *Lock, lc *lockConfig) error
 	}
 	lk.finish(ErrReleased, "")
 	uctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-	_ = releaseScript.Run(uctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish).Err()
+	_ = releaseScript.Run(uctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish, reserveMs).Err()
 	cancel()
 	if err != nil {
 		return errors.Join(ErrNotAcquired, err)

@@ -13,5 +13,5 @@ if not v then return 0 end
 local a, b, c, d = string.match(v, '^(%d+) (%d+) (%d+) (.*)$')
 if not a or d ~= ARGV[1] or b == '0' then return 0 end
 redis.call('SET', KEYS[1], a .. ' 0 0 ', 'PX', ARGV[2])
-redis.call(ARGV[3], KEYS[2], a)
+redis.call(ARGV[3], KEYS[2], '')
 return 1
