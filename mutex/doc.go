@@ -34,7 +34,12 @@
 // # Waiting
 //
 // Goroutines of one Locker waiting for a key queue in arrival order, and only
-// the head asks Redis. Releases are published on a channel beside the key
+// the head asks Redis. An Unlock that finds the head parked hands it the lock
+// in its own round trip (a script that releases and takes the lock for the
+// next owner), up to 8 times in a row. Lockers whose head found the key held
+// queue in Redis beside the key; a release through Redis reserves the lock
+// for the first of them for 50 ms and names it in its notification, so only
+// that Locker's head wakes. Releases are published on a channel beside the key
 // (sharded pub/sub on Cluster); the Locker keeps one subscription and wakes
 // only the local head. A jittered poll, never longer than the holder's
 // remaining lease, covers lost messages and holders that died.
