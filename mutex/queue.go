@@ -12,6 +12,24 @@ type queue struct {
 	subscribed bool   // the head subscribed to the key's release channel
 	channel    string // that channel
 	handoffs   int    // hand-offs in a row; capped so other processes get a turn
+	inRedis    bool   // this Locker is in the key's waiting queue in Redis
+}
+
+// inRedisQueue reports whether this Locker joined key's queue in Redis (an
+// attempt found the lock held and no attempt has succeeded since).
+func (l *Locker) inRedisQueue(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := l.queues[key]
+	return q != nil && q.inRedis
+}
+
+func (l *Locker) setInRedisQueue(key string, in bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if q := l.queues[key]; q != nil {
+		q.inRedis = in
+	}
 }
 
 type waiter struct {
@@ -143,7 +161,7 @@ func (l *Locker) dequeue(key string, w *waiter, acquired bool) {
 	}
 	var unsubscribe string
 	if len(q.waiters) == 0 {
-		if !acquired && w.queued && l.nodes == nil && !l.closed {
+		if !acquired && q.inRedis && l.nodes == nil && !l.closed {
 			// Nobody here waits for key any more: leave the Redis queue, so
 			// a release is not reserved for us in vain.
 			lockKey := l.lockKey(key)

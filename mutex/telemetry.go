@@ -2,6 +2,7 @@ package mutex
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -31,6 +32,7 @@ type telemetry struct {
 	losses     metric.Int64Counter
 	holdDur    metric.Float64Histogram
 	held       metric.Int64UpDownCounter
+	byOutcome  sync.Map // outcome -> metric.MeasurementOption
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) *telemetry {
@@ -64,7 +66,22 @@ func (t *telemetry) lost(key string, token int64, reason string, held time.Durat
 	t.held.Add(ctx, -1)
 }
 
+// outcomeAttrs returns the measurement option for an outcome, built once:
+// attribute sets cost an allocation and a sort each time otherwise.
+func (t *telemetry) outcomeAttrs(outcome string) metric.MeasurementOption {
+	if o, ok := t.byOutcome.Load(outcome); ok {
+		return o.(metric.MeasurementOption)
+	}
+	o := metric.WithAttributeSet(attribute.NewSet(attrOutcome.String(outcome)))
+	t.byOutcome.Store(outcome, o)
+	return o
+}
+
 func endSpan(span trace.Span, outcome string, err error) {
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
 	span.SetAttributes(attrOutcome.String(outcome))
 	if err != nil {
 		span.RecordError(err)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -87,15 +86,18 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	ctx, span := l.tel.tracer.Start(ctx, spanName, trace.WithAttributes(attrKey.String(key)))
 	outcome := func(lk *Lock, attempts int, outcome string, err error) {
 		wait := time.Since(start)
-		span.SetAttributes(attrAttempts.Int(attempts), attrWait.Float64(float64(wait.Microseconds())/1000),
-			attrReentrant.Bool(outcome == "reentered"))
-		if lk != nil {
-			span.SetAttributes(attrToken.Int64(lk.token))
+		if span.IsRecording() {
+			span.SetAttributes(attrAttempts.Int(attempts), attrWait.Float64(float64(wait.Microseconds())/1000),
+				attrReentrant.Bool(outcome == "reentered"))
+			if lk != nil {
+				span.SetAttributes(attrToken.Int64(lk.token))
+			}
 		}
 		endSpan(span, outcome, err)
 		bg := context.Background()
-		l.tel.acquireDur.Record(bg, wait.Seconds(), metric.WithAttributes(attrOutcome.String(outcome)))
-		l.tel.acquired.Add(bg, 1, metric.WithAttributes(attrOutcome.String(outcome)))
+		attrs := l.tel.outcomeAttrs(outcome)
+		l.tel.acquireDur.Record(bg, wait.Seconds(), attrs)
+		l.tel.acquired.Add(bg, 1, attrs)
 	}
 
 	if lk := heldIn(ctx, l, key); lk != nil && lk.reenter() {
@@ -182,7 +184,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 				owner = newOwnerID()
 			}
 			sent := l.now()
-			res, err, pending := l.acquire(ctx, lockKey, owner, &lc, wait)
+			res, err, pending := l.acquire(ctx, key, lockKey, owner, &lc, wait)
 			switch {
 			case err != nil:
 				if randomOwner && l.nodes == nil { // Redlock's attempt cleaned up after itself
@@ -290,18 +292,21 @@ func lastErrIf(err error, ctx context.Context) error {
 //
 // queued (Lock, not TryLock) puts this Locker in the key's waiting queue when
 // the lock is held, so that a release reserves it for us in turn.
-func (l *Locker) acquire(ctx context.Context, lockKey, owner string, lc *lockConfig, queued bool) (acquireResult, error, <-chan error) {
+func (l *Locker) acquire(ctx context.Context, key, lockKey, owner string, lc *lockConfig, queued bool) (acquireResult, error, <-chan error) {
 	if l.nodes != nil {
 		res, err := l.redlockAcquire(ctx, lockKey, owner, lc)
 		return res, err, nil
 	}
 	var res acquireResult
 	err, pending := l.call(ctx, func(ctx context.Context) error {
-		id := ""
+		id, leave := "", ""
 		if queued {
 			id = l.id
+			if l.inRedisQueue(key) {
+				leave = "1"
+			}
 		}
-		vals, err := acquireScript.Run(ctx, l.client, []string{lockKey, queueOf(lockKey)}, owner, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl), "", id).Int64Slice()
+		vals, err := acquireScript.Run(ctx, l.client, []string{lockKey, queueOf(lockKey)}, owner, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl), "", id, leave).Int64Slice()
 		if err != nil {
 			return err
 		}
@@ -314,6 +319,9 @@ func (l *Locker) acquire(ctx context.Context, lockKey, owner string, lc *lockCon
 	if pending != nil {
 		// The call was abandoned and may still be writing res.
 		return acquireResult{}, err, pending
+	}
+	if err == nil && queued && l.nodes == nil {
+		l.setInRedisQueue(key, res.status == 0)
 	}
 	return res, err, pending
 }

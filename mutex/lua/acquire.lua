@@ -15,6 +15,7 @@
 --          what this node would issue, so that a quorum agrees on one token
 --          without a second round
 -- ARGV[5]  with KEYS[2]: the calling Locker's id
+-- ARGV[6]  "1": the Locker is in the queue; leave it on success
 --
 -- A freed lock may be reserved for a moment for the Locker first in the
 -- queue: "<token> 0 <until-us> <locker id>".
@@ -49,7 +50,7 @@ if queued and cnt == 0 and exp > now and own ~= '' and own ~= ARGV[5] then
   redis.call('PEXPIRE', KEYS[2], ARGV[3])
   return {0, 0, math.ceil((exp - now) / 1000)}
 end
-if queued then redis.call('ZREM', KEYS[2], ARGV[5]) end
+if queued and ARGV[6] == '1' then redis.call('ZREM', KEYS[2], ARGV[5]) end
 -- Free: the token must exceed every earlier one. The counter covers
 -- acquisitions within one microsecond; the clock covers a lost counter.
 tok = math.max(tok + 1, now)
