@@ -31,6 +31,7 @@ type Lock struct {
 	ttl       time.Duration
 	deadline  time.Time   // local lease deadline
 	nextRenew time.Time   // when the renewer extends it next
+	retryAt   time.Time   // after a failed renewal: not before this
 	lease     *time.Timer // fires at deadline: the lock is lost
 	done      bool        // released or lost
 }
@@ -370,6 +371,7 @@ func (lk *Lock) renewed(sent time.Time, ttl time.Duration) {
 	lk.ttl = ttl
 	lk.deadline = sent.Add(ttl - lk.l.drift(ttl))
 	lk.nextRenew = sent.Add(ttl / 3)
+	lk.retryAt = time.Time{}
 	lk.lease.Reset(lk.deadline.Sub(lk.l.now()))
 }
 

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
@@ -149,4 +151,78 @@ func TestReplicaAck(t *testing.T) {
 	require.NoError(t, err, "the replica has the lock")
 	assert.Contains(t, v, strconv.FormatInt(lk.Token(), 10))
 	require.NoError(t, lk.Unlock(ctx))
+}
+
+// TestLeaseOverBeforeTheReply: the acquire's reply arrives after the lease
+// it asked for has run out (the server was paused meanwhile). The Lock comes
+// back already lost, and the Locker closes promptly: a lock lost before it
+// reached the renewer must not stay in the renewal loop (it once spun there
+// for ever).
+func TestLeaseOverBeforeTheReply(t *testing.T) {
+	_, srv := testutil.Redis(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	l := mutex.New(c)
+	ctx := context.Background()
+	warm, err := l.Lock(ctx, "late")
+	require.NoError(t, err)
+	require.NoError(t, warm.Unlock(ctx))
+
+	srv.Pause()
+	got := make(chan *mutex.Lock, 1)
+	go func() {
+		lk, err := l.Lock(ctx, "late", mutex.WithTTL(50*time.Millisecond))
+		assert.NoError(t, err)
+		got <- lk
+	}()
+	time.Sleep(200 * time.Millisecond) // the pause: four leases long
+	srv.Resume()
+	lk := <-got
+	require.NotNil(t, lk)
+	select {
+	case <-lk.Context().Done():
+		assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrLockLost)
+	case <-time.After(time.Second):
+		t.Fatal("a lock whose lease ended before the reply was not lost")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(2 * time.Second):
+		t.Fatal("Close hung: the renewal loop kept a lost lock")
+	}
+}
+
+// pipelines counts pipelined round trips (renewal batches).
+type pipelines struct{ n atomic.Int64 }
+
+func (p *pipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (p *pipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (p *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { p.n.Add(1); return next(ctx, cmds) }
+}
+
+// TestFailedRenewalsBackOff: with the server gone, renewals fail at once;
+// the loop retries every TTL/10 until the lease ends, not in a tight loop
+// (it once spun, thousands of attempts, never reaching its stop signal), and
+// Close returns promptly.
+func TestFailedRenewalsBackOff(t *testing.T) {
+	_, srv := testutil.Redis(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { _ = c.Close() })
+	var p pipelines
+	c.AddHook(&p)
+	l := mutex.New(c)
+	ctx := context.Background()
+	lk, err := l.Lock(ctx, "gone", mutex.WithTTL(900*time.Millisecond))
+	require.NoError(t, err)
+	srv.Kill()
+	<-lk.Context().Done() // renewals fail from 300 ms until the lease ends
+	assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrLockLost)
+	assert.Less(t, p.n.Load(), int64(30), "renewal attempts while the server was gone")
+	t.Logf("%d renewal round trips", p.n.Load())
+	start := time.Now()
+	require.NoError(t, l.Close())
+	assert.Less(t, time.Since(start), time.Second)
 }

@@ -38,6 +38,15 @@ func (r *renewer) add(lk *Lock) error {
 	if r.stopped {
 		return ErrClosed
 	}
+	lk.mu.Lock()
+	done := lk.done
+	lk.mu.Unlock()
+	if done {
+		// Lost before it could be added (its lease ended while the acquire
+		// was in flight): finish already ran its remove; adding it now would
+		// keep a dead lock in the loop for ever.
+		return nil
+	}
 	r.locks[lk] = struct{}{}
 	if lk.autoRenew {
 		if !r.running {
@@ -85,6 +94,11 @@ func (r *renewer) loop() {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
+		select {
+		case <-r.stopc:
+			return
+		default:
+		}
 		due, next := r.due(r.l.now())
 		if len(due) > 0 {
 			r.renew(due)
@@ -121,8 +135,19 @@ func (r *renewer) due(now time.Time) (due []*Lock, next time.Time) {
 			continue
 		}
 		lk.mu.Lock()
-		at, ttl := lk.nextRenew, lk.ttl
+		at, ttl, retryAt, done := lk.nextRenew, lk.ttl, lk.retryAt, lk.done
 		lk.mu.Unlock()
+		if done {
+			continue // finished meanwhile; remove is on its way
+		}
+		if retryAt.After(now) {
+			// A renewal just failed: wait before the next attempt, whatever
+			// the batching window says.
+			if next.IsZero() || retryAt.Before(next) {
+				next = retryAt
+			}
+			continue
+		}
 		if !at.After(now.Add(ttl / 6)) {
 			due = append(due, lk)
 		} else if next.IsZero() || at.Before(next) {
@@ -232,7 +257,8 @@ func (r *renewer) renewChunk(locks []*Lock) {
 // lease deadline ends the lock if none succeeds in time.
 func (r *renewer) retrySoon(lk *Lock) {
 	lk.mu.Lock()
-	lk.nextRenew = r.l.now().Add(max(lk.ttl/10, time.Millisecond))
+	lk.retryAt = r.l.now().Add(max(lk.ttl/10, time.Millisecond))
+	lk.nextRenew = lk.retryAt
 	lk.mu.Unlock()
 }
 
