@@ -103,12 +103,12 @@ func newHandler(next http.Handler, locker *mutex.Locker, cfg config) *handler {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
+	tm := &timing{start: time.Now()}
 	ctx, span := h.tel.tracer.Start(r.Context(), "redfence.httplock", trace.WithAttributes(
 		attrMethod.String(r.Method), attrPath.String(r.URL.Path)))
-	r = r.WithContext(ctx)
+	r = r.WithContext(context.WithValue(ctx, timingKey{}, tm))
 	var role string
-	defer func() { h.tel.end(span, role, time.Since(start)) }()
+	defer func() { h.tel.end(span, role, tm.waited()) }()
 
 	if reason := h.ineligible(r); reason != "" {
 		role = h.origin(w, r, RoleBypass)
@@ -332,6 +332,7 @@ func (h *handler) lead(w http.ResponseWriter, r *http.Request, key string, st *l
 	if h.cfg.roleHeader != "" {
 		w.Header().Set(h.cfg.roleHeader, RoleLeader)
 	}
+	markWaited(r)
 	c := newCapture(w, h.cfg.maxBody)
 	h.tel.originCall(r.Context())
 	h.next.ServeHTTP(c, r.WithContext(hctx))
@@ -345,6 +346,7 @@ func (h *handler) lead(w http.ResponseWriter, r *http.Request, key string, st *l
 
 // use serves e to r, or calls the origin when e says to.
 func (h *handler) use(w http.ResponseWriter, r *http.Request, e *entry) string {
+	markWaited(r)
 	switch {
 	case e.Kind == kindPanic && h.cfg.panicStatus != 0:
 		h.setRole(w, RolePanic)
@@ -367,6 +369,7 @@ func (h *handler) use(w http.ResponseWriter, r *http.Request, e *entry) string {
 }
 
 func (h *handler) origin(w http.ResponseWriter, r *http.Request, role string) string {
+	markWaited(r)
 	h.setRole(w, role)
 	h.tel.originCall(r.Context())
 	h.next.ServeHTTP(w, r)
@@ -450,4 +453,29 @@ func (h *handler) store(detached context.Context, key string, e *entry) {
 	if err := h.client.Set(ctx, h.cfg.prefix+key, b, h.cfg.shareWindow).Err(); err != nil {
 		h.tel.recordError(ctx, err)
 	}
+}
+
+// timing measures a request's wait: from its arrival to the moment it
+// starts serving a response (shared, or its own origin call).
+type timing struct {
+	start time.Time
+	wait  time.Duration
+	set   bool
+}
+
+type timingKey struct{}
+
+// markWaited records the wait of r the first time it is called; requests
+// run in one goroutine each, so no lock is needed.
+func markWaited(r *http.Request) {
+	if tm, ok := r.Context().Value(timingKey{}).(*timing); ok && !tm.set {
+		tm.wait, tm.set = time.Since(tm.start), true
+	}
+}
+
+func (tm *timing) waited() time.Duration {
+	if !tm.set {
+		return time.Since(tm.start)
+	}
+	return tm.wait
 }

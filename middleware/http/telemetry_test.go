@@ -34,10 +34,22 @@ func TestTelemetry(t *testing.T) {
 		if s.Name() != "redfence.httplock" {
 			continue
 		}
+		var role string
+		var wait float64
 		for _, kv := range s.Attributes() {
-			if kv.Key == "redfence.http.role" {
-				got[kv.Value.AsString()]++
+			switch kv.Key {
+			case "redfence.http.role":
+				role = kv.Value.AsString()
+			case "redfence.wait_ms":
+				wait = kv.Value.AsFloat64()
 			}
+		}
+		got[role]++
+		switch role {
+		case httplock.RoleLeader, httplock.RoleBypass:
+			assert.Less(t, wait, 50.0, "%s: went to the origin at once", role)
+		case httplock.RoleShared:
+			assert.GreaterOrEqual(t, wait, 90.0, "shared: waited for the 100 ms origin")
 		}
 	}
 	assert.Equal(t, map[string]int{httplock.RoleLeader: 1, httplock.RoleShared: len(rs) - 1, httplock.RoleBypass: 1}, got)
