@@ -295,17 +295,29 @@ func TestPanickingLeaderReleasesFollowers(t *testing.T) {
 		{"502", []httplock.Option{httplock.WithPanicStatus(http.StatusBadGateway)}, http.StatusBadGateway},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var calls atomic.Int64
+			const requests = 10 // 2 replicas × 5
+			var calls, arrived atomic.Int64
 			origin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if calls.Add(1) == 1 {
-					time.Sleep(50 * time.Millisecond) // let the followers queue
+					// Panic only once every request is in, waiting behind us.
+					deadline := time.Now().Add(5 * time.Second)
+					for arrived.Load() < requests && time.Now().Before(deadline) {
+						time.Sleep(time.Millisecond) // poll with a deadline
+					}
 					panic("origin bug")
 				}
 				fmt.Fprint(w, "recovered")
 			})
-			servers := replicas(t, 2, origin, append(tc.opts, httplock.WithWaitTimeout(10*time.Second))...)
+			count := func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					arrived.Add(1)
+					next.ServeHTTP(w, r)
+				})
+			}
+			servers := wrappedReplicas(t, 2, origin, count, append(tc.opts, httplock.WithWaitTimeout(10*time.Second))...)
 			begin := time.Now()
-			rs := burst(t, servers, 5, http.MethodGet, "/p", nil)
+			rs := burst(t, servers, requests/2, http.MethodGet, "/p", nil)
+			require.Equal(t, int64(requests), arrived.Load())
 			failed := 0
 			for _, r := range rs {
 				if r.err != nil {
