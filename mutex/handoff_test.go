@@ -2,6 +2,8 @@ package mutex_test
 
 import (
 	"context"
+	"regexp"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -120,4 +122,90 @@ func TestReleaseGoesToTheLockerWaitingLongest(t *testing.T) {
 		assert.Equal(t, "b", <-got, "the Locker that waited longest goes first")
 		assert.Equal(t, "c", <-got)
 	})
+}
+
+// TestWaitedMarkCarriesOverAReservation: a release reserved for the first
+// queued Locker tells it that others wait too, so that its own release
+// notifies the next one. With the fallback poll set to seconds, only a
+// notification explains a prompt second hand-over.
+func TestWaitedMarkCarriesOverAReservation(t *testing.T) {
+	eachBackend(t, func(t *testing.T, c redis.UniversalClient) {
+		a, b, cc := newLocker(t, c), newLocker(t, c), newLocker(t, c)
+		ctx := context.Background()
+		held, err := a.Lock(ctx, "chain")
+		require.NoError(t, err)
+		slow := mutex.WithRetry(3*time.Second, 4*time.Second)
+		queued := func(n int64) func() bool {
+			return func() bool {
+				got, _ := c.ZCard(ctx, mutex.QueueOf(mutex.LockKeyOf(a, "chain"))).Result()
+				return got == n
+			}
+		}
+		bGot, cGot := make(chan *mutex.Lock, 1), make(chan time.Time, 1)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		wg.Go(func() {
+			lk, err := b.Lock(ctx, "chain", slow)
+			if assert.NoError(t, err) {
+				bGot <- lk
+			}
+		})
+		require.Eventually(t, queued(1), 5*time.Second, time.Millisecond)
+		wg.Go(func() {
+			lk, err := cc.Lock(ctx, "chain", slow)
+			if assert.NoError(t, err) {
+				cGot <- time.Now()
+				assert.NoError(t, lk.Unlock(ctx))
+			}
+		})
+		require.Eventually(t, queued(2), 5*time.Second, time.Millisecond)
+
+		require.NoError(t, held.Unlock(ctx))
+		lk := <-bGot
+		released := time.Now()
+		require.NoError(t, lk.Unlock(ctx))
+		assert.Less(t, (<-cGot).Sub(released), time.Second, "c was not notified of b's release")
+	})
+}
+
+// TestUncontendedReleaseIsQuiet: a release nobody waited for neither reads
+// the queue nor publishes; one a waiter found held does both.
+func TestUncontendedReleaseIsQuiet(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	a, b := newLocker(t, c), newLocker(t, c)
+	ctx := context.Background()
+	calls := func(cmd string) int {
+		info, err := c.Info(ctx, "commandstats").Result()
+		require.NoError(t, err)
+		m := regexp.MustCompile(`cmdstat_` + cmd + `:calls=(\d+)`).FindStringSubmatch(info)
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	pub, zr := calls("publish"), calls("zrange")
+	for range 10 {
+		lk, err := a.Lock(ctx, "quiet")
+		require.NoError(t, err)
+		require.NoError(t, lk.Unlock(ctx))
+	}
+	assert.Equal(t, pub, calls("publish"), "uncontended releases published")
+	assert.Equal(t, zr, calls("zrange"), "uncontended releases read the queue")
+
+	held, err := a.Lock(ctx, "quiet")
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		lk, err := b.Lock(ctx, "quiet")
+		if err == nil {
+			err = lk.Unlock(ctx)
+		}
+		got <- err
+	}()
+	require.Eventually(t, func() bool { return waiting(c, "quiet") }, 5*time.Second, time.Millisecond)
+	require.NoError(t, held.Unlock(ctx))
+	require.NoError(t, <-got)
+	assert.Equal(t, pub+1, calls("publish"), "the release a waiter saw publishes once")
+	assert.Equal(t, zr+1, calls("zrange"))
 }

@@ -212,7 +212,14 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 		lk.mu.Unlock()
 		return nil
 	}
+	// The release script does not refuse a lease that ran out on the server
+	// (see release.lua); the local deadline, which ends first, does.
+	expired := !lk.l.now().Before(lk.deadline)
 	lk.mu.Unlock()
+	if expired {
+		lk.lose("lease deadline passed")
+		return ErrNotHeld
+	}
 
 	l := lk.l
 	ctx, span := l.tel.tracer.Start(ctx, "redfence.Unlock", trace.WithAttributes(attrKey.String(lk.key), attrToken.Int64(lk.token)))

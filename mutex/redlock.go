@@ -152,7 +152,7 @@ func allNodes(n int) []int {
 // and require a majority to confirm. Otherwise it releases what it took, on
 // a fresh bounded context, and reports contention (or an error when too few
 // nodes answered to tell).
-func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *lockConfig) (acquireResult, error) {
+func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *lockConfig, waiting bool) (acquireResult, error) {
 	span := trace.SpanFromContext(ctx)
 	start := l.now()
 	timeout := l.nodeTimeout(lc.ttl)
@@ -183,8 +183,12 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 	// clock are behind it take it as it is, and when the whole quorum did,
 	// the quorum already carries one token and the raise round is skipped.
 	proposal := l.now().Add(proposalLead).UnixMicro()
+	waiter := "" // a waiting Lock marks the lock waited-for, so that its release publishes
+	if waiting {
+		waiter = l.id
+	}
 	replies := l.fanoutUntil(ctx, timeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		return acquireScript.Run(ctx, c, keys, owner, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl), proposal).Int64Slice()
+		return acquireScript.Run(ctx, c, keys, owner, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl), proposal, waiter).Int64Slice()
 	}, decided)
 	var (
 		voters    []int

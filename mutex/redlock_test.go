@@ -85,7 +85,7 @@ func TestRedlockCounterAheadExcluded(t *testing.T) {
 	l := newRedlock(t, clients)
 	ctx := context.Background()
 	ahead := time.Now().Add(24 * time.Hour).UnixMicro()
-	require.NoError(t, clients[0].Set(ctx, mutex.LockKeyOf(l, "fast"), fmt.Sprintf("%d 0 0 ", ahead), time.Hour).Err())
+	require.NoError(t, clients[0].Set(ctx, mutex.LockKeyOf(l, "fast"), fmt.Sprint(ahead), time.Hour).Err())
 
 	// An explicit owner makes the attempt wait for every node (a random one
 	// stops at the first majority, which may leave the fast node out).

@@ -294,7 +294,7 @@ func lastErrIf(err error, ctx context.Context) error {
 // the lock is held, so that a release reserves it for us in turn.
 func (l *Locker) acquire(ctx context.Context, key, lockKey, owner string, lc *lockConfig, queued bool) (acquireResult, error, <-chan error) {
 	if l.nodes != nil {
-		res, err := l.redlockAcquire(ctx, lockKey, owner, lc)
+		res, err := l.redlockAcquire(ctx, lockKey, owner, lc, queued)
 		return res, err, nil
 	}
 	var res acquireResult

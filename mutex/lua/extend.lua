@@ -10,10 +10,10 @@
 -- Returns 1 extended, 0 not held.
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
-local a, b, c, d = string.match(v, '^(%d+) (%d+) (%d+) (.*)$')
-if not a or a ~= ARGV[2] or d ~= ARGV[1] or b == '0' then return 0 end
+local a, b, c, w, d = string.match(v, '^(%d+) (%d+) (%d+) ([01]) (.*)$')
+if a ~= ARGV[2] or d ~= ARGV[1] or b == '0' then return 0 end
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-if tonumber(c) <= now then return 0 end
-redis.call('SET', KEYS[1], string.format('%s %s %.0f %s', a, b, now + tonumber(ARGV[3]) * 1000, d), 'PX', ARGV[4])
+local now = t[1] * 1000000 + t[2]
+if c - now <= 0 then return 0 end
+redis.call('SET', KEYS[1], a .. ' ' .. b .. string.format(' %d ', now + ARGV[3] * 1000) .. w .. ' ' .. d, 'PX', ARGV[4])
 return 1
