@@ -19,3 +19,6 @@ func WaitersOf(l *Locker, key string) int {
 
 // QueueOf exposes the key of the waiting-Lockers queue of a lock key.
 func QueueOf(lockKey string) string { return queueOf(lockKey) }
+
+// LockerIDOf is the id a Locker queues under in Redis.
+func LockerIDOf(l *Locker) string { return l.id }

@@ -209,3 +209,35 @@ func TestUncontendedReleaseIsQuiet(t *testing.T) {
 	assert.Equal(t, pub+1, calls("publish"), "the release a waiter saw publishes once")
 	assert.Equal(t, zr+1, calls("zrange"))
 }
+
+// TestReservationHoldsBackTryLockAndRunsOut: a release reserved for the
+// first queued Locker is not taken by anyone else, TryLock included; when
+// that Locker never comes (here a queue entry nobody answers to), the
+// reservation runs out and the next waiter gets the lock.
+func TestReservationHoldsBackTryLockAndRunsOut(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	a, b, cc := newLocker(t, c), newLocker(t, c), newLocker(t, c)
+	ctx := context.Background()
+	held, err := a.Lock(ctx, "res")
+	require.NoError(t, err)
+	queue := mutex.QueueOf(mutex.LockKeyOf(a, "res"))
+	got := make(chan time.Time, 1)
+	go func() {
+		lk, err := b.Lock(ctx, "res")
+		if assert.NoError(t, err) {
+			got <- time.Now()
+			assert.NoError(t, lk.Unlock(ctx))
+		}
+	}()
+	require.Eventually(t, func() bool { return c.ZCard(ctx, queue).Val() == 1 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, c.ZAdd(ctx, queue, redis.Z{Score: 0, Member: "ghost"}).Err()) // first in line
+
+	require.NoError(t, held.Unlock(ctx))
+	released := time.Now()
+	_, err = cc.TryLock(ctx, "res")
+	require.ErrorIs(t, err, mutex.ErrNotAcquired, "TryLock took a lock reserved for another Locker")
+	assert.Equal(t, []string{mutex.LockerIDOf(b)}, c.ZRange(ctx, queue, 0, -1).Val(), "the ghost was popped, b still queued")
+	at := <-got
+	assert.GreaterOrEqual(t, at.Sub(released), 40*time.Millisecond, "b took the lock inside the ghost's reservation")
+	assert.Less(t, at.Sub(released), time.Second, "the reservation did not run out")
+}

@@ -240,7 +240,7 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	} else {
 		err, pending = l.call(ctx, func(ctx context.Context) error {
 			var err error
-			n, err = releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish, reserveMs).Int64()
+			n, err = releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.publish).Int64()
 			return err
 		})
 	}
@@ -347,13 +347,16 @@ func (lk *Lock) usable(ctx context.Context) error {
 	return nil
 }
 
-// keys are the release script's keys: the lock, its channel and, on a single
+// keys are the release script's keys (see releaseKeys).
+func (lk *Lock) keys() []string { return lk.l.releaseKeys(lk.lockKey) }
+
+// releaseKeys are the release script's keys: the lock and, on a single
 // deployment, the queue of waiting Lockers.
-func (lk *Lock) keys() []string {
-	if lk.l.nodes != nil {
-		return []string{lk.lockKey, channelOf(lk.lockKey)}
+func (l *Locker) releaseKeys(lockKey string) []string {
+	if l.nodes != nil {
+		return []string{lockKey}
 	}
-	return []string{lk.lockKey, channelOf(lk.lockKey), queueOf(lk.lockKey)}
+	return []string{lockKey, queueOf(lockKey)}
 }
 
 // reenter counts one more holder through the context; false if the lock is

@@ -128,12 +128,12 @@ func (l *Locker) Close() error {
 		pipe := l.client.Pipeline()
 		cmds := make([]*redis.Cmd, len(held))
 		for i, lk := range held {
-			cmds[i] = releaseScript.EvalSha(ctx, pipe, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish, reserveMs)
+			cmds[i] = releaseScript.EvalSha(ctx, pipe, lk.keys(), lk.owner, lk.tokenStr, l.publish)
 		}
 		if _, err := pipe.Exec(ctx); err != nil && isNoScript(err) {
 			// Scripts vanished (server restart): fall back one by one.
 			for i, lk := range held {
-				cmds[i] = releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish, reserveMs)
+				cmds[i] = releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.publish)
 			}
 		}
 		cancel()
@@ -206,11 +206,6 @@ func channelOf(lockKey string) string { return lockKey + ":released" }
 // through Redis reserves the lock for the Locker that has waited longest.
 func queueOf(lockKey string) string { return lockKey + ":q" }
 
-// reserveMs is how long a released lock stays reserved for the next queued
-// Locker: long enough for its notified head to ask, short enough that a
-// Locker that died in the queue costs little.
-const reserveMs = "50"
-
 // keyTTL is how long the Redis key lives past its last use: the fencing
 // counter's life, and never shorter than the lease.
 func (l *Locker) keyTTL(lease time.Duration) string {
@@ -281,7 +276,7 @@ func (l *Locker) retryRelease(lk *Lock, pending <-chan error) {
 			}
 			return
 		}
-		if releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish, reserveMs).Err() == nil {
+		if releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.publish).Err() == nil {
 			l.wakeLocal(lk.key)
 		}
 	})

@@ -36,6 +36,7 @@ type waiter struct {
 	turn   chan struct{} // closed when this waiter becomes the head
 	wake   chan struct{} // a release was seen; buffered, holds one signal
 	quiet  bool          // became head as a local goroutine acquired: expect a release first
+	first  bool          // head on arrival: nobody in this Locker waited for the key
 	queued bool          // a Lock (not a TryLock): may have joined the key's queue in Redis
 
 	// Hand-off, all under Locker.mu: a head parked in its wait, with
@@ -126,6 +127,7 @@ func (l *Locker) enqueue(key string, wait bool, owner string, lc *lockConfig) (*
 	w := &waiter{turn: make(chan struct{}), wake: make(chan struct{}, 1), offer: make(chan handoff, 1), owner: owner, lc: lc, queued: wait}
 	q.waiters = append(q.waiters, w)
 	if len(q.waiters) == 1 {
+		w.first = true
 		close(w.turn)
 	}
 	return w, nil

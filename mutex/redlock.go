@@ -183,12 +183,12 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 	// clock are behind it take it as it is, and when the whole quorum did,
 	// the quorum already carries one token and the raise round is skipped.
 	proposal := l.now().Add(proposalLead).UnixMicro()
-	waiter := "" // a waiting Lock marks the lock waited-for, so that its release publishes
+	args := []any{owner, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl), proposal}
 	if waiting {
-		waiter = l.id
+		args = append(args, l.id) // marks the lock waited-for, so that its release publishes
 	}
 	replies := l.fanoutUntil(ctx, timeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		return acquireScript.Run(ctx, c, keys, owner, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl), proposal, waiter).Int64Slice()
+		return acquireScript.Run(ctx, c, keys, args...).Int64Slice()
 	}, decided)
 	var (
 		voters    []int
@@ -320,7 +320,7 @@ func (l *Locker) redlockGiveBack(lockKey, owner string, explicitOwner bool, vote
 	for _, i := range voters {
 		c, tok := l.nodes[i], strconv.FormatInt(tokens[i], 10)
 		l.afterward(nil, func(ctx context.Context) {
-			_ = releaseScript.Run(ctx, c, keys, owner, tok, l.keyTTL(0), l.publish, reserveMs).Err()
+			_ = releaseScript.Run(ctx, c, l.releaseKeys(lockKey), owner, tok, l.publish).Err()
 		})
 	}
 	if explicitOwner {
@@ -354,7 +354,7 @@ func (l *Locker) redlockRelease(ctx context.Context, lk *Lock) (int64, error) {
 		return freed >= l.quorum
 	}
 	replies := l.fanoutUntil(ctx, l.nodeTimeout(lk.ttl), allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		n, err := releaseScript.Run(ctx, c, keys, lk.owner, lk.tokenStr, l.keyTTL(0), l.publish, reserveMs).Int64()
+		n, err := releaseScript.Run(ctx, c, keys, lk.owner, lk.tokenStr, l.publish).Int64()
 		return []int64{n}, err
 	}, decided)
 	left := int64(-1)
@@ -475,12 +475,12 @@ func (l *Locker) redlockReleaseAll(ctx context.Context, locks []*Lock) error {
 	replies := l.fanout(ctx, cleanupTimeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
 		pipe := c.Pipeline()
 		for _, lk := range locks {
-			_ = releaseScript.EvalSha(ctx, pipe, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish, reserveMs)
+			_ = releaseScript.EvalSha(ctx, pipe, lk.keys(), lk.owner, lk.tokenStr, l.publish)
 		}
 		_, err := pipe.Exec(ctx)
 		if err != nil && isNoScript(err) {
 			for _, lk := range locks {
-				_ = releaseScript.Run(ctx, c, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish, reserveMs).Err()
+				_ = releaseScript.Run(ctx, c, lk.keys(), lk.owner, lk.tokenStr, l.publish).Err()
 			}
 			return nil, nil
 		}
@@ -518,7 +518,7 @@ func (l *Locker) releaseLate(lk *Lock) {
 		defer cancel()
 		keys := lk.keys()
 		l.fanout(ctx, cleanupTimeout, lk.lateNodes, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-			n, err := releaseScript.Run(ctx, c, keys, lk.owner, lk.tokenStr, l.keyTTL(0), l.publish, reserveMs).Int64()
+			n, err := releaseScript.Run(ctx, c, keys, lk.owner, lk.tokenStr, l.publish).Int64()
 			return []int64{n}, err
 		})
 	}()

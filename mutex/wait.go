@@ -34,8 +34,10 @@ func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Loc
 
 // TryLock makes one attempt: it returns the lock, ErrNotAcquired when another
 // owner holds it (at once, without waiting), or the server's error. It
-// re-enters like Lock. Local waiters of Lock on the same key go first: then
-// TryLock returns ErrNotAcquired without asking Redis.
+// re-enters like Lock. Waiters go first: when Lock calls of this Locker wait
+// for the key, TryLock returns ErrNotAcquired without asking Redis, and a
+// lock just released to another Locker's waiter (reserved for it, for at
+// most 50 ms, until it takes it) counts as held.
 func (l *Locker) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
 	return l.lock(ctx, "redfence.TryLock", key, false, opts)
 }
@@ -134,7 +136,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 		if h.ok {
 			tok := strconv.FormatInt(h.token, 10)
 			l.afterward(nil, func(ctx context.Context) {
-				_ = releaseScript.Run(ctx, l.client, []string{lockKey, channelOf(lockKey), queueOf(lockKey)}, owner, tok, l.keyTTL(0), l.publish, reserveMs).Err()
+				_ = releaseScript.Run(ctx, l.client, l.releaseKeys(lockKey), owner, tok, l.publish).Err()
 			})
 		}
 	}
@@ -184,7 +186,11 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 				owner = newOwnerID()
 			}
 			sent := l.now()
-			res, err, pending := l.acquire(ctx, key, lockKey, owner, &lc, wait)
+			// A call that found no local waiter before it makes its first
+			// attempt as a TryLock would (fewer arguments); only when that
+			// finds the lock held does it queue, with the retry that follows
+			// its subscription.
+			res, err, pending := l.acquire(ctx, key, lockKey, owner, &lc, wait && !(attempts == 1 && w.first))
 			switch {
 			case err != nil:
 				if randomOwner && l.nodes == nil { // Redlock's attempt cleaned up after itself
@@ -291,7 +297,8 @@ func lastErrIf(err error, ctx context.Context) error {
 // pending (if not nil) reports when the abandoned call finished.
 //
 // queued (Lock, not TryLock) puts this Locker in the key's waiting queue when
-// the lock is held, so that a release reserves it for us in turn.
+// the lock is held, so that a release reserves it for us in turn, and marks
+// the lock waited-for, so that its release notifies.
 func (l *Locker) acquire(ctx context.Context, key, lockKey, owner string, lc *lockConfig, queued bool) (acquireResult, error, <-chan error) {
 	if l.nodes != nil {
 		res, err := l.redlockAcquire(ctx, lockKey, owner, lc, queued)
@@ -299,14 +306,18 @@ func (l *Locker) acquire(ctx context.Context, key, lockKey, owner string, lc *lo
 	}
 	var res acquireResult
 	err, pending := l.call(ctx, func(ctx context.Context) error {
-		id, leave := "", ""
+		// Optional arguments and keys are left out when not needed: each
+		// one costs the server about a fifth of a short command.
+		keys := []string{lockKey}
+		args := []any{owner, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl)}
 		if queued {
-			id = l.id
+			keys = append(keys, queueOf(lockKey))
+			args = append(args, "", l.id)
 			if l.inRedisQueue(key) {
-				leave = "1"
+				args = append(args, "1")
 			}
 		}
-		vals, err := acquireScript.Run(ctx, l.client, []string{lockKey, queueOf(lockKey)}, owner, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl), "", id, leave).Int64Slice()
+		vals, err := acquireScript.Run(ctx, l.client, keys, args...).Int64Slice()
 		if err != nil {
 			return err
 		}
@@ -361,7 +372,7 @@ func (l *Locker) replicaAck(ctx context.Context, lk *Lock, lc *lockConfig) error
 	}
 	lk.finish(ErrReleased, "")
 	uctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-	_ = releaseScript.Run(uctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.keyTTL(0), l.publish, reserveMs).Err()
+	_ = releaseScript.Run(uctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.publish).Err()
 	cancel()
 	if err != nil {
 		return errors.Join(ErrNotAcquired, err)

@@ -10,7 +10,7 @@
 -- Returns 1 freed, 0 not held by owner.
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
-local a, b, c, w, d = string.match(v, '^(%d+) (%d+) (%d+) ([01]) (.*)$')
+local a, b, c, e, w, d = string.match(v, '^(%d+) (%d+) (%d+)%+(%d+) ([01]) (.*)$')
 if not a or d ~= ARGV[1] or b == '0' then return 0 end
 redis.call('SET', KEYS[1], a, 'PX', ARGV[2])
 redis.call(ARGV[3], KEYS[2], '')

@@ -10,10 +10,12 @@
 -- Returns 1 extended, 0 not held.
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
-local a, b, c, w, d = string.match(v, '^(%d+) (%d+) (%d+) ([01]) (.*)$')
+local a, b, c, e, w, d = string.match(v, '^(%d+) (%d+) (%d+)%+(%d+) ([01]) (.*)$')
 if a ~= ARGV[2] or d ~= ARGV[1] or b == '0' then return 0 end
 local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
-if c - now <= 0 then return 0 end
-redis.call('SET', KEYS[1], a .. ' ' .. b .. string.format(' %d ', now + ARGV[3] * 1000) .. w .. ' ' .. d, 'PX', ARGV[4])
+local us = t[2]
+if #us < 6 then us = string.rep('0', 6 - #us) .. us end
+local nowStr = t[1] .. us
+if c + e * 1000 <= t[1] * 1000000 + t[2] then return 0 end
+redis.call('SET', KEYS[1], a .. ' ' .. b .. ' ' .. nowStr .. '+' .. ARGV[3] .. ' ' .. w .. ' ' .. d, 'PX', ARGV[4])
 return 1

@@ -13,16 +13,19 @@
 -- in Redis: only counted down, not handed off); {-1, 0} not held.
 local v = redis.call('GET', KEYS[1])
 if not v then return {-1, 0} end
-local a, b, c, w, d = string.match(v, '^(%d+) (%d+) (%d+) ([01]) (.*)$')
-if not a or a ~= ARGV[2] or d ~= ARGV[1] then return {-1, 0} end
+local a, b, c, e, w, d = string.match(v, '^(%d+) (%d+) (%d+)%+(%d+) ([01]) (.*)$')
+if a ~= ARGV[2] or d ~= ARGV[1] or b == '0' then return {-1, 0} end
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local cnt = tonumber(b)
-if cnt < 1 or tonumber(c) <= now then return {-1, 0} end
-if cnt > 1 then
-  redis.call('SET', KEYS[1], a .. ' ' .. (cnt - 1) .. ' ' .. c .. ' ' .. w .. ' ' .. d, 'KEEPTTL')
-  return {cnt - 1, 0}
+local us = t[2]
+if #us < 6 then us = string.rep('0', 6 - #us) .. us end
+local nowStr = t[1] .. us
+local now = t[1] * 1000000 + t[2]
+if c + e * 1000 <= now then return {-1, 0} end
+if b ~= '1' then
+  redis.call('SET', KEYS[1], a .. ' ' .. (b - 1) .. ' ' .. c .. '+' .. e .. ' ' .. w .. ' ' .. d, 'KEEPTTL')
+  return {b - 1, 0}
 end
-local tok = math.max(tonumber(a) + 1, now)
-redis.call('SET', KEYS[1], string.format('%d 1 %d ', tok, now + ARGV[4] * 1000) .. w .. ' ' .. ARGV[3], 'PX', ARGV[5])
+local tok = nowStr
+if tonumber(a) >= now then tok = string.format('%d', a + 1) end
+redis.call('SET', KEYS[1], tok .. ' 1 ' .. nowStr .. '+' .. ARGV[4] .. ' ' .. w .. ' ' .. ARGV[3], 'PX', ARGV[5])
 return {0, tok}

@@ -15,9 +15,9 @@
 -- Returns 1 set, 0 not held by owner.
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
-local a, b, c, w, d = string.match(v, '^(%d+) (%d+) (%d+) ([01]) (.*)$')
+local a, b, c, e, w, d = string.match(v, '^(%d+) (%d+) (%d+)%+(%d+) ([01]) (.*)$')
 if not a or d ~= ARGV[1] or b == '0' then return 0 end
 if a ~= ARGV[2] then
-  redis.call('SET', KEYS[1], ARGV[2] .. ' ' .. b .. ' ' .. c .. ' ' .. w .. ' ' .. d, 'KEEPTTL')
+  redis.call('SET', KEYS[1], ARGV[2] .. ' ' .. b .. ' ' .. c .. '+' .. e .. ' ' .. w .. ' ' .. d, 'KEEPTTL')
 end
 return 1

@@ -1,48 +1,64 @@
 -- release: take one count of a held lock; the last count frees it and, if a
--- waiting Lock found it held meanwhile (the waited mark, see acquire.lua),
--- notifies waiters. Nothing changes unless owner and token both match.
+-- waiting Lock found it held meanwhile (the waited-for mark, see
+-- acquire.lua), reserves it for the first queued Locker and notifies.
+-- Nothing changes unless owner and token both match.
 --
 -- Unlike extend, release does not read the clock to refuse a lease that ran
 -- out while nobody took the lock: freeing such a lock harms no one, and the
 -- caller checks its local lease deadline (which ends before the server's)
--- before it sends the release. This saves a TIME call on every Unlock.
+-- before it sends the release.
 --
--- KEYS[1]  lock key
--- KEYS[2]  release channel (same hash slot as KEYS[1])
--- KEYS[3]  optional: the queue of waiting Lockers (see acquire.lua); the
---          first is popped and the freed lock reserved for it for ARGV[5] ms
+-- KEYS[1]  lock key; the release channel is KEYS[1]..':released' (same
+--          hash slot; a channel, not a key, so not declared)
+-- KEYS[2]  optional: the queue of waiting Lockers (see acquire.lua); the
+--          first is popped and the freed lock reserved for it for 50 ms:
+--          long enough for its notified head to ask, short enough that a
+--          Locker that died in the queue costs little
 -- ARGV[1]  owner id
 -- ARGV[2]  token
--- ARGV[3]  key TTL in ms (keeps the fencing counter)
--- ARGV[4]  publish command: PUBLISH, or SPUBLISH on Cluster
--- ARGV[5]  with KEYS[3]: the reservation in ms
+-- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Cluster
 -- The notification carries the Locker the lock is reserved for ('' = any).
 -- Returns the remaining count (0: freed), or -1 when not held.
-local v = redis.call('GET', KEYS[1])
-if not v then return -1 end
-local a, b, c, w, d = string.match(v, '^(%d+) (%d+) (%d+) ([01]) (.*)$')
-if a ~= ARGV[2] or d ~= ARGV[1] or b == '0' then return -1 end
+--
+-- Speed: the common case (last count, nobody waited) is one SET that frees
+-- the lock and returns the old value; the other cases put right what it
+-- wrote. KEEPTTL keeps the key TTL of the last acquire or renewal.
+local v = redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL', 'GET')
+if v then
+  -- v == p .. <lease, no space> .. s exactly
+  local p, s = ARGV[2] .. ' 1 ', ' 0 ' .. ARGV[1]
+  local i = #v - #s + 1
+  if i > #p + 1 and string.find(v, p, 1, true) == 1 and string.find(v, ' ', #p + 1, true) == i
+      and string.find(v, s, i, true) == i then
+    return 0
+  end
+else
+  redis.call('DEL', KEYS[1])
+  return -1
+end
+local a, b, c, e, w, d = string.match(v, '^(%d+) (%d+) (%d+)%+(%d+) ([01]) (.*)$')
+if a ~= ARGV[2] or d ~= ARGV[1] or b == '0' then
+  redis.call('SET', KEYS[1], v, 'KEEPTTL')
+  return -1
+end
 if b ~= '1' then
-  redis.call('SET', KEYS[1], a .. ' ' .. (b - 1) .. ' ' .. c .. ' ' .. w .. ' ' .. d, 'KEEPTTL')
+  redis.call('SET', KEYS[1], a .. ' ' .. (b - 1) .. ' ' .. c .. '+' .. e .. ' ' .. w .. ' ' .. d, 'KEEPTTL')
   return b - 1
 end
-if w == '0' then
-  redis.call('SET', KEYS[1], a, 'PX', ARGV[3])
-  return 0
-end
+if w == '0' then return 0 end
 local nextw = ''
-if KEYS[3] then
-  local q = redis.call('ZRANGE', KEYS[3], 0, 1)
+if KEYS[2] then
+  local q = redis.call('ZRANGE', KEYS[2], 0, 1)
   if q[1] then
     nextw = q[1]
-    redis.call('ZREM', KEYS[3], nextw)
+    redis.call('ZREM', KEYS[2], nextw)
     local more = '0'
     if q[2] then more = '1' end
     local t = redis.call('TIME')
-    local now = t[1] * 1000000 + t[2]
-    redis.call('SET', KEYS[1], a .. ' 0 ' .. string.format('%d', now + ARGV[5] * 1000) .. ' ' .. more .. ' ' .. nextw, 'PX', ARGV[3])
+    local us = t[2]
+    if #us < 6 then us = string.rep('0', 6 - #us) .. us end
+    redis.call('SET', KEYS[1], a .. ' 0 ' .. t[1] .. us .. '+50 ' .. more .. ' ' .. nextw, 'KEEPTTL')
   end
 end
-if nextw == '' then redis.call('SET', KEYS[1], a, 'PX', ARGV[3]) end
-redis.call(ARGV[4], KEYS[2], nextw)
+redis.call(ARGV[3], KEYS[1] .. ':released', nextw)
 return 0
