@@ -41,10 +41,13 @@ type heldKey struct {
 	key string
 }
 
-func newLock(caller context.Context, l *Locker, key, lockKey, owner string, token int64, lc *lockConfig, sent time.Time) *Lock {
+func newLock(caller context.Context, l *Locker, key, lockKey, owner string, token int64, tokenStr string, lc *lockConfig, sent time.Time) *Lock {
+	if tokenStr == "" {
+		tokenStr = strconv.FormatInt(token, 10)
+	}
 	lk := &Lock{
 		l: l, key: key, lockKey: lockKey, owner: owner, token: token,
-		tokenStr: strconv.FormatInt(token, 10), autoRenew: lc.autoRenew,
+		tokenStr: tokenStr, autoRenew: lc.autoRenew,
 		acquired: time.Now(), count: 1, ttl: lc.ttl,
 	}
 	// The lock's context carries no caller cancellation, only the lock's own
@@ -57,6 +60,7 @@ func newLock(caller context.Context, l *Locker, key, lockKey, owner string, toke
 	lk.nextRenew = sent.Add(lk.ttl / 3)
 	lk.lease = time.AfterFunc(lk.deadline.Sub(l.now()), lk.expire)
 	lk.mu.Unlock()
+	l.held.Add(1)
 	l.tel.held.Add(context.Background(), 1)
 	return lk
 }
@@ -69,6 +73,9 @@ func (l *Locker) drift(ttl time.Duration) time.Duration {
 }
 
 func heldIn(ctx context.Context, l *Locker, key string) *Lock {
+	if l.held.Load() == 0 {
+		return nil // no lock of this Locker to re-enter (and no boxing of the key)
+	}
 	lk, _ := ctx.Value(heldKey{l, key}).(*Lock)
 	return lk
 }
@@ -128,7 +135,7 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return invalid("TTL %v is below 1ms", ttl)
 	}
 	ttl = ttl.Truncate(time.Millisecond)
-	ctx, span := lk.l.tel.tracer.Start(ctx, "redfence.Extend", trace.WithAttributes(attrKey.String(lk.key), attrToken.Int64(lk.token)))
+	ctx, span := lk.l.tel.startSpan(ctx, "redfence.Extend", attrKey.String(lk.key), attrToken.Int64(lk.token))
 	sent := lk.l.now()
 	var n int64
 	var err error
@@ -222,7 +229,7 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	}
 
 	l := lk.l
-	ctx, span := l.tel.tracer.Start(ctx, "redfence.Unlock", trace.WithAttributes(attrKey.String(lk.key), attrToken.Int64(lk.token)))
+	ctx, span := l.tel.startSpan(ctx, "redfence.Unlock", attrKey.String(lk.key), attrToken.Int64(lk.token))
 	if l.nodes == nil {
 		if w := l.reserveHandoff(lk.key); w != nil {
 			return lk.handOff(ctx, w, span)
@@ -237,12 +244,18 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 		if late {
 			l.releaseLate(lk)
 		}
+	} else if l.direct(ctx) { // no closure: the uncontended path allocates less
+		n, err = releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.publish).Int64()
 	} else {
+		var r int64
 		err, pending = l.call(ctx, func(ctx context.Context) error {
 			var err error
-			n, err = releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.publish).Int64()
+			r, err = releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.publish).Int64()
 			return err
 		})
+		if pending == nil { // else the abandoned call may still write r
+			n = r
+		}
 	}
 	switch {
 	case err != nil:
@@ -418,6 +431,7 @@ func (lk *Lock) finish(cause error, reason string) bool {
 	lk.lease.Stop()
 	lk.mu.Unlock()
 	lk.l.renew.remove(lk)
+	lk.l.held.Add(-1)
 	held := time.Since(lk.acquired)
 	if errors.Is(cause, ErrLockLost) {
 		lk.l.tel.lost(lk.key, lk.token, reason, held)

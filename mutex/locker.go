@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,6 +39,9 @@ type Locker struct {
 	// client; nil for a single deployment.
 	nodes  []redis.UniversalClient
 	quorum int
+
+	held       atomic.Int64 // Locks of this Locker not yet released or lost
+	fenceTTLMs string       // keyTTL for leases up to half the fence TTL
 
 	id     string        // this Locker's id in the waiting queues
 	done   chan struct{} // closed by Close
@@ -69,6 +73,7 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 		queues:  map[string]*queue{},
 	}
 	l.err = l.cfg.err
+	l.fenceTTLMs = strconv.FormatInt(l.cfg.fenceTTL.Milliseconds(), 10)
 	switch c := client.(type) {
 	case nil:
 		l.err = invalid("nil redis client")
@@ -209,11 +214,10 @@ func queueOf(lockKey string) string { return lockKey + ":q" }
 // keyTTL is how long the Redis key lives past its last use: the fencing
 // counter's life, and never shorter than the lease.
 func (l *Locker) keyTTL(lease time.Duration) string {
-	d := l.cfg.fenceTTL
-	if lease*2 > d {
-		d = lease * 2
+	if lease*2 <= l.cfg.fenceTTL {
+		return l.fenceTTLMs
 	}
-	return strconv.FormatInt(d.Milliseconds(), 10)
+	return strconv.FormatInt((lease * 2).Milliseconds(), 10)
 }
 
 // call runs fn under ctx's deadline. When the client does not apply ctx
@@ -221,7 +225,7 @@ func (l *Locker) keyTTL(lease time.Duration) string {
 // for when ctx ends; pending then reports fn's eventual result, so clean-up
 // can wait for a command that might still reach the server.
 func (l *Locker) call(ctx context.Context, fn func(context.Context) error) (err error, pending <-chan error) {
-	if l.ctxAware || ctx.Done() == nil {
+	if l.direct(ctx) {
 		return fn(ctx), nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -240,6 +244,10 @@ func (l *Locker) call(ctx context.Context, fn func(context.Context) error) (err 
 		return ctx.Err(), res
 	}
 }
+
+// direct reports whether a call under ctx can run on the caller's goroutine:
+// the client applies ctx's deadline itself, or there is none.
+func (l *Locker) direct(ctx context.Context) bool { return l.ctxAware || ctx.Done() == nil }
 
 // afterward runs fn in the background, owned by the Locker (Close waits for
 // it): first it waits for an abandoned call to finish, so that fn comes after

@@ -9,6 +9,7 @@ import (
 // order. Only the head talks to Redis; the others wait for their turn.
 type queue struct {
 	waiters    []*waiter
+	slot       [1]*waiter // the waiters' first storage: one waiter needs no allocation
 	subscribed bool   // the head subscribed to the key's release channel
 	channel    string // that channel
 	handoffs   int    // hand-offs in a row; capped so other processes get a turn
@@ -46,7 +47,22 @@ type waiter struct {
 	lc       *lockConfig
 	parked   bool
 	reserved bool
-	offer    chan handoff // buffered, one
+	offer    chan handoff // buffered, one; made when first parked
+}
+
+// closedTurn is the turn of a waiter that arrives at an empty queue.
+var closedTurn = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// readyForOffers makes w's offer channel; under Locker.mu, before w can be
+// reserved (parked).
+func (w *waiter) readyForOffers() {
+	if w.offer == nil {
+		w.offer = make(chan handoff, 1)
+	}
 }
 
 // handoff is an Unlock's offer to the next local waiter: the lock, taken for
@@ -66,6 +82,7 @@ const maxHandoffs = 8
 // park marks w as waiting for a release, ready to be handed the lock.
 func (l *Locker) park(w *waiter) {
 	l.mu.Lock()
+	w.readyForOffers()
 	w.parked = true
 	l.mu.Unlock()
 }
@@ -120,16 +137,18 @@ func (l *Locker) enqueue(key string, wait bool, owner string, lc *lockConfig) (*
 	q := l.queues[key]
 	if q == nil {
 		q = &queue{}
+		q.waiters = q.slot[:0]
 		l.queues[key] = q
 	} else if !wait && len(q.waiters) > 0 {
 		return nil, ErrNotAcquired
 	}
-	w := &waiter{turn: make(chan struct{}), wake: make(chan struct{}, 1), offer: make(chan handoff, 1), owner: owner, lc: lc, queued: wait}
-	q.waiters = append(q.waiters, w)
-	if len(q.waiters) == 1 {
-		w.first = true
-		close(w.turn)
+	w := &waiter{wake: make(chan struct{}, 1), owner: owner, lc: lc, queued: wait}
+	if len(q.waiters) == 0 {
+		w.first, w.turn = true, closedTurn
+	} else {
+		w.turn = make(chan struct{})
 	}
+	q.waiters = append(q.waiters, w)
 	return w, nil
 }
 
@@ -156,8 +175,11 @@ func (l *Locker) dequeue(key string, w *waiter, acquired bool) {
 			next.quiet = acquired
 			// A quiet head asks Redis nothing before its first wait: it can
 			// be handed the lock from now on, even before it runs.
-			next.parked = acquired
-			close(next.turn)
+			if acquired {
+				next.readyForOffers()
+				next.parked = true
+			}
+			close(next.turn) // never closedTurn: next was not the head on arrival
 		}
 		break
 	}

@@ -77,6 +77,16 @@ func (t *telemetry) outcomeAttrs(outcome string) metric.MeasurementOption {
 	return o
 }
 
+// startSpan starts a span and sets attrs only when it records: building
+// the attributes up front costs allocations on every call otherwise.
+func (t *telemetry) startSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	ctx, span := t.tracer.Start(ctx, name)
+	if span.IsRecording() {
+		span.SetAttributes(attrs...)
+	}
+	return ctx, span
+}
+
 func endSpan(span trace.Span, outcome string, err error) {
 	if !span.IsRecording() {
 		span.End()

@@ -3,12 +3,12 @@ package mutex
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Lock acquires the lock on key, waiting until it is free or ctx ends.
@@ -68,6 +68,7 @@ func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 type acquireResult struct {
 	status    int64 // 0 held by another, 1 acquired, 2 re-entered
 	token     int64
+	tokenStr  string          // the token as the script returned it, if a string
 	remaining time.Duration   // holder's remaining lease when status is 0
 	settled   <-chan struct{} // Redlock: closed when late nodes were raised too
 	lateNodes []int           // Redlock: nodes that granted after the quorum
@@ -85,7 +86,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 		return nil, invalid("WithReplicaAck does not apply to Redlock, whose nodes are independent masters")
 	}
 	start := time.Now()
-	ctx, span := l.tel.tracer.Start(ctx, spanName, trace.WithAttributes(attrKey.String(key)))
+	ctx, span := l.tel.startSpan(ctx, spanName, attrKey.String(key))
 	outcome := func(lk *Lock, attempts int, outcome string, err error) {
 		wait := time.Since(start)
 		if span.IsRecording() {
@@ -166,7 +167,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	var lastErr error
 	// takeOffer turns a hand-off into this call's Lock.
 	takeOffer := func(h handoff) (*Lock, error) {
-		lk := newLock(ctx, l, key, lockKey, owner, h.token, &lc, h.sent)
+		lk := newLock(ctx, l, key, lockKey, owner, h.token, "", &lc, h.sent)
 		if err := l.renew.add(lk); err != nil {
 			lk.finish(ErrReleased, "")
 			l.cleanupAfter(lockKey, owner, nil)
@@ -214,7 +215,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 				}
 				remaining = res.remaining
 			default:
-				lk := newLock(ctx, l, key, lockKey, owner, res.token, &lc, sent)
+				lk := newLock(ctx, l, key, lockKey, owner, res.token, res.tokenStr, &lc, sent)
 				lk.settled, lk.lateNodes = res.settled, res.lateNodes
 				if err := l.replicaAck(ctx, lk, &lc); err != nil {
 					outcome(nil, attempts, "replica_ack", err)
@@ -304,37 +305,80 @@ func (l *Locker) acquire(ctx context.Context, key, lockKey, owner string, lc *lo
 		res, err := l.redlockAcquire(ctx, lockKey, owner, lc, queued)
 		return res, err, nil
 	}
-	var res acquireResult
-	err, pending := l.call(ctx, func(ctx context.Context) error {
-		// Optional arguments and keys are left out when not needed: each
-		// one costs the server about a fifth of a short command.
-		keys := []string{lockKey}
-		args := []any{owner, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl)}
-		if queued {
-			keys = append(keys, queueOf(lockKey))
-			args = append(args, "", l.id)
-			if l.inRedisQueue(key) {
-				args = append(args, "1")
-			}
-		}
-		vals, err := acquireScript.Run(ctx, l.client, keys, args...).Int64Slice()
-		if err != nil {
+	var (
+		res     acquireResult
+		err     error
+		pending <-chan error
+	)
+	if l.direct(ctx) { // no closure: the uncontended path allocates less
+		res, err = l.acquireOnce(ctx, key, lockKey, owner, lc, queued)
+	} else {
+		var r acquireResult
+		err, pending = l.call(ctx, func(ctx context.Context) error {
+			var err error
+			r, err = l.acquireOnce(ctx, key, lockKey, owner, lc, queued)
 			return err
+		})
+		if pending != nil {
+			// The call was abandoned and may still be writing r.
+			return acquireResult{}, err, pending
 		}
-		if len(vals) != 3 {
-			return errors.New("mutex: unexpected reply from the acquire script")
-		}
-		res = acquireResult{status: vals[0], token: vals[1], remaining: time.Duration(vals[2]) * time.Millisecond}
-		return nil
-	})
-	if pending != nil {
-		// The call was abandoned and may still be writing res.
-		return acquireResult{}, err, pending
+		res = r
 	}
-	if err == nil && queued && l.nodes == nil {
+	if err == nil && queued {
 		l.setInRedisQueue(key, res.status == 0)
 	}
-	return res, err, pending
+	return res, err, nil
+}
+
+// acquireOnce is one call of the acquire script on a single deployment.
+func (l *Locker) acquireOnce(ctx context.Context, key, lockKey, owner string, lc *lockConfig, queued bool) (acquireResult, error) {
+	// Optional arguments and keys are left out when not needed: each one
+	// costs the server about a fifth of a short command.
+	keys := []string{lockKey}
+	args := []any{owner, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl)}
+	if queued {
+		keys = append(keys, queueOf(lockKey))
+		args = append(args, "", l.id)
+		if l.inRedisQueue(key) {
+			args = append(args, "1")
+		}
+	}
+	vals, err := acquireScript.Run(ctx, l.client, keys, args...).Slice()
+	if err != nil {
+		return acquireResult{}, err
+	}
+	if len(vals) != 3 {
+		return acquireResult{}, errors.New("mutex: unexpected reply from the acquire script")
+	}
+	var (
+		res acquireResult
+		ms  int64
+		e   [3]error
+	)
+	res.status, e[0] = replyInt(vals[0])
+	res.token, e[1] = replyInt(vals[1])
+	ms, e[2] = replyInt(vals[2])
+	if err := errors.Join(e[:]...); err != nil {
+		return acquireResult{}, fmt.Errorf("mutex: unexpected reply from the acquire script: %w", err)
+	}
+	res.remaining = time.Duration(ms) * time.Millisecond
+	if s, ok := vals[1].(string); ok {
+		res.tokenStr = s // the token as the script wrote it: no formatting
+	}
+	return res, nil
+}
+
+// replyInt reads an integer of a script reply: a Redis integer, or digits
+// in a bulk string (the acquire script passes its token on as it wrote it).
+func replyInt(v any) (int64, error) {
+	switch v := v.(type) {
+	case int64:
+		return v, nil
+	case string:
+		return strconv.ParseInt(v, 10, 64)
+	}
+	return 0, fmt.Errorf("unexpected %T", v)
 }
 
 // replicaAck waits for WithReplicaAck's replicas. WAIT counts the writes of
