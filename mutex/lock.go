@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -13,18 +14,20 @@ import (
 // Lock is one held lock. Its methods are safe for concurrent use; methods on
 // a nil, released or lost Lock return ErrNotHeld.
 type Lock struct {
-	l         *Locker
-	key       string
-	lockKey   string
-	owner     string
-	token     int64
-	tokenStr  string
-	autoRenew bool
-	acquired  time.Time
-	ctx       context.Context
-	cancel    context.CancelCauseFunc
-	settled   <-chan struct{} // Redlock: nodes that granted late carry the token too
-	lateNodes []int           // those nodes
+	l            *Locker
+	key          string
+	lockKey      string
+	owner        string
+	token        int64
+	tokenStr     string
+	autoRenew    bool
+	acquired     time.Time
+	ctx          context.Context
+	cancel       context.CancelCauseFunc
+	settled      <-chan struct{} // Redlock: nodes that granted late carry the token too
+	lateNodes    []int           // those nodes
+	lateDone     []atomic.Bool   // by node: that late node carries it
+	releaseNodes []int           // Unlock's own release went to these (the others: releaseLate)
 
 	mu        sync.Mutex
 	count     int // local re-entries through the context, plus one
@@ -239,10 +242,11 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	var err error
 	var pending <-chan error
 	if l.nodes != nil {
-		late := !lk.isSettled()
-		n, err = l.redlockRelease(ctx, lk)
-		if late {
-			l.releaseLate(lk)
+		var later []int
+		lk.releaseNodes, later = lk.unsettled()
+		n, err = l.redlockRelease(ctx, lk, lk.releaseNodes)
+		if len(later) > 0 {
+			l.releaseLate(lk, later)
 		}
 	} else if l.direct(ctx) { // no closure: the uncontended path allocates less
 		n, err = releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.publish).Int64()

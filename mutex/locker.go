@@ -279,7 +279,7 @@ func (l *Locker) cleanupAfter(lockKey, owner string, pending <-chan error) {
 func (l *Locker) retryRelease(lk *Lock, pending <-chan error) {
 	l.afterward(pending, func(ctx context.Context) {
 		if l.nodes != nil {
-			if _, err := l.redlockRelease(ctx, lk); err == nil {
+			if _, err := l.redlockRelease(ctx, lk, lk.releaseNodes); err == nil {
 				l.wakeLocal(lk.key)
 			}
 			return

@@ -10,10 +10,10 @@ import (
 type queue struct {
 	waiters    []*waiter
 	slot       [1]*waiter // the waiters' first storage: one waiter needs no allocation
-	subscribed bool   // the head subscribed to the key's release channel
-	channel    string // that channel
-	handoffs   int    // hand-offs in a row; capped so other processes get a turn
-	inRedis    bool   // this Locker is in the key's waiting queue in Redis
+	subscribed bool       // the head subscribed to the key's release channel
+	channel    string     // that channel
+	handoffs   int        // hand-offs in a row; capped so other processes get a turn
+	inRedis    bool       // this Locker is in the key's waiting queue in Redis
 }
 
 // inRedisQueue reports whether this Locker joined key's queue in Redis (an

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,6 +68,7 @@ type nodeReply struct {
 	vals    []int64
 	err     error
 	pending <-chan error
+	late    *[]int64 // with pending: the call's values, to read once pending is done
 }
 
 // fanout runs fn on every node at once, each under ctx bounded by timeout,
@@ -100,12 +100,14 @@ func (l *Locker) fanoutUntil(ctx context.Context, timeout time.Duration, nodes [
 	out := make([]nodeReply, len(l.nodes))
 	results := make(chan result, len(nodes))
 	done := make([]chan error, len(l.nodes))
+	late := make([][]int64, len(l.nodes))
 	for _, i := range nodes {
 		done[i] = make(chan error, 1)
 		l.bg.Add(1)
 		go func() {
 			defer l.bg.Done()
 			vals, err := fn(callCtx, l.nodes[i])
+			late[i] = vals // read only after done[i]
 			done[i] <- err
 			results <- result{i, vals, err}
 			if left.Add(-1) == 0 {
@@ -130,7 +132,7 @@ wait:
 	}
 	for _, i := range nodes {
 		if !answered[i] {
-			out[i] = nodeReply{err: context.DeadlineExceeded, pending: done[i]}
+			out[i] = nodeReply{err: context.DeadlineExceeded, pending: done[i], late: &late[i]}
 			if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				out[i].err = ctx.Err()
 			}
@@ -224,11 +226,14 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 		}
 	}
 	validity := lc.ttl - l.now().Sub(start) - l.drift(lc.ttl)
-	span.AddEvent("redlock.acquire", trace.WithAttributes(
-		attribute.Int("redfence.redlock.votes", len(voters)),
-		attribute.Int("redfence.redlock.quorum", l.quorum),
-		attribute.String("redfence.redlock.nodes", strings.Join(outcomes, ",")),
-		attribute.Float64("redfence.redlock.validity_ms", float64(validity.Microseconds())/1000)))
+	recording := span.IsRecording()
+	if recording {
+		span.AddEvent("redlock.acquire", trace.WithAttributes(
+			attribute.Int("redfence.redlock.votes", len(voters)),
+			attribute.Int("redfence.redlock.quorum", l.quorum),
+			attribute.String("redfence.redlock.nodes", strings.Join(outcomes, ",")),
+			attribute.Float64("redfence.redlock.validity_ms", float64(validity.Microseconds())/1000)))
+	}
 
 	if len(voters) >= l.quorum && validity > 0 {
 		var chosen int64
@@ -255,42 +260,49 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 			}
 		}
 		validity = lc.ttl - l.now().Sub(start) - l.drift(lc.ttl)
-		span.AddEvent("redlock.token", trace.WithAttributes(
-			attribute.Bool("redfence.redlock.agreed", agreed),
-			attribute.Int("redfence.redlock.confirmed", confirmed),
-			attribute.Int64("redfence.token", chosen)))
+		if recording {
+			span.AddEvent("redlock.token", trace.WithAttributes(
+				attribute.Bool("redfence.redlock.agreed", agreed),
+				attribute.Int("redfence.redlock.confirmed", confirmed),
+				attribute.Int64("redfence.token", chosen)))
+		}
 		if confirmed >= l.quorum && validity > 0 {
-			// Nodes still answering may grant the lock late: raise them too
-			// once they do, so that Unlock's token matches there as well.
-			var late sync.WaitGroup
+			// Nodes still answering may grant the lock late. One goroutine
+			// waits for them; a node that granted with another token is
+			// raised to the chosen one (with the proposal taken everywhere,
+			// none is), so that Unlock's token matches there as well.
 			var lateNodes []int
 			for i, r := range replies {
-				if r.pending == nil {
-					continue
+				if r.pending != nil {
+					lateNodes = append(lateNodes, i)
 				}
-				c := l.nodes[i]
-				lateNodes = append(lateNodes, i)
-				late.Add(1)
-				l.afterward(r.pending, func(ctx context.Context) {
-					defer late.Done()
-					_ = raiseScript.Run(ctx, c, keys, owner, chosenStr).Err()
-				})
 			}
 			var settled chan struct{}
+			var lateDone []atomic.Bool
 			if len(lateNodes) > 0 {
 				settled = make(chan struct{})
+				lateDone = make([]atomic.Bool, len(l.nodes))
 				l.bg.Add(1)
 				go func() {
 					defer l.bg.Done()
-					late.Wait()
-					close(settled)
+					defer close(settled)
+					for _, i := range lateNodes {
+						r := replies[i]
+						err := <-r.pending
+						if v := *r.late; err == nil && len(v) == 3 && v[0] != 0 && v[1] != chosen {
+							ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+							_ = raiseScript.Run(ctx, l.nodes[i], keys, owner, chosenStr).Err()
+							cancel()
+						}
+						lateDone[i].Store(true)
+					}
 				}()
 			}
 			status := int64(1)
 			if reentered >= l.quorum {
 				status = 2
 			}
-			res := acquireResult{status: status, token: chosen, lateNodes: lateNodes}
+			res := acquireResult{status: status, token: chosen, lateNodes: lateNodes, lateDone: lateDone}
 			if settled != nil {
 				res.settled = settled
 			}
@@ -340,7 +352,7 @@ func (l *Locker) redlockGiveBack(lockKey, owner string, explicitOwner bool, vote
 // redlockRelease takes one count on every node. It returns the largest count
 // left (0: freed), -1 when no node held the lock, or an error when no node
 // confirmed and some failed.
-func (l *Locker) redlockRelease(ctx context.Context, lk *Lock) (int64, error) {
+func (l *Locker) redlockRelease(ctx context.Context, lk *Lock, nodes []int) (int64, error) {
 	keys := lk.keys()
 	// Done once a majority released: no quorum can form for the old holder
 	// any more, and the other nodes finish in the background.
@@ -353,13 +365,14 @@ func (l *Locker) redlockRelease(ctx context.Context, lk *Lock) (int64, error) {
 		}
 		return freed >= l.quorum
 	}
-	replies := l.fanoutUntil(ctx, l.nodeTimeout(lk.ttl), allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
+	replies := l.fanoutUntil(ctx, l.nodeTimeout(lk.ttl), nodes, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
 		n, err := releaseScript.Run(ctx, c, keys, lk.owner, lk.tokenStr, l.publish).Int64()
 		return []int64{n}, err
 	}, decided)
 	left := int64(-1)
 	var errs []error
-	for _, r := range replies {
+	for _, i := range nodes {
+		r := replies[i]
 		if r.err != nil {
 			errs = append(errs, r.err)
 			continue
@@ -498,12 +511,29 @@ func (l *Locker) redlockReleaseAll(ctx context.Context, locks []*Lock) error {
 	return nil
 }
 
-// releaseLate releases lk, in the background, on the nodes that granted it
-// after the quorum was reached, once they carry its token: the Unlock that
-// ran before could not match there, and would otherwise leave them held
-// until the lease ran out. Only those nodes: elsewhere a second release would
-// take a second count of a re-entered lock.
-func (l *Locker) releaseLate(lk *Lock) {
+// unsettled splits the nodes for an Unlock: those to release now, and
+// those still answering the acquisition (late), to release once they have
+// (releaseLate): a release sent now could reach such a node before the
+// acquisition and find nothing, leaving it held until the lease ran out.
+func (lk *Lock) unsettled() (now, later []int) {
+	if lk.isSettled() {
+		return allNodes(len(lk.l.nodes)), nil
+	}
+	for i := range lk.l.nodes {
+		if slices.Contains(lk.lateNodes, i) && !lk.lateDone[i].Load() {
+			later = append(later, i)
+		} else {
+			now = append(now, i)
+		}
+	}
+	return now, later
+}
+
+// releaseLate releases lk, in the background, on nodes that granted it after
+// the quorum was reached, once they carry its token (see unsettled). Each
+// node is released once: a second release would take a second count of a
+// re-entered lock.
+func (l *Locker) releaseLate(lk *Lock, nodes []int) {
 	l.bg.Add(1)
 	go func() {
 		defer l.bg.Done()
@@ -517,7 +547,7 @@ func (l *Locker) releaseLate(lk *Lock) {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
 		keys := lk.keys()
-		l.fanout(ctx, cleanupTimeout, lk.lateNodes, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
+		l.fanout(ctx, cleanupTimeout, nodes, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
 			n, err := releaseScript.Run(ctx, c, keys, lk.owner, lk.tokenStr, l.publish).Int64()
 			return []int64{n}, err
 		})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -72,6 +73,7 @@ type acquireResult struct {
 	remaining time.Duration   // holder's remaining lease when status is 0
 	settled   <-chan struct{} // Redlock: closed when late nodes were raised too
 	lateNodes []int           // Redlock: nodes that granted after the quorum
+	lateDone  []atomic.Bool   // Redlock: by node, late node settled
 }
 
 func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts []LockOption) (*Lock, error) {
@@ -216,7 +218,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 				remaining = res.remaining
 			default:
 				lk := newLock(ctx, l, key, lockKey, owner, res.token, res.tokenStr, &lc, sent)
-				lk.settled, lk.lateNodes = res.settled, res.lateNodes
+				lk.settled, lk.lateNodes, lk.lateDone = res.settled, res.lateNodes, res.lateDone
 				if err := l.replicaAck(ctx, lk, &lc); err != nil {
 					outcome(nil, attempts, "replica_ack", err)
 					return nil, err
