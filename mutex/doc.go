@@ -44,6 +44,13 @@
 // only the local head. A jittered poll, never longer than the holder's
 // remaining lease, covers lost messages and holders that died.
 //
+// A waiting Lock marks the lock it found held, and only a marked release
+// reads the queue and publishes: a release nobody waited for is one SET in
+// Redis. A reservation counts as held for everyone but the Locker it is
+// for, TryLock included. The first attempt of a Lock that found no local
+// waiter goes out like a TryLock (fewer arguments); if the lock is held, it
+// queues and marks with the attempt that follows its subscription.
+//
 // # Reentrancy
 //
 // Lock(lk.Context(), key) re-enters lk: same *Lock, count+1, no round trip.
@@ -70,7 +77,10 @@
 //
 // Fencing tokens stay monotonic: after winning the quorum, the attempt takes
 // the highest token the quorum's nodes issued and writes it to each of them
-// (a second round trip), and succeeds only when a majority confirmed. Every
+// (a second round trip), and succeeds only when a majority confirmed. The
+// attempt proposes its own clock + 100 ms as the token, which a node takes
+// when it is at least what the node would issue; when the whole quorum took
+// it, the tokens already agree and the second round is skipped. Every
 // token ever issued is thus carried by a majority of nodes, and any later
 // quorum meets that majority in at least one node, whose acquire script
 // issues a larger token (its counter + 1). This assumes that a node's counter
@@ -78,7 +88,8 @@
 // its next token is at least its clock in µs, so its clock must not be behind
 // the highest token issued (node clocks within the time between
 // acquisitions). Nodes that grant after the quorum was reached get the same
-// token when their reply arrives (lowering a value nobody was issued is safe).
+// token when their reply arrives, if theirs differs (lowering a value nobody
+// was issued is safe); an Unlock before that releases them once they have.
 //
 // Release, extend and renewal act on all nodes at once; a renewal that cannot
 // confirm a majority before the local lease deadline loses the lock. A

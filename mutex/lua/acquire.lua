@@ -32,7 +32,8 @@
 -- Speed: the common case is a free (or new) key whose counter is behind the
 -- clock. The script writes the acquisition for that case first and gets the
 -- old value from the same SET; every other case then puts right what it
--- wrote. Every call inside a script costs about as much as the script's own
+-- wrote. A waiter's attempt (ARGV[5]) reads first instead: it mostly finds
+-- the lock held, and then changes nothing but the waited-for mark. Every call inside a script costs about as much as the script's own
 -- overhead, so the common case makes two (TIME, SET) and keeps its arguments
 -- few; its token is the server time as TIME gives it, as a string, compared
 -- with the old one as a string of digits (no conversions): longer is larger,
@@ -48,12 +49,22 @@ local nowStr = t[1] .. us
 local tok = nowStr
 local p = ARGV[4]
 if p and p ~= '' and (#p > #tok or (#p == #tok and p > tok)) then tok = p end
-local v = redis.call('SET', KEYS[1], tok .. ' 1 ' .. nowStr .. '+' .. ARGV[2] .. ' 0 ' .. ARGV[1], 'PX', ARGV[3], 'GET')
-if not v then return {1, tok, 0} end
 local waiter = ARGV[5]
 if waiter == '' then waiter = nil end
+-- A waiter's attempt (one that already found the lock held) mostly finds it
+-- held again: it reads first. Any other attempt writes first.
+local written = not waiter
+local v
+if written then
+  v = redis.call('SET', KEYS[1], tok .. ' 1 ' .. nowStr .. '+' .. ARGV[2] .. ' 0 ' .. ARGV[1], 'PX', ARGV[3], 'GET')
+  if not v then return {1, tok, 0} end
+else
+  v = redis.call('GET', KEYS[1])
+end
 local win, w = tok, '0'
-if not string.find(v, ' ', 1, true) then -- released: "<token>"
+if not v then
+  -- new key: nothing to compare
+elseif not string.find(v, ' ', 1, true) then -- released: "<token>"
   if (#v > #tok or (#v == #tok and v >= tok)) and tonumber(v) then win = string.format('%d', v + 1) end
 else
   local a, b, c, e, f, own = string.match(v, '^(%d+) (%d+) (%d+)%+(%d+) ([01]) (.*)$')
@@ -72,15 +83,18 @@ else
       -- else, TryLock included, waits for the reserved one): put the value
       -- back, marked waited-for if this caller waits, with a key TTL that
       -- still covers the lease.
+      local left = math.ceil((exp - now) / 1000)
       if waiter then
         if KEYS[2] then
           redis.call('ZADD', KEYS[2], 'NX', now, waiter)
           redis.call('PEXPIRE', KEYS[2], ARGV[3])
         end
-        if f == '0' then v = a .. ' ' .. b .. ' ' .. c .. '+' .. e .. ' 1 ' .. own end
+        if f == '0' then
+          redis.call('SET', KEYS[1], a .. ' ' .. b .. ' ' .. c .. '+' .. e .. ' 1 ' .. own, 'KEEPTTL')
+        end
+      else
+        redis.call('SET', KEYS[1], v, 'PX', math.max(tonumber(ARGV[3]), 2 * left))
       end
-      local left = math.ceil((exp - now) / 1000)
-      redis.call('SET', KEYS[1], v, 'PX', math.max(tonumber(ARGV[3]), 2 * left))
       return {0, 0, left}
     end
     -- Free: a lease that ran out, or a reservation that ran out or is
@@ -89,7 +103,7 @@ else
     if #a > #tok or (#a == #tok and a >= tok) then win = string.format('%d', a + 1) end
   end
 end
-if win ~= tok or w == '1' then
+if not written or win ~= tok or w == '1' then
   redis.call('SET', KEYS[1], win .. ' 1 ' .. nowStr .. '+' .. ARGV[2] .. ' ' .. w .. ' ' .. ARGV[1], 'PX', ARGV[3])
 end
 if ARGV[6] == '1' and KEYS[2] then redis.call('ZREM', KEYS[2], waiter) end
