@@ -35,6 +35,12 @@ bench:
 	done
 	cd bench && $(GO) run ./report < rounds.txt
 
+# What one uncontended Lock+Unlock costs the Redis server, in instructions
+# (callgrind): repeatable where wall-clock numbers on a small VM are not.
+.PHONY: bench-server
+bench-server:
+	cd bench && $(GO) run ./servercost
+
 # The stampede demo: embedded Redis, nothing to set up (REDIS_URL to use a server).
 .PHONY: demo
 demo:
