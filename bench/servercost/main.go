@@ -6,7 +6,8 @@
 // under valgrind's callgrind, twice (n1 and n2 cycles), so that start-up and
 // shutdown cancel out: instructions per cycle = (Ir(n2) - Ir(n1)) / (n2 - n1).
 // Only the server's user-space instructions are counted (not the kernel's
-// network stack, which every subject pays alike).
+// network stack, which every subject pays alike). Clients connect over a
+// Unix socket.
 //
 //	cd bench && go run ./servercost          (or: make bench-server)
 //
@@ -22,7 +23,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,19 +138,17 @@ func measure(s subject, n int) (uint64, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	port, err := freePort()
-	if err != nil {
-		return 0, err
-	}
+	// A Unix socket: no port to find, and the same transport for everyone.
+	sock := filepath.Join(dir, "redis.sock")
 	out := filepath.Join(dir, "callgrind.out")
 	cmd := exec.Command("valgrind", "--tool=callgrind", "--callgrind-out-file="+out,
-		"redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+		"redis-server", "--port", "0", "--unixsocket", sock, "--save", "", "--appendonly", "no", "--dir", dir)
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	ctx := context.Background()
-	c := redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))})
+	c := redis.NewClient(&redis.Options{Network: "unix", Addr: sock})
 	defer c.Close()
 	deadline := time.Now().Add(30 * time.Second)
 	for c.Ping(ctx).Err() != nil {
@@ -197,13 +195,4 @@ func totalIr(path string) (uint64, error) {
 		return 0, err
 	}
 	return 0, fmt.Errorf("no totals in %s", path)
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
