@@ -3,6 +3,7 @@ package mutex_test
 import (
 	"context"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -240,4 +241,43 @@ func TestReservationHoldsBackTryLockAndRunsOut(t *testing.T) {
 	at := <-got
 	assert.GreaterOrEqual(t, at.Sub(released), 40*time.Millisecond, "b took the lock inside the ghost's reservation")
 	assert.Less(t, at.Sub(released), time.Second, "the reservation did not run out")
+}
+
+// TestHandoffLeavesTheRedisQueue: a Locker whose queued waiter got the lock
+// by a local hand-off, with nobody else of it waiting, leaves the key's
+// queue in Redis; otherwise the next release would be reserved for it in
+// vain and other Lockers would wait out the reservation.
+func TestHandoffLeavesTheRedisQueue(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	a, b := newLocker(t, c), newLocker(t, c)
+	ctx := context.Background()
+	queue := mutex.QueueOf(mutex.LockKeyOf(a, "hq"))
+	h0, err := a.Lock(ctx, "hq")
+	require.NoError(t, err)
+	h1 := make(chan *mutex.Lock, 1)
+	go func() {
+		lk, err := a.Lock(ctx, "hq")
+		if assert.NoError(t, err) {
+			h1 <- lk
+		}
+	}()
+	require.Eventually(t, func() bool { return c.ZCard(ctx, queue).Val() == 1 }, 5*time.Second, time.Millisecond, "a's waiter queued")
+	bGot := make(chan time.Time, 1)
+	go func() {
+		lk, err := b.Lock(ctx, "hq", mutex.WithRetry(3*time.Second, 4*time.Second))
+		if assert.NoError(t, err) {
+			bGot <- time.Now()
+			assert.NoError(t, lk.Unlock(ctx))
+		}
+	}()
+	require.Eventually(t, func() bool { return c.ZCard(ctx, queue).Val() == 2 }, 5*time.Second, time.Millisecond, "b queued")
+
+	require.NoError(t, h0.Unlock(ctx)) // hands the lock to a's waiter
+	lk := <-h1
+	require.Eventually(t, func() bool {
+		return slices.Equal(c.ZRange(ctx, queue, 0, -1).Val(), []string{mutex.LockerIDOf(b)})
+	}, 5*time.Second, time.Millisecond, "a left the queue")
+	released := time.Now()
+	require.NoError(t, lk.Unlock(ctx))
+	assert.Less(t, (<-bGot).Sub(released), 40*time.Millisecond, "b waited out a reservation for a")
 }

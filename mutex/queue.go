@@ -185,9 +185,11 @@ func (l *Locker) dequeue(key string, w *waiter, acquired bool) {
 	}
 	var unsubscribe string
 	if len(q.waiters) == 0 {
-		if !acquired && q.inRedis && l.nodes == nil && !l.closed {
+		if q.inRedis && l.nodes == nil && !l.closed {
 			// Nobody here waits for key any more: leave the Redis queue, so
-			// a release is not reserved for us in vain.
+			// a release is not reserved for us in vain. (An acquisition by
+			// the acquire script left it already; one by a local hand-off,
+			// or none, did not.)
 			lockKey := l.lockKey(key)
 			l.afterward(nil, func(ctx context.Context) {
 				_ = l.client.ZRem(ctx, queueOf(lockKey), l.id).Err()
