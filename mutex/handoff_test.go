@@ -142,30 +142,21 @@ func TestWaitedMarkCarriesOverAReservation(t *testing.T) {
 				return got == n
 			}
 		}
-		bGot, cGot := make(chan *mutex.Lock, 1), make(chan time.Time, 1)
-		var wg sync.WaitGroup
-		defer wg.Wait()
-		wg.Go(func() {
-			lk, err := b.Lock(ctx, "chain", slow)
-			if assert.NoError(t, err) {
-				bGot <- lk
-			}
-		})
+		wctx, wg := waiters(t)
+		bGot := waitLock(wctx, t, wg, b, "chain", slow)
 		require.Eventually(t, queued(1), 5*time.Second, time.Millisecond)
-		wg.Go(func() {
-			lk, err := cc.Lock(ctx, "chain", slow)
-			if assert.NoError(t, err) {
-				cGot <- time.Now()
-				assert.NoError(t, lk.Unlock(ctx))
-			}
-		})
+		cGot := waitLock(wctx, t, wg, cc, "chain", slow)
 		require.Eventually(t, queued(2), 5*time.Second, time.Millisecond)
 
 		require.NoError(t, held.Unlock(ctx))
 		lk := <-bGot
+		require.NotNil(t, lk)
 		released := time.Now()
 		require.NoError(t, lk.Unlock(ctx))
-		assert.Less(t, (<-cGot).Sub(released), time.Second, "c was not notified of b's release")
+		lk = <-cGot
+		require.NotNil(t, lk)
+		assert.Less(t, time.Since(released), time.Second, "c was not notified of b's release")
+		require.NoError(t, lk.Unlock(ctx))
 	})
 }
 
@@ -196,17 +187,13 @@ func TestUncontendedReleaseIsQuiet(t *testing.T) {
 
 	held, err := a.Lock(ctx, "quiet")
 	require.NoError(t, err)
-	got := make(chan error, 1)
-	go func() {
-		lk, err := b.Lock(ctx, "quiet")
-		if err == nil {
-			err = lk.Unlock(ctx)
-		}
-		got <- err
-	}()
+	wctx, wg := waiters(t)
+	got := waitLock(wctx, t, wg, b, "quiet")
 	require.Eventually(t, func() bool { return waiting(c, "quiet") }, 5*time.Second, time.Millisecond)
 	require.NoError(t, held.Unlock(ctx))
-	require.NoError(t, <-got)
+	lk := <-got
+	require.NotNil(t, lk)
+	require.NoError(t, lk.Unlock(ctx))
 	assert.Equal(t, pub+1, calls("publish"), "the release a waiter saw publishes once")
 	assert.Equal(t, zr+1, calls("zrange"))
 }
@@ -222,14 +209,8 @@ func TestReservationHoldsBackTryLockAndRunsOut(t *testing.T) {
 	held, err := a.Lock(ctx, "res")
 	require.NoError(t, err)
 	queue := mutex.QueueOf(mutex.LockKeyOf(a, "res"))
-	got := make(chan time.Time, 1)
-	go func() {
-		lk, err := b.Lock(ctx, "res")
-		if assert.NoError(t, err) {
-			got <- time.Now()
-			assert.NoError(t, lk.Unlock(ctx))
-		}
-	}()
+	wctx, wg := waiters(t)
+	got := waitLock(wctx, t, wg, b, "res")
 	require.Eventually(t, func() bool { return c.ZCard(ctx, queue).Val() == 1 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, c.ZAdd(ctx, queue, redis.Z{Score: 0, Member: "ghost"}).Err()) // first in line
 
@@ -238,9 +219,12 @@ func TestReservationHoldsBackTryLockAndRunsOut(t *testing.T) {
 	_, err = cc.TryLock(ctx, "res")
 	require.ErrorIs(t, err, mutex.ErrNotAcquired, "TryLock took a lock reserved for another Locker")
 	assert.Equal(t, []string{mutex.LockerIDOf(b)}, c.ZRange(ctx, queue, 0, -1).Val(), "the ghost was popped, b still queued")
-	at := <-got
-	assert.GreaterOrEqual(t, at.Sub(released), 40*time.Millisecond, "b took the lock inside the ghost's reservation")
-	assert.Less(t, at.Sub(released), time.Second, "the reservation did not run out")
+	lk := <-got
+	require.NotNil(t, lk)
+	waited := time.Since(released)
+	assert.GreaterOrEqual(t, waited, 40*time.Millisecond, "b took the lock inside the ghost's reservation")
+	assert.Less(t, waited, time.Second, "the reservation did not run out")
+	require.NoError(t, lk.Unlock(ctx))
 }
 
 // TestHandoffLeavesTheRedisQueue: a Locker whose queued waiter got the lock
@@ -254,30 +238,46 @@ func TestHandoffLeavesTheRedisQueue(t *testing.T) {
 	queue := mutex.QueueOf(mutex.LockKeyOf(a, "hq"))
 	h0, err := a.Lock(ctx, "hq")
 	require.NoError(t, err)
-	h1 := make(chan *mutex.Lock, 1)
-	go func() {
-		lk, err := a.Lock(ctx, "hq")
-		if assert.NoError(t, err) {
-			h1 <- lk
-		}
-	}()
+	wctx, wg := waiters(t)
+	h1 := waitLock(wctx, t, wg, a, "hq")
 	require.Eventually(t, func() bool { return c.ZCard(ctx, queue).Val() == 1 }, 5*time.Second, time.Millisecond, "a's waiter queued")
-	bGot := make(chan time.Time, 1)
-	go func() {
-		lk, err := b.Lock(ctx, "hq", mutex.WithRetry(3*time.Second, 4*time.Second))
-		if assert.NoError(t, err) {
-			bGot <- time.Now()
-			assert.NoError(t, lk.Unlock(ctx))
-		}
-	}()
+	bGot := waitLock(wctx, t, wg, b, "hq", mutex.WithRetry(3*time.Second, 4*time.Second))
 	require.Eventually(t, func() bool { return c.ZCard(ctx, queue).Val() == 2 }, 5*time.Second, time.Millisecond, "b queued")
 
 	require.NoError(t, h0.Unlock(ctx)) // hands the lock to a's waiter
 	lk := <-h1
+	require.NotNil(t, lk)
 	require.Eventually(t, func() bool {
 		return slices.Equal(c.ZRange(ctx, queue, 0, -1).Val(), []string{mutex.LockerIDOf(b)})
 	}, 5*time.Second, time.Millisecond, "a left the queue")
 	released := time.Now()
 	require.NoError(t, lk.Unlock(ctx))
-	assert.Less(t, (<-bGot).Sub(released), 40*time.Millisecond, "b waited out a reservation for a")
+	lk = <-bGot
+	require.NotNil(t, lk)
+	assert.Less(t, time.Since(released), 40*time.Millisecond, "b waited out a reservation for a")
+	require.NoError(t, lk.Unlock(ctx))
+}
+
+// waitLock takes key on l in a goroutine owned by wg and sends the Lock
+// (nil, with the test failed, if Lock failed). ctx bounds the wait, so a
+// test that fails early ends its waiters by cancelling it instead of
+// hanging.
+func waitLock(ctx context.Context, t *testing.T, wg *sync.WaitGroup, l *mutex.Locker, key string, opts ...mutex.LockOption) <-chan *mutex.Lock {
+	ch := make(chan *mutex.Lock, 1)
+	wg.Go(func() {
+		lk, err := l.Lock(ctx, key, opts...)
+		assert.NoError(t, err)
+		ch <- lk
+	})
+	return ch
+}
+
+// waiters returns a context for waiting Locks and the WaitGroup owning
+// them; at the end of the test the context is cancelled, then the
+// goroutines are waited for.
+func waiters(t *testing.T) (context.Context, *sync.WaitGroup) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return ctx, &wg
 }

@@ -353,18 +353,13 @@ func (l *Locker) acquireOnce(ctx context.Context, key, lockKey, owner string, lc
 	if len(vals) != 3 {
 		return acquireResult{}, errors.New("mutex: unexpected reply from the acquire script")
 	}
-	var (
-		res acquireResult
-		ms  int64
-		e   [3]error
-	)
-	res.status, e[0] = replyInt(vals[0])
-	res.token, e[1] = replyInt(vals[1])
-	ms, e[2] = replyInt(vals[2])
-	if err := errors.Join(e[:]...); err != nil {
-		return acquireResult{}, fmt.Errorf("mutex: unexpected reply from the acquire script: %w", err)
+	var n [3]int64
+	for i, v := range vals {
+		if n[i], err = replyInt(v); err != nil {
+			return acquireResult{}, fmt.Errorf("mutex: unexpected reply from the acquire script: %w", err)
+		}
 	}
-	res.remaining = time.Duration(ms) * time.Millisecond
+	res := acquireResult{status: n[0], token: n[1], remaining: time.Duration(n[2]) * time.Millisecond}
 	if s, ok := vals[1].(string); ok {
 		res.tokenStr = s // the token as the script wrote it: no formatting
 	}
