@@ -12,22 +12,32 @@ import (
 // subscriber owns the Locker's release subscription: one pub/sub connection
 // for all channels on a standalone or Sentinel deployment; on Cluster one
 // sharded subscription per channel, since a sharded subscription lives on the
-// node that owns the channel's slot. A channel is subscribed while the
-// Locker has waiters for its key.
+// node that owns the channel's slot; one connection per node for Redlock. A
+// channel is subscribed while the Locker has waiters for its key.
+//
+// No caller writes to a pub/sub connection: each shard has a writer
+// goroutine that sends the (un)subscriptions asked for, in order, each
+// bounded by subscribeTimeout. A slow or paused server (one Redlock node of
+// five) therefore never holds up Lock or its clean-up; go-redis holds a
+// PubSub's mutex while it connects, so a write from the caller could wait
+// seconds behind the receive loop's dial.
 type subscriber struct {
 	l      *Locker
 	mu     sync.Mutex
 	closed bool
-	shards map[string]*shard // by shard name: "" standalone, the channel on Cluster
+	shards map[string]*shard // by shard name: "" standalone, the channel on Cluster, "node<i>" Redlock
 	chans  map[string]*subscription
 	wg     sync.WaitGroup
 }
 
 type shard struct {
 	ps      *redis.PubSub
-	n       int
-	started bool
-	done    chan struct{} // closed when the shard is dropped
+	n       int             // channels subscribed through this shard
+	want    map[string]bool // under subscriber.mu: channel -> subscribe (true) or unsubscribe, not yet sent
+	kick    chan struct{}   // cap 1: want has something
+	ctx     context.Context // ends when the shard is dropped
+	drop    context.CancelFunc
+	started bool // writer only: the receive loop runs
 }
 
 type subscription struct {
@@ -35,7 +45,11 @@ type subscription struct {
 	ready    chan struct{} // closed at the first server confirmation
 	expect   int           // confirmations of the first subscription: one per target
 	confirms int
+	gap      bool // the server confirmed an unsubscribe while we want the channel
 }
+
+// subscribeTimeout bounds one (un)subscribe write, connecting included.
+const subscribeTimeout = 2 * time.Second
 
 func newSubscriber(l *Locker) *subscriber {
 	return &subscriber{l: l, shards: map[string]*shard{}, chans: map[string]*subscription{}}
@@ -56,7 +70,10 @@ func (l *Locker) subscribe(ctx context.Context, key, lockKey string, w *waiter) 
 	q.subscribed, q.channel = true, ch
 	l.mu.Unlock()
 
-	ready := l.subs.add(ctx, ch, key)
+	ready := l.subs.add(ch, key)
+	if ready == nil {
+		return
+	}
 	t := time.NewTimer(200 * time.Millisecond)
 	defer t.Stop()
 	select {
@@ -90,86 +107,70 @@ func (s *subscriber) targets(ch string) []target {
 	return []target{{name: "", c: s.l.client}}
 }
 
-func (s *subscriber) add(ctx context.Context, ch, key string) <-chan struct{} {
+// add asks for ch on every target and returns a channel closed at the first
+// confirmation (nil once the subscriber is closed). It never blocks on the
+// network.
+func (s *subscriber) add(ch, key string) <-chan struct{} {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
 		return nil
 	}
 	ts := s.targets(ch)
 	sub := &subscription{key: key, ready: make(chan struct{}), expect: len(ts)}
 	s.chans[ch] = sub
-	shards := make([]*shard, len(ts))
-	starts := make([]bool, len(ts))
-	for i, t := range ts {
+	for _, t := range ts {
 		sh := s.shards[t.name]
 		if sh == nil {
-			sh = &shard{done: make(chan struct{})}
-			// No channels yet: go-redis connects on the first (S)SUBSCRIBE.
+			sh = &shard{want: map[string]bool{}, kick: make(chan struct{}, 1)}
+			sh.ctx, sh.drop = context.WithCancel(context.Background())
+			// No channels yet: go-redis connects on the first (S)SUBSCRIBE,
+			// which the writer sends.
 			if s.l.cluster {
-				sh.ps = t.c.SSubscribe(ctx)
+				sh.ps = t.c.SSubscribe(sh.ctx)
 			} else {
-				sh.ps = t.c.Subscribe(ctx)
+				sh.ps = t.c.Subscribe(sh.ctx)
 			}
 			s.shards[t.name] = sh
+			s.wg.Add(1)
+			go s.writer(sh)
 		}
 		sh.n++
-		starts[i] = !sh.started
-		sh.started = true
-		shards[i] = sh
-	}
-	s.mu.Unlock()
-
-	// Only the command is written here; the confirmation arrives in loop.
-	for i, sh := range shards {
-		if s.l.cluster {
-			_ = sh.ps.SSubscribe(ctx, ch)
-		} else {
-			_ = sh.ps.Subscribe(ctx, ch)
-		}
-		if starts[i] {
-			s.wg.Add(1)
-			go s.loop(sh)
-		}
+		sh.ask(ch, true)
 	}
 	return sub.ready
 }
 
+// ask queues a write for the shard's writer; the latest wish per channel
+// wins. Called with s.mu held.
+func (sh *shard) ask(ch string, on bool) {
+	sh.want[ch] = on
+	select {
+	case sh.kick <- struct{}{}:
+	default:
+	}
+}
+
 func (s *subscriber) remove(ch string) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed || s.chans[ch] == nil {
-		s.mu.Unlock()
 		return
 	}
 	delete(s.chans, ch)
-	var keep, drop []*shard
 	for _, t := range s.targets(ch) {
 		sh := s.shards[t.name]
 		sh.n--
 		if s.l.cluster && sh.n == 0 {
 			delete(s.shards, t.name)
-			close(sh.done)
-			drop = append(drop, sh)
+			sh.drop() // the writer closes the connection
 		} else {
-			keep = append(keep, sh)
+			sh.ask(ch, false)
 		}
-	}
-	s.mu.Unlock()
-
-	for _, sh := range drop {
-		_ = sh.ps.Close()
-	}
-	if len(keep) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	for _, sh := range keep {
-		_ = sh.ps.Unsubscribe(ctx, ch)
 	}
 }
 
-// close drops every subscription and waits for the receive loops.
+// close drops every subscription and waits for the shards' goroutines.
 func (s *subscriber) close() {
 	s.mu.Lock()
 	s.closed = true
@@ -177,10 +178,56 @@ func (s *subscriber) close() {
 	s.shards, s.chans = map[string]*shard{}, map[string]*subscription{}
 	s.mu.Unlock()
 	for _, sh := range shards {
-		close(sh.done)
-		_ = sh.ps.Close()
+		sh.drop()
 	}
 	s.wg.Wait()
+}
+
+// writer sends the shard's (un)subscriptions until the shard is dropped,
+// then closes its connection. It starts the receive loop after the first
+// subscription: a sharded PubSub picks its node by its channels.
+func (s *subscriber) writer(sh *shard) {
+	defer s.wg.Done()
+	defer sh.ps.Close()
+	var on, off []string
+	for {
+		select {
+		case <-sh.ctx.Done():
+			return
+		case <-sh.kick:
+		}
+		on, off = on[:0], off[:0]
+		s.mu.Lock()
+		for ch, v := range sh.want {
+			if v {
+				on = append(on, ch)
+			} else {
+				off = append(off, ch)
+			}
+		}
+		clear(sh.want)
+		s.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(sh.ctx, subscribeTimeout)
+		if len(off) > 0 {
+			_ = sh.ps.Unsubscribe(ctx, off...) // Cluster shards are dropped instead
+		}
+		if len(on) > 0 {
+			// go-redis keeps the channels even when the write fails, and
+			// subscribes them again when the receive loop reconnects.
+			if s.l.cluster {
+				_ = sh.ps.SSubscribe(ctx, on...)
+			} else {
+				_ = sh.ps.Subscribe(ctx, on...)
+			}
+			if !sh.started {
+				sh.started = true
+				s.wg.Add(1)
+				go s.loop(sh)
+			}
+		}
+		cancel()
+	}
 }
 
 // loop receives confirmations and release messages for one shard until the
@@ -190,11 +237,11 @@ func (s *subscriber) close() {
 func (s *subscriber) loop(sh *shard) {
 	defer s.wg.Done()
 	for {
-		msg, err := sh.ps.Receive(context.Background())
+		msg, err := sh.ps.Receive(sh.ctx)
 		if err != nil {
 			t := time.NewTimer(50 * time.Millisecond)
 			select {
-			case <-sh.done:
+			case <-sh.ctx.Done():
 				t.Stop()
 				return
 			case <-t.C:
@@ -203,8 +250,11 @@ func (s *subscriber) loop(sh *shard) {
 		}
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
+			switch m.Kind {
+			case "subscribe", "ssubscribe":
 				s.confirmed(m.Channel)
+			case "unsubscribe", "sunsubscribe":
+				s.unsubscribed(m.Channel)
 			}
 		case *redis.Message:
 			// A release reserved for another Locker's waiter is not ours to
@@ -229,13 +279,26 @@ func (s *subscriber) confirmed(ch string) {
 			close(sub.ready)
 		}
 		// More confirmations than targets: a connection came back and
-		// subscribed again; releases meanwhile may be lost.
-		again = sub.confirms > sub.expect
+		// subscribed again, or an old unsubscribe ran between; releases
+		// meanwhile may be lost.
+		again = sub.confirms > sub.expect || sub.gap
+		sub.gap = false
 	}
 	s.mu.Unlock()
 	if again {
 		s.l.wakeLocal(sub.key)
 	}
+}
+
+// unsubscribed notes an unsubscribe the server confirmed for a channel that
+// is wanted again (removed and added while the writes were in flight): until
+// the new subscription is confirmed, releases are not heard.
+func (s *subscriber) unsubscribed(ch string) {
+	s.mu.Lock()
+	if sub := s.chans[ch]; sub != nil {
+		sub.gap = true
+	}
+	s.mu.Unlock()
 }
 
 func (s *subscriber) keyOf(ch string) (string, bool) {
