@@ -1,5 +1,7 @@
 package mutex
 
+import "time"
+
 // LockKeyOf exposes the Redis key of a user key to the tests.
 func LockKeyOf(l *Locker, key string) string { return l.lockKey(key) }
 
@@ -22,3 +24,13 @@ func QueueOf(lockKey string) string { return queueOf(lockKey) }
 
 // LockerIDOf is the id a Locker queues under in Redis.
 func LockerIDOf(l *Locker) string { return l.id }
+
+// RenewWakes counts the times an acquisition woke l's renewal loop.
+func RenewWakes(l *Locker) int64 { return l.renew.wakes.Load() }
+
+// RenewAsleep is when l's renewal loop plans to wake (zero while it works).
+func RenewAsleep(l *Locker) time.Time {
+	l.renew.mu.Lock()
+	defer l.renew.mu.Unlock()
+	return l.renew.asleep
+}

@@ -226,3 +226,42 @@ func TestFailedRenewalsBackOff(t *testing.T) {
 	require.NoError(t, l.Close())
 	assert.Less(t, time.Since(start), time.Second)
 }
+
+// TestShortCyclesDoNotWakeTheRenewer: a stream of Lock/Unlock cycles with one
+// TTL wakes the renewal loop about once, not once per renewal period: when
+// the loop finds nothing to renew it stays due as the last lock would have
+// been, so a lock taken after it, with the same TTL, falls due later and
+// need not wake it. (It used to sleep for an hour then, and the next Lock
+// woke it: a context switch on the Lock path.) A lock with a shorter TTL
+// still wakes the loop, and is renewed.
+func TestShortCyclesDoNotWakeTheRenewer(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	l := newLocker(t, c)
+	ctx := context.Background()
+	// 30 ms leases fall due every 10 ms: 300 ms of cycles span 30 periods,
+	// at whose ends the loop mostly finds no lock held.
+	for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
+		lk, err := l.Lock(ctx, "cycle", mutex.WithTTL(30*time.Millisecond))
+		require.NoError(t, err)
+		require.NoError(t, lk.Unlock(ctx))
+	}
+	assert.LessOrEqual(t, mutex.RenewWakes(l), int64(3), "renewal loop woken by short cycles")
+
+	lk, err := l.Lock(ctx, "long", mutex.WithTTL(time.Minute))
+	require.NoError(t, err)
+	// Wait for the loop to sleep until the long lock is due.
+	require.Eventually(t, func() bool {
+		return mutex.RenewAsleep(l).After(time.Now().Add(10 * time.Second))
+	}, 2*time.Second, time.Millisecond, "the loop never planned for the long lock")
+	before := mutex.RenewWakes(l)
+	short, err := l.Lock(ctx, "short", mutex.WithTTL(150*time.Millisecond))
+	require.NoError(t, err)
+	assert.Equal(t, before+1, mutex.RenewWakes(l), "a lock due before the loop wakes must wake it")
+	select {
+	case <-short.Context().Done():
+		t.Fatalf("short lock lost: %v", context.Cause(short.Context()))
+	case <-time.After(600 * time.Millisecond): // four leases
+	}
+	require.NoError(t, short.Unlock(ctx))
+	require.NoError(t, lk.Unlock(ctx))
+}

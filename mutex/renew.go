@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,8 +23,10 @@ type renewer struct {
 	locks   map[*Lock]struct{} // every held lock, renewed or not (Close releases them)
 	running bool
 	stopped bool
-	asleep  time.Time // when the loop wakes next; zero while it works
+	asleep  time.Time // when the loop wakes next; zero while it works (it plans again after)
+	lastDue time.Time // the latest due time of a lock added: an idle loop stays due then
 	wake    chan struct{}
+	wakes   atomic.Int64 // times add woke the loop (tests)
 	stopc   chan struct{}
 	wg      sync.WaitGroup
 }
@@ -55,13 +58,17 @@ func (r *renewer) add(lk *Lock) error {
 			go r.loop()
 		}
 		// Waking the loop costs a context switch per Lock; only do it when
-		// this lock falls due before the loop would wake anyway.
+		// this lock falls due before the loop would wake anyway (see plan).
 		lk.mu.Lock()
 		due := lk.nextRenew
 		lk.mu.Unlock()
-		if r.asleep.IsZero() || due.Before(r.asleep) {
+		if due.After(r.lastDue) {
+			r.lastDue = due
+		}
+		if !r.asleep.IsZero() && due.Before(r.asleep) {
 			select {
 			case r.wake <- struct{}{}:
+				r.wakes.Add(1)
 			default:
 			}
 		}
@@ -99,18 +106,11 @@ func (r *renewer) loop() {
 			return
 		default:
 		}
-		due, next := r.due(r.l.now())
+		due, wait := r.plan(r.l.now())
 		if len(due) > 0 {
 			r.renew(due)
 			continue
 		}
-		wait := time.Hour
-		if !next.IsZero() {
-			wait = next.Sub(r.l.now())
-		}
-		r.mu.Lock()
-		r.asleep = r.l.now().Add(wait)
-		r.mu.Unlock()
 		t.Reset(wait)
 		select {
 		case <-r.wake:
@@ -119,17 +119,24 @@ func (r *renewer) loop() {
 			return
 		}
 		t.Stop()
-		r.mu.Lock()
-		r.asleep = time.Time{}
-		r.mu.Unlock()
 	}
 }
 
-// due returns the auto-renewed locks due by now (+ a sixth of their TTL) and
-// the earliest time a remaining one falls due.
-func (r *renewer) due(now time.Time) (due []*Lock, next time.Time) {
+// plan returns the auto-renewed locks due by now (+ a sixth of their TTL),
+// or, when none is, how long the loop may sleep. Under the same mutex as add
+// it records when the loop wakes (asleep), so that add wakes it only for a
+// lock due before then; while locks are renewed asleep is zero, as the loop
+// plans again afterwards.
+//
+// With nothing to renew but locks taken lately, the loop stays due when the
+// latest of them would have been: a lock taken after it, with the same TTL,
+// falls due later and need not wake the loop, so a stream of short
+// Lock/Unlock cycles costs no context switch per Lock. Without locks since,
+// it sleeps long (and the next lock wakes it).
+func (r *renewer) plan(now time.Time) (due []*Lock, wait time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var next time.Time
 	for lk := range r.locks {
 		if !lk.autoRenew {
 			continue
@@ -154,7 +161,19 @@ func (r *renewer) due(now time.Time) (due []*Lock, next time.Time) {
 			next = at
 		}
 	}
-	return due, next
+	r.asleep = time.Time{}
+	if len(due) > 0 {
+		return due, 0
+	}
+	wait = time.Hour
+	switch {
+	case !next.IsZero():
+		wait = next.Sub(now)
+	case r.lastDue.After(now):
+		wait = r.lastDue.Sub(now)
+	}
+	r.asleep = now.Add(wait)
+	return nil, wait
 }
 
 func (r *renewer) renew(due []*Lock) {
