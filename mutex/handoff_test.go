@@ -189,7 +189,12 @@ func TestUncontendedReleaseIsQuiet(t *testing.T) {
 	require.NoError(t, err)
 	wctx, wg := waiters(t)
 	got := waitLock(wctx, t, wg, b, "quiet")
-	require.Eventually(t, func() bool { return waiting(c, "quiet") }, 5*time.Second, time.Millisecond)
+	// Not just subscribed: b's attempt after the subscription is what marks
+	// the lock (and queues b); an Unlock before it frees the lock quietly.
+	lockKey := mutex.LockKeyOf(a, "quiet")
+	require.Eventually(t, func() bool {
+		return c.ZScore(ctx, mutex.QueueOf(lockKey), mutex.LockerIDOf(b)).Err() == nil
+	}, 5*time.Second, time.Millisecond)
 	require.NoError(t, held.Unlock(ctx))
 	lk := <-got
 	require.NotNil(t, lk)

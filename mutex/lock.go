@@ -32,11 +32,10 @@ type Lock struct {
 	mu        sync.Mutex
 	count     int // local re-entries through the context, plus one
 	ttl       time.Duration
-	deadline  time.Time   // local lease deadline
-	nextRenew time.Time   // when the renewer extends it next
-	retryAt   time.Time   // after a failed renewal: not before this
-	lease     *time.Timer // fires at deadline: the lock is lost
-	done      bool        // released or lost
+	deadline  time.Time // local lease deadline
+	nextRenew time.Time // when the renewer extends it next
+	retryAt   time.Time // after a failed renewal: not before this
+	done      bool      // released or lost
 }
 
 type heldKey struct {
@@ -61,7 +60,6 @@ func newLock(caller context.Context, l *Locker, key, lockKey, owner string, toke
 	lk.mu.Lock()
 	lk.deadline = sent.Add(lk.ttl - l.drift(lk.ttl))
 	lk.nextRenew = sent.Add(lk.ttl / 3)
-	lk.lease = time.AfterFunc(lk.deadline.Sub(l.now()), lk.expire)
 	lk.mu.Unlock()
 	l.held.Add(1)
 	l.tel.held.Add(context.Background(), 1)
@@ -391,30 +389,17 @@ func (lk *Lock) reenter() bool {
 // renewed moves the lease deadline after a successful extend sent at sent.
 func (lk *Lock) renewed(sent time.Time, ttl time.Duration) {
 	lk.mu.Lock()
-	defer lk.mu.Unlock()
 	if lk.done {
+		lk.mu.Unlock()
 		return
 	}
 	lk.ttl = ttl
 	lk.deadline = sent.Add(ttl - lk.l.drift(ttl))
 	lk.nextRenew = sent.Add(ttl / 3)
 	lk.retryAt = time.Time{}
-	lk.lease.Reset(lk.deadline.Sub(lk.l.now()))
-}
-
-// expire runs at the lease deadline.
-func (lk *Lock) expire() {
-	lk.mu.Lock()
-	left := lk.deadline.Sub(lk.l.now())
-	late := !lk.done && left <= 0
-	if !lk.done && left > 0 {
-		// The timer ran on real time; the Locker's clock says not yet.
-		lk.lease.Reset(left)
-	}
+	deadline := lk.deadline
 	lk.mu.Unlock()
-	if late {
-		lk.lose("lease deadline passed")
-	}
+	lk.l.renew.watch(deadline) // an Extend to a shorter TTL moves it earlier
 }
 
 // lose ends a lock that is gone: its context is cancelled with ErrLockLost.
@@ -432,7 +417,6 @@ func (lk *Lock) finish(cause error, reason string) bool {
 		return false
 	}
 	lk.done = true
-	lk.lease.Stop()
 	lk.mu.Unlock()
 	lk.l.renew.remove(lk)
 	lk.l.held.Add(-1)

@@ -149,6 +149,7 @@ func (l *Locker) Close() error {
 			lk.finish(ErrReleased, "")
 		}
 	}
+	l.renew.halt()
 	l.subs.close()
 	l.bg.Wait()
 	return errors.Join(errs...)

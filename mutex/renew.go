@@ -27,8 +27,18 @@ type renewer struct {
 	lastDue time.Time // the latest due time of a lock added: an idle loop stays due then
 	wake    chan struct{}
 	wakes   atomic.Int64 // times add woke the loop (tests)
-	stopc   chan struct{}
-	wg      sync.WaitGroup
+
+	// The lease deadlines of all held locks are watched by one timer, armed
+	// for the earliest (expireAt), instead of a timer per lock: arming a
+	// timer earlier than its P's earliest one makes the runtime wake a
+	// thread, a context switch on every Lock. A lock whose deadline is after
+	// expireAt changes nothing; when the timer fires, it ends the locks
+	// whose deadline passed and arms itself for the next.
+	expiry       *time.Timer
+	expireAt     time.Time // what expiry is armed for; zero: not armed
+	lastDeadline time.Time // the latest deadline of a lock added
+	stopc        chan struct{}
+	wg           sync.WaitGroup
 }
 
 func newRenewer(l *Locker) *renewer {
@@ -51,6 +61,13 @@ func (r *renewer) add(lk *Lock) error {
 		return nil
 	}
 	r.locks[lk] = struct{}{}
+	lk.mu.Lock()
+	deadline := lk.deadline
+	lk.mu.Unlock()
+	if deadline.After(r.lastDeadline) {
+		r.lastDeadline = deadline
+	}
+	r.armLocked(deadline)
 	if lk.autoRenew {
 		if !r.running {
 			r.running = true
@@ -79,6 +96,74 @@ func (r *renewer) add(lk *Lock) error {
 func (r *renewer) remove(lk *Lock) {
 	r.mu.Lock()
 	delete(r.locks, lk)
+	r.mu.Unlock()
+}
+
+// watch makes sure the expiry timer fires by deadline.
+func (r *renewer) watch(deadline time.Time) {
+	r.mu.Lock()
+	r.armLocked(deadline)
+	r.mu.Unlock()
+}
+
+// armLocked arms the expiry timer for deadline unless it fires earlier
+// already. Called with r.mu held.
+func (r *renewer) armLocked(deadline time.Time) {
+	if !r.expireAt.IsZero() && !deadline.Before(r.expireAt) {
+		return
+	}
+	r.expireAt = deadline
+	d := deadline.Sub(r.l.now())
+	if r.expiry == nil {
+		r.expiry = time.AfterFunc(d, r.expire)
+	} else {
+		r.expiry.Reset(d)
+	}
+}
+
+// expire runs on the expiry timer: it ends the locks whose lease deadline
+// passed (by the Locker's clock; the timer runs on real time) and arms the
+// timer for the earliest deadline left. With no lock left but some taken
+// lately, it stays armed for the latest deadline seen, so that the next
+// lock, whose deadline comes later, need not arm it; after Close, with
+// nothing held, it stops.
+func (r *renewer) expire() {
+	now := r.l.now()
+	var lost []*Lock
+	r.mu.Lock()
+	r.expireAt = time.Time{}
+	var next time.Time
+	for lk := range r.locks {
+		lk.mu.Lock()
+		deadline, done := lk.deadline, lk.done
+		lk.mu.Unlock()
+		switch {
+		case done:
+		case !now.Before(deadline):
+			lost = append(lost, lk)
+		case next.IsZero() || deadline.Before(next):
+			next = deadline
+		}
+	}
+	if next.IsZero() && len(lost) == 0 && !r.stopped && r.lastDeadline.After(now) {
+		next = r.lastDeadline
+	}
+	if !next.IsZero() {
+		r.armLocked(next)
+	}
+	r.mu.Unlock()
+	for _, lk := range lost {
+		lk.lose("lease deadline passed")
+	}
+}
+
+// halt stops the expiry timer once Close has finished every lock.
+func (r *renewer) halt() {
+	r.mu.Lock()
+	if r.expiry != nil {
+		r.expiry.Stop()
+	}
+	r.expireAt = time.Time{}
 	r.mu.Unlock()
 }
 

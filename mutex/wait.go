@@ -219,14 +219,16 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 			default:
 				lk := newLock(ctx, l, key, lockKey, owner, res.token, res.tokenStr, &lc, sent)
 				lk.settled, lk.lateNodes, lk.lateDone = res.settled, res.lateNodes, res.lateDone
-				if err := l.replicaAck(ctx, lk, &lc); err != nil {
-					outcome(nil, attempts, "replica_ack", err)
-					return nil, err
-				}
+				// Into the renewer first: from here its lease deadline is
+				// watched, also while replicaAck waits.
 				if err := l.renew.add(lk); err != nil {
 					lk.finish(ErrReleased, "")
 					l.cleanupAfter(lockKey, owner, nil)
 					outcome(nil, attempts, "closed", err)
+					return nil, err
+				}
+				if err := l.replicaAck(ctx, lk, &lc); err != nil {
+					outcome(nil, attempts, "replica_ack", err)
 					return nil, err
 				}
 				acquired = true
