@@ -41,8 +41,11 @@
 // for the first of them for 50 ms and names it in its notification, so only
 // that Locker's head wakes. Releases are published on a channel beside the key
 // (sharded pub/sub on Cluster); the Locker keeps one subscription and wakes
-// only the local head. A jittered poll, never longer than the holder's
-// remaining lease, covers lost messages and holders that died.
+// only the local head. Subscribing never blocks a Lock on the network: a
+// writer goroutine per connection sends the (un)subscriptions, and a Lock
+// waits at most 200 ms for the confirmation, so one paused Redlock node
+// costs nothing beyond the node timeout. A jittered poll, never longer than
+// the holder's remaining lease, covers lost messages and holders that died.
 //
 // A waiting Lock marks the lock it found held, and only a marked release
 // reads the queue and publishes: a release nobody waited for is one SET in
@@ -61,6 +64,11 @@
 //
 // On by default: one goroutine per Locker extends all its locks every TTL/3 in
 // pipelined batches of up to 1000. Close stops it and releases what is held.
+// One timer per Locker, armed for the earliest lease deadline, ends the
+// locks whose deadline passed without a renewal (lk.Context() is cancelled
+// with ErrLockLost); a lock that falls due after the ones already held
+// neither wakes the renewal goroutine nor re-arms that timer, so taking a
+// lock costs no context switch.
 //
 // # Redlock
 //
