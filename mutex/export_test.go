@@ -34,3 +34,13 @@ func RenewAsleep(l *Locker) time.Time {
 	defer l.renew.mu.Unlock()
 	return l.renew.asleep
 }
+
+// GoBg runs fn on one of l's background goroutines.
+func GoBg(l *Locker, fn func()) { l.goBg(fn) }
+
+// IdleWorkers counts l's parked background goroutines.
+func IdleWorkers(l *Locker) int {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return len(l.work.idle)
+}

@@ -48,6 +48,8 @@ type Locker struct {
 	subs   *subscriber
 	renew  *renewer
 	bg     sync.WaitGroup // clean-ups and abandoned calls
+	wmu    sync.Mutex
+	work   workers // reusable goroutines for bg
 	mu     sync.Mutex
 	closed bool
 	queues map[string]*queue
@@ -233,11 +235,7 @@ func (l *Locker) call(ctx context.Context, fn func(context.Context) error) (err 
 		return err, nil
 	}
 	res := make(chan error, 1)
-	l.bg.Add(1)
-	go func() {
-		defer l.bg.Done()
-		res <- fn(ctx)
-	}()
+	l.goBg(func() { res <- fn(ctx) })
 	select {
 	case err := <-res:
 		return err, nil
@@ -255,16 +253,14 @@ func (l *Locker) direct(ctx context.Context) bool { return l.ctxAware || ctx.Don
 // whatever that call did on the server, then it runs fn on its own bounded
 // context, never on the caller's dead one.
 func (l *Locker) afterward(pending <-chan error, fn func(ctx context.Context)) {
-	l.bg.Add(1)
-	go func() {
-		defer l.bg.Done()
+	l.goBg(func() {
 		if pending != nil {
 			<-pending
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
 		fn(ctx)
-	}()
+	})
 }
 
 // cleanupAfter frees what an attempt whose outcome is unknown (a network

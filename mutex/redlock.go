@@ -90,8 +90,6 @@ func (l *Locker) fanoutUntil(ctx context.Context, timeout time.Duration, nodes [
 	stopWatch := context.AfterFunc(ctx, cancelCalls)
 	left := atomic.Int32{}
 	left.Store(int32(len(nodes)))
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	type result struct {
 		i    int
 		vals []int64
@@ -103,9 +101,7 @@ func (l *Locker) fanoutUntil(ctx context.Context, timeout time.Duration, nodes [
 	late := make([][]int64, len(l.nodes))
 	for _, i := range nodes {
 		done[i] = make(chan error, 1)
-		l.bg.Add(1)
-		go func() {
-			defer l.bg.Done()
+		l.goBg(func() {
 			vals, err := fn(callCtx, l.nodes[i])
 			late[i] = vals // read only after done[i]
 			done[i] <- err
@@ -114,27 +110,45 @@ func (l *Locker) fanoutUntil(ctx context.Context, timeout time.Duration, nodes [
 				stopWatch()
 				cancelCalls()
 			}
-		}()
+		})
 	}
 	answered := make([]bool, len(l.nodes))
+	record := func(r result) bool {
+		out[r.i] = nodeReply{vals: r.vals, err: r.err}
+		answered[r.i] = true
+		return enough != nil && enough(out, answered)
+	}
+	// callCtx (one timer for both) ends at the timeout, with the caller's
+	// ctx, or once every call returned; in that last case, and in a race
+	// with the others, replies already sent are still taken.
+	n := 0
 wait:
-	for range nodes {
+	for n < len(nodes) {
 		select {
 		case r := <-results:
-			out[r.i] = nodeReply{vals: r.vals, err: r.err}
-			answered[r.i] = true
-			if enough != nil && enough(out, answered) {
+			n++
+			if record(r) {
 				break wait
 			}
-		case <-ctx.Done():
-			break wait
+		case <-callCtx.Done():
+			for n < len(nodes) {
+				select {
+				case r := <-results:
+					n++
+					if record(r) {
+						break wait
+					}
+				default:
+					break wait
+				}
+			}
 		}
 	}
 	for _, i := range nodes {
 		if !answered[i] {
 			out[i] = nodeReply{err: context.DeadlineExceeded, pending: done[i], late: &late[i]}
-			if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				out[i].err = ctx.Err()
+			if err := ctx.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				out[i].err = err
 			}
 		}
 	}
@@ -282,9 +296,7 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 			if len(lateNodes) > 0 {
 				settled = make(chan struct{})
 				lateDone = make([]atomic.Bool, len(l.nodes))
-				l.bg.Add(1)
-				go func() {
-					defer l.bg.Done()
+				l.goBg(func() {
 					defer close(settled)
 					for _, i := range lateNodes {
 						r := replies[i]
@@ -296,7 +308,7 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 						}
 						lateDone[i].Store(true)
 					}
-				}()
+				})
 			}
 			status := int64(1)
 			if reentered >= l.quorum {
@@ -534,9 +546,7 @@ func (lk *Lock) unsettled() (now, later []int) {
 // node is released once: a second release would take a second count of a
 // re-entered lock.
 func (l *Locker) releaseLate(lk *Lock, nodes []int) {
-	l.bg.Add(1)
-	go func() {
-		defer l.bg.Done()
+	l.goBg(func() {
 		t := time.NewTimer(cleanupTimeout)
 		defer t.Stop()
 		select {
@@ -551,5 +561,5 @@ func (l *Locker) releaseLate(lk *Lock, nodes []int) {
 			n, err := releaseScript.Run(ctx, c, keys, lk.owner, lk.tokenStr, l.publish).Int64()
 			return []int64{n}, err
 		})
-	}()
+	})
 }
