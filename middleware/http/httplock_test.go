@@ -154,7 +154,10 @@ func TestStampedeOneOriginCall(t *testing.T) {
 	assert.Equal(t, map[string]int{httplock.RoleLeader: 1, httplock.RoleShared: 199}, roles(rs))
 	lag := lastEnd.Sub(leaderEnd)
 	t.Logf("last follower finished %v after the leader", lag)
-	assert.Less(t, lag, 50*time.Millisecond, "followers finish soon after the leader")
+	// A follower that missed the publication would poll, 100-200 ms later;
+	// 90 ms leaves room for 199 responses on two loaded cores (make test runs
+	// the packages in parallel; 60 ms was seen once).
+	assert.Less(t, lag, 90*time.Millisecond, "followers finish soon after the leader")
 
 	// Within the share window a later request is served from Redis.
 	later := get(context.Background(), client(t), http.MethodGet, servers[2].URL+"/report?id=7", nil)
