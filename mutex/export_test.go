@@ -40,7 +40,7 @@ func GoBg(l *Locker, fn func()) { l.goBg(fn) }
 
 // IdleWorkers counts l's parked background goroutines.
 func IdleWorkers(l *Locker) int {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
+	l.work.mu.Lock()
+	defer l.work.mu.Unlock()
 	return len(l.work.idle)
 }

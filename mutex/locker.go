@@ -48,8 +48,7 @@ type Locker struct {
 	subs   *subscriber
 	renew  *renewer
 	bg     sync.WaitGroup // clean-ups and abandoned calls
-	wmu    sync.Mutex
-	work   workers // reusable goroutines for bg
+	work   workers        // reusable goroutines for bg
 	mu     sync.Mutex
 	closed bool
 	queues map[string]*queue

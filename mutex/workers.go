@@ -1,12 +1,16 @@
 package mutex
 
-import "slices"
+import (
+	"slices"
+	"sync"
+)
 
 // maxIdleWorkers bounds the goroutines a Locker keeps for reuse.
 const maxIdleWorkers = 16
 
 // workers are the Locker's reusable background goroutines (see goBg).
 type workers struct {
+	mu   sync.Mutex
 	idle []chan func() // parked workers, each waiting on its own channel
 }
 
@@ -16,15 +20,15 @@ type workers struct {
 // which runs every node call in a goroutine of its own, that copying was
 // about a tenth of the client's CPU per Lock+Unlock.
 func (l *Locker) goBg(fn func()) {
-	l.wmu.Lock()
+	l.work.mu.Lock()
 	if n := len(l.work.idle); n > 0 {
 		w := l.work.idle[n-1]
 		l.work.idle = l.work.idle[:n-1]
-		l.wmu.Unlock()
+		l.work.mu.Unlock()
 		w <- fn // buffered: never blocks
 		return
 	}
-	l.wmu.Unlock()
+	l.work.mu.Unlock()
 	l.bg.Add(1)
 	go l.worker(fn)
 }
@@ -44,22 +48,22 @@ func (l *Locker) worker(fn func()) {
 		if tasks == nil {
 			tasks = make(chan func(), 1)
 		}
-		l.wmu.Lock()
+		l.work.mu.Lock()
 		if len(l.work.idle) >= maxIdleWorkers {
-			l.wmu.Unlock()
+			l.work.mu.Unlock()
 			return
 		}
 		l.work.idle = append(l.work.idle, tasks)
-		l.wmu.Unlock()
+		l.work.mu.Unlock()
 		select {
 		case fn = <-tasks:
 		case <-l.done:
-			l.wmu.Lock()
+			l.work.mu.Lock()
 			i := slices.Index(l.work.idle, tasks)
 			if i >= 0 {
 				l.work.idle = slices.Delete(l.work.idle, i, i+1)
 			}
-			l.wmu.Unlock()
+			l.work.mu.Unlock()
 			if i >= 0 {
 				return
 			}
