@@ -113,35 +113,25 @@ func (l *Locker) fanoutUntil(ctx context.Context, timeout time.Duration, nodes [
 		})
 	}
 	answered := make([]bool, len(l.nodes))
-	record := func(r result) bool {
-		out[r.i] = nodeReply{vals: r.vals, err: r.err}
-		answered[r.i] = true
-		return enough != nil && enough(out, answered)
-	}
 	// callCtx (one timer for both) ends at the timeout, with the caller's
 	// ctx, or once every call returned; in that last case, and in a race
 	// with the others, replies already sent are still taken.
-	n := 0
 wait:
-	for n < len(nodes) {
+	for n := 0; n < len(nodes); n++ {
+		var r result
 		select {
-		case r := <-results:
-			n++
-			if record(r) {
+		case r = <-results:
+		case <-callCtx.Done():
+			select {
+			case r = <-results:
+			default:
 				break wait
 			}
-		case <-callCtx.Done():
-			for n < len(nodes) {
-				select {
-				case r := <-results:
-					n++
-					if record(r) {
-						break wait
-					}
-				default:
-					break wait
-				}
-			}
+		}
+		out[r.i] = nodeReply{vals: r.vals, err: r.err}
+		answered[r.i] = true
+		if enough != nil && enough(out, answered) {
+			break
 		}
 	}
 	for _, i := range nodes {
