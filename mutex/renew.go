@@ -37,6 +37,7 @@ type renewer struct {
 	expiry       *time.Timer
 	expireAt     time.Time // what expiry is armed for; zero: not armed
 	lastDeadline time.Time // the latest deadline of a lock added
+	halted       bool      // Close is done with the timer: a late run does nothing
 	stopc        chan struct{}
 	wg           sync.WaitGroup
 }
@@ -109,7 +110,7 @@ func (r *renewer) watch(deadline time.Time) {
 // armLocked arms the expiry timer for deadline unless it fires earlier
 // already. Called with r.mu held.
 func (r *renewer) armLocked(deadline time.Time) {
-	if !r.expireAt.IsZero() && !deadline.Before(r.expireAt) {
+	if r.halted || !r.expireAt.IsZero() && !deadline.Before(r.expireAt) {
 		return
 	}
 	r.expireAt = deadline
@@ -131,6 +132,10 @@ func (r *renewer) expire() {
 	now := r.l.now()
 	var lost []*Lock
 	r.mu.Lock()
+	if r.halted {
+		r.mu.Unlock()
+		return
+	}
 	r.expireAt = time.Time{}
 	var next time.Time
 	for lk := range r.locks {
@@ -157,9 +162,11 @@ func (r *renewer) expire() {
 	}
 }
 
-// halt stops the expiry timer once Close has finished every lock.
+// halt stops the expiry timer once Close has finished every lock; a run
+// that had already fired returns at once.
 func (r *renewer) halt() {
 	r.mu.Lock()
+	r.halted = true
 	if r.expiry != nil {
 		r.expiry.Stop()
 	}
