@@ -109,15 +109,10 @@ func TestReleaseGoesToTheLockerWaitingLongest(t *testing.T) {
 		wg.Go(func() { waitFor(b, "b") })
 		require.Eventually(t, func() bool { return mutex.WaitersOf(b, "fifo") == 1 }, 5*time.Second, time.Millisecond)
 		// b's head has tried and queued in Redis before c's.
-		require.Eventually(t, func() bool {
-			n, _ := c.ZCard(ctx, mutex.QueueOf(mutex.LockKeyOf(a, "fifo"))).Result()
-			return n == 1
-		}, 5*time.Second, time.Millisecond)
+		queue := mutex.QueueOf(mutex.LockKeyOf(a, "fifo"))
+		awaitQueued(t, c, queue, 1)
 		wg.Go(func() { waitFor(cc, "c") })
-		require.Eventually(t, func() bool {
-			n, _ := c.ZCard(ctx, mutex.QueueOf(mutex.LockKeyOf(a, "fifo"))).Result()
-			return n == 2
-		}, 5*time.Second, time.Millisecond)
+		awaitQueued(t, c, queue, 2)
 
 		require.NoError(t, held.Unlock(ctx))
 		assert.Equal(t, "b", <-got, "the Locker that waited longest goes first")
@@ -136,17 +131,12 @@ func TestWaitedMarkCarriesOverAReservation(t *testing.T) {
 		held, err := a.Lock(ctx, "chain")
 		require.NoError(t, err)
 		slow := mutex.WithRetry(3*time.Second, 4*time.Second)
-		queued := func(n int64) func() bool {
-			return func() bool {
-				got, _ := c.ZCard(ctx, mutex.QueueOf(mutex.LockKeyOf(a, "chain"))).Result()
-				return got == n
-			}
-		}
+		queue := mutex.QueueOf(mutex.LockKeyOf(a, "chain"))
 		wctx, wg := waiters(t)
 		bGot := waitLock(wctx, t, wg, b, "chain", slow)
-		require.Eventually(t, queued(1), 5*time.Second, time.Millisecond)
+		awaitQueued(t, c, queue, 1)
 		cGot := waitLock(wctx, t, wg, cc, "chain", slow)
-		require.Eventually(t, queued(2), 5*time.Second, time.Millisecond)
+		awaitQueued(t, c, queue, 2)
 
 		require.NoError(t, held.Unlock(ctx))
 		lk := <-bGot
@@ -216,7 +206,7 @@ func TestReservationHoldsBackTryLockAndRunsOut(t *testing.T) {
 	queue := mutex.QueueOf(mutex.LockKeyOf(a, "res"))
 	wctx, wg := waiters(t)
 	got := waitLock(wctx, t, wg, b, "res")
-	require.Eventually(t, func() bool { return c.ZCard(ctx, queue).Val() == 1 }, 5*time.Second, time.Millisecond)
+	awaitQueued(t, c, queue, 1)
 	require.NoError(t, c.ZAdd(ctx, queue, redis.Z{Score: 0, Member: "ghost"}).Err()) // first in line
 
 	require.NoError(t, held.Unlock(ctx))
@@ -245,9 +235,9 @@ func TestHandoffLeavesTheRedisQueue(t *testing.T) {
 	require.NoError(t, err)
 	wctx, wg := waiters(t)
 	h1 := waitLock(wctx, t, wg, a, "hq")
-	require.Eventually(t, func() bool { return c.ZCard(ctx, queue).Val() == 1 }, 5*time.Second, time.Millisecond, "a's waiter queued")
+	awaitQueued(t, c, queue, 1) // a's waiter
 	bGot := waitLock(wctx, t, wg, b, "hq", mutex.WithRetry(3*time.Second, 4*time.Second))
-	require.Eventually(t, func() bool { return c.ZCard(ctx, queue).Val() == 2 }, 5*time.Second, time.Millisecond, "b queued")
+	awaitQueued(t, c, queue, 2) // and b
 
 	require.NoError(t, h0.Unlock(ctx)) // hands the lock to a's waiter
 	lk := <-h1
@@ -285,4 +275,11 @@ func waiters(t *testing.T) (context.Context, *sync.WaitGroup) {
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return ctx, &wg
+}
+
+// awaitQueued waits until n Lockers wait in the Redis queue of a lock key.
+func awaitQueued(t *testing.T, c redis.UniversalClient, queue string, n int64) {
+	t.Helper()
+	require.Eventually(t, func() bool { return c.ZCard(context.Background(), queue).Val() == n },
+		5*time.Second, time.Millisecond, "%d Lockers queued in %s", n, queue)
 }
