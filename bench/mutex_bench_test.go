@@ -86,6 +86,7 @@ func BenchmarkUncontended(b *testing.B) {
 	subjects := uncontendedSubjects(b, s)
 	for _, sub := range subjects {
 		b.Run("seq/"+sub.name, func(b *testing.B) {
+			b.ReportAllocs()
 			for b.Loop() {
 				cycle(ctx, b, sub, "seq-"+sub.name)
 			}
@@ -103,6 +104,7 @@ func BenchmarkUncontended(b *testing.B) {
 	var n atomic.Int64
 	for _, sub := range subjects {
 		b.Run("parallel/"+sub.name, func(b *testing.B) {
+			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				key := "par-" + sub.name + "-" + strconv.FormatInt(n.Add(1), 10)
 				for pb.Next() {

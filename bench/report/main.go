@@ -90,6 +90,19 @@ func main() {
 	for _, mode := range []string{"seq", "parallel"} {
 		ratio(rounds, "Fenced/"+mode+"/fenced", "Fenced/"+mode+"/plain", "ns/op", "× plain transaction")
 	}
+
+	// BenchmarkPaired takes its ratio inside the benchmark, over alternating
+	// blocks of cycles: the steadiest figure on a noisy host.
+	fmt.Printf("\npaired ratios (alternating blocks inside one benchmark; per round, then median)\n\n")
+	for _, mode := range []string{"seq", "parallel"} {
+		for _, p := range [][2]string{{"redfence", "floor"}, {"scripts", "floor"}, {"redlock-5", "redsync-5"}} {
+			name := "Paired/" + mode + "/" + p[0]
+			rs := collect(rounds, name, "x-ref")
+			if len(rs) > 0 {
+				fmt.Printf("%-40s %.2f × %s   (rounds: %s)\n", name, median(rs), p[1], join(rs))
+			}
+		}
+	}
 }
 
 func collect(rounds []map[string]metrics, name, unit string) []float64 {

@@ -1,0 +1,120 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// pairBlock is how many cycles one side of a pair runs before the other
+// side's turn: short enough that both sides see the same host (a 2-vCPU VM's
+// speed drifts by tens of per cent from one second to the next), long enough
+// that switching sides costs nothing measurable.
+const pairBlock = 16
+
+// BenchmarkPaired measures a subject and its reference in alternating blocks
+// of pairBlock cycles inside one benchmark, so that their ratio (x-ref) is
+// taken over the same seconds. BenchmarkUncontended gives each subject a
+// second of its own, and on the README's VM its per-round ratios spread from
+// 0.95 to 1.55 while neither subject changed; the paired ratios of one
+// subject stay within a few per cent of each other.
+//
+// ns/op is the subject's time per cycle, ref-ns/op the reference's. In
+// parallel mode each block runs on GOMAXPROCS goroutines (distinct keys) at
+// once, and the two sides never overlap.
+//
+// Pairs: redfence against the floor; redfence's two scripts called directly
+// (no Locker: what the server-side work alone costs) against the floor; and
+// Redlock over 5 nodes against redsync over the same 5.
+func BenchmarkPaired(b *testing.B) {
+	s := startServers(b)
+	ctx := context.Background()
+	all := map[string]subject{}
+	for _, sub := range uncontendedSubjects(b, s) {
+		all[sub.name] = sub
+	}
+	all["scripts"] = scriptsSubject(b, s.client(b, s.one))
+	pairs := [][2]string{{"redfence", "floor"}, {"scripts", "floor"}, {"redlock-5", "redsync-5"}}
+	for _, mode := range []string{"seq", "seq-busy", "parallel"} {
+		par := 1
+		if mode == "parallel" {
+			par = runtime.GOMAXPROCS(0)
+		}
+		for _, p := range pairs {
+			sub, ref := all[p[0]], all[p[1]]
+			b.Run(mode+"/"+sub.name, func(b *testing.B) {
+				if mode == "seq-busy" {
+					defer spin(b)()
+				}
+				var subT, refT time.Duration
+				cycles := 0
+				for cycles < b.N {
+					refT += block(ctx, b, ref, mode, par)
+					subT += block(ctx, b, sub, mode, par)
+					cycles += pairBlock * par
+				}
+				b.ReportMetric(float64(subT.Nanoseconds())/float64(cycles), "ns/op")
+				b.ReportMetric(float64(refT.Nanoseconds())/float64(cycles), "ref-ns/op")
+				b.ReportMetric(float64(subT)/float64(refT), "x-ref")
+			})
+		}
+	}
+}
+
+// block runs pairBlock cycles of sub on each of par goroutines (distinct
+// keys) and returns the wall time they took together.
+func block(ctx context.Context, b *testing.B, sub subject, mode string, par int) time.Duration {
+	start := time.Now()
+	if par == 1 {
+		for range pairBlock {
+			cycle(ctx, b, sub, "pair-"+mode+"-"+sub.name)
+		}
+		return time.Since(start)
+	}
+	var wg sync.WaitGroup
+	for i := range par {
+		key := "pair-" + mode + "-" + sub.name + "-" + strconv.Itoa(i)
+		wg.Go(func() {
+			for range pairBlock {
+				cycle(ctx, b, sub, key)
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
+// scriptsSubject runs redfence's acquire and release scripts (read from the
+// mutex package's source) directly, with the arguments an uncontended Lock
+// and Unlock send, and nothing else: the server-side part of redfence's
+// cycle, with go-redis's cost but none of the Locker's.
+func scriptsSubject(b *testing.B, c *redis.Client) subject {
+	acq, err := os.ReadFile("../mutex/lua/acquire.lua")
+	if err != nil {
+		b.Fatal(err)
+	}
+	rel, err := os.ReadFile("../mutex/lua/release.lua")
+	if err != nil {
+		b.Fatal(err)
+	}
+	acquire, release := redis.NewScript(string(acq)), redis.NewScript(string(rel))
+	return subject{"scripts", func(ctx context.Context, key string) (func() error, error) {
+		owner := token()
+		keys := []string{"redfence:{" + key + "}", "redfence:{" + key + "}:q"}
+		vals, err := acquire.Run(ctx, c, keys[:1], owner, int64(10000), "3600000").Slice()
+		if err != nil {
+			return nil, err
+		}
+		if len(vals) != 3 || vals[0] != int64(1) {
+			return nil, errGaveUp
+		}
+		tok, _ := vals[1].(string)
+		return func() error { return release.Run(ctx, c, keys, owner, tok, "PUBLISH").Err() }, nil
+	}}
+}
