@@ -22,12 +22,15 @@ type Lock struct {
 	tokenStr     string
 	autoRenew    bool
 	acquired     time.Time
+	values       lockValues // ctx's parent
 	ctx          context.Context
 	cancel       context.CancelCauseFunc
 	settled      <-chan struct{} // Redlock: nodes that granted late carry the token too
 	lateNodes    []int           // those nodes
 	lateDone     []atomic.Bool   // by node: that late node carries it
 	releaseNodes []int           // Unlock's own release went to these (the others: releaseLate)
+	relKeys      [2]string       // the release script's keys (keys)
+	nRelKeys     int
 
 	mu        sync.Mutex
 	count     int // local re-entries through the context, plus one
@@ -43,6 +46,28 @@ type heldKey struct {
 	key string
 }
 
+// lockValues is the parent of a lock's context: the values of the ctx given
+// to Lock, never its cancellation or deadline (as context.WithoutCancel), and
+// the lock itself under heldKey, so that Lock(lk.Context(), key) re-enters.
+// It lives inside the Lock: one allocation fewer than WithoutCancel and
+// WithValue would make (three, with the boxed key), on every Lock.
+type lockValues struct {
+	parent context.Context
+	lk     *Lock
+}
+
+func (c *lockValues) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *lockValues) Done() <-chan struct{}       { return nil }
+func (c *lockValues) Err() error                  { return nil }
+func (c *lockValues) String() string              { return "redfence.lockValues" }
+
+func (c *lockValues) Value(key any) any {
+	if k, ok := key.(heldKey); ok && k.l == c.lk.l && k.key == c.lk.key {
+		return c.lk
+	}
+	return c.parent.Value(key)
+}
+
 func newLock(caller context.Context, l *Locker, key, lockKey, owner string, token int64, tokenStr string, lc *lockConfig, sent time.Time) *Lock {
 	if tokenStr == "" {
 		tokenStr = strconv.FormatInt(token, 10)
@@ -55,8 +80,9 @@ func newLock(caller context.Context, l *Locker, key, lockKey, owner string, toke
 	// The lock's context carries no caller cancellation, only the lock's own
 	// lifetime; it keeps the caller's values (trace span, held locks) so that
 	// Lock(lk.Context(), key) re-enters.
-	base := context.WithValue(context.WithoutCancel(caller), heldKey{l, key}, lk)
-	lk.ctx, lk.cancel = context.WithCancelCause(base)
+	lk.nRelKeys = copy(lk.relKeys[:], l.releaseKeys(lockKey))
+	lk.values = lockValues{parent: caller, lk: lk}
+	lk.ctx, lk.cancel = context.WithCancelCause(&lk.values)
 	lk.mu.Lock()
 	lk.deadline = sent.Add(lk.ttl - l.drift(lk.ttl))
 	lk.nextRenew = sent.Add(lk.ttl / 3)
@@ -136,7 +162,7 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return invalid("TTL %v is below 1ms", ttl)
 	}
 	ttl = ttl.Truncate(time.Millisecond)
-	ctx, span := lk.l.tel.startSpan(ctx, "redfence.Extend", attrKey.String(lk.key), attrToken.Int64(lk.token))
+	ctx, span := lk.l.tel.startSpan(ctx, "redfence.Extend", lk.key, lk.token)
 	sent := lk.l.now()
 	var n int64
 	var err error
@@ -230,7 +256,7 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	}
 
 	l := lk.l
-	ctx, span := l.tel.startSpan(ctx, "redfence.Unlock", attrKey.String(lk.key), attrToken.Int64(lk.token))
+	ctx, span := l.tel.startSpan(ctx, "redfence.Unlock", lk.key, lk.token)
 	if l.nodes == nil {
 		if w := l.reserveHandoff(lk.key); w != nil {
 			return lk.handOff(ctx, w, span)
@@ -362,8 +388,9 @@ func (lk *Lock) usable(ctx context.Context) error {
 	return nil
 }
 
-// keys are the release script's keys (see releaseKeys).
-func (lk *Lock) keys() []string { return lk.l.releaseKeys(lk.lockKey) }
+// keys are the release script's keys (see releaseKeys), kept in the Lock:
+// Unlock allocates no slice for them.
+func (lk *Lock) keys() []string { return lk.relKeys[:lk.nRelKeys] }
 
 // releaseKeys are the release script's keys: the lock and, on a single
 // deployment, the queue of waiting Lockers.

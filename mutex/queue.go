@@ -10,6 +10,7 @@ import (
 type queue struct {
 	waiters    []*waiter
 	slot       [1]*waiter // the waiters' first storage: one waiter needs no allocation
+	first      waiter     // the first waiter's storage, likewise
 	subscribed bool       // the head subscribed to the key's release channel
 	channel    string     // that channel
 	handoffs   int        // hand-offs in a row; capped so other processes get a turn
@@ -135,14 +136,18 @@ func (l *Locker) enqueue(key string, wait bool, owner string, lc *lockConfig) (*
 		return nil, ErrClosed
 	}
 	q := l.queues[key]
+	var w *waiter
 	if q == nil {
 		q = &queue{}
 		q.waiters = q.slot[:0]
 		l.queues[key] = q
+		w = &q.first
 	} else if !wait && len(q.waiters) > 0 {
 		return nil, ErrNotAcquired
+	} else {
+		w = new(waiter)
 	}
-	w := &waiter{wake: make(chan struct{}, 1), owner: owner, lc: lc, queued: wait}
+	*w = waiter{wake: make(chan struct{}, 1), owner: owner, lc: lc, queued: wait}
 	if len(q.waiters) == 0 {
 		w.first, w.turn = true, closedTurn
 	} else {

@@ -2,7 +2,6 @@ package mutex
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -32,12 +31,15 @@ type telemetry struct {
 	losses     metric.Int64Counter
 	holdDur    metric.Float64Histogram
 	held       metric.Int64UpDownCounter
-	byOutcome  sync.Map // outcome -> metric.MeasurementOption
+	byOutcome  map[string]*outcomeOpts // lockOutcomes; read-only once built
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) *telemetry {
 	m := mp.Meter(instrumentation)
-	t := &telemetry{tracer: tp.Tracer(instrumentation)}
+	t := &telemetry{tracer: tp.Tracer(instrumentation), byOutcome: map[string]*outcomeOpts{}}
+	for _, o := range lockOutcomes {
+		t.byOutcome[o] = newOutcomeOpts(o)
+	}
 	// Instrument creation only fails on invalid names; ours are constant and
 	// valid, and the API returns usable no-op instruments on error anyway.
 	t.acquireDur, _ = m.Float64Histogram("redfence.lock.acquire.duration", metric.WithUnit("s"),
@@ -66,23 +68,40 @@ func (t *telemetry) lost(key string, token int64, reason string, held time.Durat
 	t.held.Add(ctx, -1)
 }
 
-// outcomeAttrs returns the measurement option for an outcome, built once:
-// attribute sets cost an allocation and a sort each time otherwise.
-func (t *telemetry) outcomeAttrs(outcome string) metric.MeasurementOption {
-	if o, ok := t.byOutcome.Load(outcome); ok {
-		return o.(metric.MeasurementOption)
-	}
-	o := metric.WithAttributeSet(attribute.NewSet(attrOutcome.String(outcome)))
-	t.byOutcome.Store(outcome, o)
-	return o
+// outcomeOpts are the options that attribute a measurement to an outcome,
+// as the slices the variadic Record and Add take: built once, because an
+// attribute set costs an allocation and a sort, and a variadic argument
+// passed to an interface method an allocation of its slice, each time.
+type outcomeOpts struct {
+	record []metric.RecordOption
+	add    []metric.AddOption
 }
 
-// startSpan starts a span and sets attrs only when it records: building
-// the attributes up front costs allocations on every call otherwise.
-func (t *telemetry) startSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+func (t *telemetry) outcomeAttrs(outcome string) *outcomeOpts {
+	if o, ok := t.byOutcome[outcome]; ok {
+		return o
+	}
+	return newOutcomeOpts(outcome) // not one of lockOutcomes: built each time
+}
+
+// lockOutcomes are the outcomes a Lock or TryLock call records.
+var lockOutcomes = []string{"acquired", "reentered", "contended", "timeout", "cancelled", "closed", "error", "replica_ack"}
+
+func newOutcomeOpts(outcome string) *outcomeOpts {
+	set := metric.WithAttributeSet(attribute.NewSet(attrOutcome.String(outcome)))
+	return &outcomeOpts{record: []metric.RecordOption{set}, add: []metric.AddOption{set}}
+}
+
+// startSpan starts a span and, only when it records, sets the key and (when
+// there is one, above zero) the token. Attributes built up front, or passed
+// on as a variadic slice, would cost allocations on every call otherwise.
+func (t *telemetry) startSpan(ctx context.Context, name, key string, token int64) (context.Context, trace.Span) {
 	ctx, span := t.tracer.Start(ctx, name)
 	if span.IsRecording() {
-		span.SetAttributes(attrs...)
+		span.SetAttributes(attrKey.String(key))
+		if token > 0 {
+			span.SetAttributes(attrToken.Int64(token))
+		}
 	}
 	return ctx, span
 }

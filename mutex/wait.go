@@ -88,7 +88,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 		return nil, invalid("WithReplicaAck does not apply to Redlock, whose nodes are independent masters")
 	}
 	start := time.Now()
-	ctx, span := l.tel.startSpan(ctx, spanName, attrKey.String(key))
+	ctx, span := l.tel.startSpan(ctx, spanName, key, 0)
 	outcome := func(lk *Lock, attempts int, outcome string, err error) {
 		wait := time.Since(start)
 		if span.IsRecording() {
@@ -100,9 +100,9 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 		}
 		endSpan(span, outcome, err)
 		bg := context.Background()
-		attrs := l.tel.outcomeAttrs(outcome)
-		l.tel.acquireDur.Record(bg, wait.Seconds(), attrs)
-		l.tel.acquired.Add(bg, 1, attrs)
+		o := l.tel.outcomeAttrs(outcome)
+		l.tel.acquireDur.Record(bg, wait.Seconds(), o.record...)
+		l.tel.acquired.Add(bg, 1, o.add...)
 	}
 
 	if lk := heldIn(ctx, l, key); lk != nil && lk.reenter() {
@@ -137,7 +137,9 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	// giveBack frees a lock handed over just as this call gave up.
 	giveBack := func(h handoff) {
 		if h.ok {
-			tok := strconv.FormatInt(h.token, 10)
+			// A copy: capturing owner itself, which Redlock's attempts
+			// change, would move it to the heap on every call.
+			tok, owner := strconv.FormatInt(h.token, 10), owner
 			l.afterward(nil, func(ctx context.Context) {
 				_ = releaseScript.Run(ctx, l.client, l.releaseKeys(lockKey), owner, tok, l.publish).Err()
 			})
