@@ -44,3 +44,6 @@ func IdleWorkers(l *Locker) int {
 	defer l.work.mu.Unlock()
 	return len(l.work.idle)
 }
+
+// ParseAcquire exposes the reading of the acquire script's reply.
+func ParseAcquire(reply any) ([3]int64, string, error) { return parseAcquire(reply) }

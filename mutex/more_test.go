@@ -295,3 +295,27 @@ func TestWorkersRunEveryTaskAndLeaveOnClose(t *testing.T) {
 	require.NoError(t, l.Close())
 	assert.Zero(t, mutex.IdleWorkers(l), "parked workers after Close")
 }
+
+// The acquire script answers the common case with the token alone and a
+// held lock with minus its remaining lease; anything else it could not have
+// sent is an error, never a panic.
+func TestAcquireReplies(t *testing.T) {
+	for _, tc := range []struct {
+		reply any
+		want  [3]int64
+		str   string
+	}{
+		{"1795972944858361", [3]int64{1, 1795972944858361, 0}, "1795972944858361"},
+		{int64(-250), [3]int64{0, 0, 250}, ""},
+		{[]any{int64(2), "1795972944858361", int64(3)}, [3]int64{2, 1795972944858361, 3}, "1795972944858361"},
+	} {
+		n, s, err := mutex.ParseAcquire(tc.reply)
+		require.NoError(t, err, "%#v", tc.reply)
+		assert.Equal(t, tc.want, n, "%#v", tc.reply)
+		assert.Equal(t, tc.str, s, "%#v", tc.reply)
+	}
+	for _, bad := range []any{nil, int64(0), int64(7), "", "12a", []any{int64(1)}, []any{"x", "y", "z"}, 3.5} {
+		_, _, err := mutex.ParseAcquire(bad)
+		assert.Error(t, err, "%#v", bad)
+	}
+}

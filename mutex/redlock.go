@@ -194,7 +194,12 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 		args = append(args, l.id) // marks the lock waited-for, so that its release publishes
 	}
 	replies := l.fanoutUntil(ctx, timeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		return acquireScript.Run(ctx, c, keys, args...).Int64Slice()
+		reply, err := acquireScript.Run(ctx, c, keys, args...).Result()
+		if err != nil {
+			return nil, err
+		}
+		n, _, err := parseAcquire(reply)
+		return n[:], err
 	}, decided)
 	var (
 		voters    []int

@@ -350,24 +350,47 @@ func (l *Locker) acquireOnce(ctx context.Context, key, lockKey, owner string, lc
 			args = append(args, "1")
 		}
 	}
-	vals, err := acquireScript.Run(ctx, l.client, keys, args...).Slice()
+	reply, err := acquireScript.Run(ctx, l.client, keys, args...).Result()
 	if err != nil {
 		return acquireResult{}, err
 	}
-	if len(vals) != 3 {
-		return acquireResult{}, errors.New("mutex: unexpected reply from the acquire script")
+	n, tokenStr, err := parseAcquire(reply)
+	if err != nil {
+		return acquireResult{}, err
 	}
-	var n [3]int64
-	for i, v := range vals {
-		if n[i], err = replyInt(v); err != nil {
-			return acquireResult{}, fmt.Errorf("mutex: unexpected reply from the acquire script: %w", err)
+	return acquireResult{status: n[0], token: n[1], tokenStr: tokenStr, remaining: time.Duration(n[2]) * time.Millisecond}, nil
+}
+
+// parseAcquire reads the acquire script's reply as {status, token,
+// remaining ms} (see acquire.lua): the token alone when acquired, minus the
+// remaining lease when held, a table when re-entered. tokenStr is the token
+// as the script wrote it, when it sent a string: the Lock keeps it and
+// formats nothing.
+func parseAcquire(reply any) (n [3]int64, tokenStr string, err error) {
+	switch r := reply.(type) {
+	case int64:
+		if r < 0 {
+			return [3]int64{0, 0, -r}, "", nil
 		}
+	case string:
+		tok, err := strconv.ParseInt(r, 10, 64)
+		if err != nil {
+			return n, "", fmt.Errorf("mutex: unexpected reply from the acquire script: %w", err)
+		}
+		return [3]int64{1, tok, 0}, r, nil
+	case []any:
+		if len(r) != 3 {
+			break
+		}
+		for i, v := range r {
+			if n[i], err = replyInt(v); err != nil {
+				return n, "", fmt.Errorf("mutex: unexpected reply from the acquire script: %w", err)
+			}
+		}
+		tokenStr, _ = r[1].(string)
+		return n, tokenStr, nil
 	}
-	res := acquireResult{status: n[0], token: n[1], remaining: time.Duration(n[2]) * time.Millisecond}
-	if s, ok := vals[1].(string); ok {
-		res.tokenStr = s // the token as the script wrote it: no formatting
-	}
-	return res, nil
+	return n, "", fmt.Errorf("mutex: unexpected reply from the acquire script: %v", reply)
 }
 
 // replyInt reads an integer of a script reply: a Redis integer, or digits

@@ -94,7 +94,7 @@ func main() {
 	// BenchmarkPaired takes its ratio inside the benchmark, over alternating
 	// blocks of cycles: the steadiest figure on a noisy host.
 	fmt.Printf("\npaired ratios (alternating blocks inside one benchmark; per round, then median)\n\n")
-	for _, mode := range []string{"seq", "parallel"} {
+	for _, mode := range []string{"seq", "seq-busy", "parallel"} {
 		for _, p := range [][2]string{{"redfence", "floor"}, {"scripts", "floor"}, {"redlock-5", "redsync-5"}} {
 			name := "Paired/" + mode + "/" + p[0]
 			rs := collect(rounds, name, "x-ref")

@@ -40,8 +40,10 @@
 -- and at equal length the string order is the numeric one (also under
 -- strcoll, which Lua uses, in any locale that orders the digits).
 --
--- Returns {1, token, 0} acquired; {2, token, count} re-entered;
---         {0, 0, remaining lease ms} held by another owner.
+-- Returns the token alone, as a string of digits, when acquired; minus the
+--         remaining lease in ms (at most -1) when held by another owner;
+--         {2, token, count} when re-entered. (A table costs the server about
+--         as much as a call: only the rare re-entry builds one.)
 local t = redis.call('TIME')
 local us = t[2]
 if #us < 6 then us = string.rep('0', 6 - #us) .. us end
@@ -57,7 +59,7 @@ local written = not waiter
 local v
 if written then
   v = redis.call('SET', KEYS[1], tok .. ' 1 ' .. nowStr .. '+' .. ARGV[2] .. ' 0 ' .. ARGV[1], 'PX', ARGV[3], 'GET')
-  if not v then return {1, tok, 0} end
+  if not v then return tok end
 else
   v = redis.call('GET', KEYS[1])
 end
@@ -95,7 +97,7 @@ else
       else
         redis.call('SET', KEYS[1], v, 'PX', math.max(tonumber(ARGV[3]), 2 * left))
       end
-      return {0, 0, left}
+      return -left
     end
     -- Free: a lease that ran out, or a reservation that ran out or is
     -- ours. Its waited-for mark carries over: others may still be queued.
@@ -107,4 +109,4 @@ if not written or win ~= tok or w == '1' then
   redis.call('SET', KEYS[1], win .. ' 1 ' .. nowStr .. '+' .. ARGV[2] .. ' ' .. w .. ' ' .. ARGV[1], 'PX', ARGV[3])
 end
 if ARGV[6] == '1' and KEYS[2] then redis.call('ZREM', KEYS[2], waiter) end
-return {1, win, 0}
+return win
