@@ -273,12 +273,12 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 			l.releaseLate(lk, later)
 		}
 	} else if l.direct(ctx) { // no closure: the uncontended path allocates less
-		n, err = releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.publish).Int64()
+		n, err = releaseScript.Run(ctx, l.client, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...).Int64()
 	} else {
 		var r int64
 		err, pending = l.call(ctx, func(ctx context.Context) error {
 			var err error
-			r, err = releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.publish).Int64()
+			r, err = releaseScript.Run(ctx, l.client, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...).Int64()
 			return err
 		})
 		if pending == nil { // else the abandoned call may still write r
@@ -399,6 +399,17 @@ func (l *Locker) releaseKeys(lockKey string) []string {
 		return []string{lockKey}
 	}
 	return []string{lockKey, queueOf(lockKey)}
+}
+
+// releaseArgs are the release script's arguments. The publish command is
+// sent only when it is not the script's default, PUBLISH (on Cluster:
+// SPUBLISH): every argument costs the server about 1,900 instructions, a
+// fortieth of an uncontended Lock+Unlock.
+func (l *Locker) releaseArgs(owner, token string) []any {
+	if l.publish == "PUBLISH" {
+		return []any{owner, token}
+	}
+	return []any{owner, token, l.publish}
 }
 
 // reenter counts one more holder through the context; false if the lock is

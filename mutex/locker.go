@@ -134,12 +134,12 @@ func (l *Locker) Close() error {
 		pipe := l.client.Pipeline()
 		cmds := make([]*redis.Cmd, len(held))
 		for i, lk := range held {
-			cmds[i] = releaseScript.EvalSha(ctx, pipe, lk.keys(), lk.owner, lk.tokenStr, l.publish)
+			cmds[i] = releaseScript.EvalSha(ctx, pipe, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...)
 		}
 		if _, err := pipe.Exec(ctx); err != nil && isNoScript(err) {
 			// Scripts vanished (server restart): fall back one by one.
 			for i, lk := range held {
-				cmds[i] = releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.publish)
+				cmds[i] = releaseScript.Run(ctx, l.client, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...)
 			}
 		}
 		cancel()
@@ -280,7 +280,7 @@ func (l *Locker) retryRelease(lk *Lock, pending <-chan error) {
 			}
 			return
 		}
-		if releaseScript.Run(ctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.publish).Err() == nil {
+		if releaseScript.Run(ctx, l.client, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...).Err() == nil {
 			l.wakeLocal(lk.key)
 		}
 	})

@@ -339,7 +339,7 @@ func (l *Locker) redlockGiveBack(lockKey, owner string, explicitOwner bool, vote
 	for _, i := range voters {
 		c, tok := l.nodes[i], strconv.FormatInt(tokens[i], 10)
 		l.afterward(nil, func(ctx context.Context) {
-			_ = releaseScript.Run(ctx, c, l.releaseKeys(lockKey), owner, tok, l.publish).Err()
+			_ = releaseScript.Run(ctx, c, l.releaseKeys(lockKey), l.releaseArgs(owner, tok)...).Err()
 		})
 	}
 	if explicitOwner {
@@ -373,7 +373,7 @@ func (l *Locker) redlockRelease(ctx context.Context, lk *Lock, nodes []int) (int
 		return freed >= l.quorum
 	}
 	replies := l.fanoutUntil(ctx, l.nodeTimeout(lk.ttl), nodes, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		n, err := releaseScript.Run(ctx, c, keys, lk.owner, lk.tokenStr, l.publish).Int64()
+		n, err := releaseScript.Run(ctx, c, keys, l.releaseArgs(lk.owner, lk.tokenStr)...).Int64()
 		return []int64{n}, err
 	}, decided)
 	left := int64(-1)
@@ -495,12 +495,12 @@ func (l *Locker) redlockReleaseAll(ctx context.Context, locks []*Lock) error {
 	replies := l.fanout(ctx, cleanupTimeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
 		pipe := c.Pipeline()
 		for _, lk := range locks {
-			_ = releaseScript.EvalSha(ctx, pipe, lk.keys(), lk.owner, lk.tokenStr, l.publish)
+			_ = releaseScript.EvalSha(ctx, pipe, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...)
 		}
 		_, err := pipe.Exec(ctx)
 		if err != nil && isNoScript(err) {
 			for _, lk := range locks {
-				_ = releaseScript.Run(ctx, c, lk.keys(), lk.owner, lk.tokenStr, l.publish).Err()
+				_ = releaseScript.Run(ctx, c, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...).Err()
 			}
 			return nil, nil
 		}
@@ -553,7 +553,7 @@ func (l *Locker) releaseLate(lk *Lock, nodes []int) {
 		defer cancel()
 		keys := lk.keys()
 		l.fanout(ctx, cleanupTimeout, nodes, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-			n, err := releaseScript.Run(ctx, c, keys, lk.owner, lk.tokenStr, l.publish).Int64()
+			n, err := releaseScript.Run(ctx, c, keys, l.releaseArgs(lk.owner, lk.tokenStr)...).Int64()
 			return []int64{n}, err
 		})
 	})

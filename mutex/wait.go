@@ -141,7 +141,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 			// change, would move it to the heap on every call.
 			tok, owner := strconv.FormatInt(h.token, 10), owner
 			l.afterward(nil, func(ctx context.Context) {
-				_ = releaseScript.Run(ctx, l.client, l.releaseKeys(lockKey), owner, tok, l.publish).Err()
+				_ = releaseScript.Run(ctx, l.client, l.releaseKeys(lockKey), l.releaseArgs(owner, tok)...).Err()
 			})
 		}
 	}
@@ -440,7 +440,7 @@ func (l *Locker) replicaAck(ctx context.Context, lk *Lock, lc *lockConfig) error
 	}
 	lk.finish(ErrReleased, "")
 	uctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-	_ = releaseScript.Run(uctx, l.client, lk.keys(), lk.owner, lk.tokenStr, l.publish).Err()
+	_ = releaseScript.Run(uctx, l.client, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...).Err()
 	cancel()
 	if err != nil {
 		return errors.Join(ErrNotAcquired, err)
