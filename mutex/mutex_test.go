@@ -318,6 +318,42 @@ func TestTokensGrowAcrossRestartAndCounterLoss(t *testing.T) {
 	assert.Equal(t, ahead+1, take())
 }
 
+// The fencing counter outlives use by the fence TTL: one hour by default
+// (which the acquire script applies itself when the call leaves it out), or
+// WithFenceTTL's, or twice a longer lease.
+func TestCounterKeyTTL(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		opts []mutex.Option
+		lock []mutex.LockOption
+		want time.Duration
+	}{
+		{"default", nil, nil, time.Hour},
+		{"WithFenceTTL", []mutex.Option{mutex.WithFenceTTL(2 * time.Hour)}, nil, 2 * time.Hour},
+		{"long lease", nil, []mutex.LockOption{mutex.WithTTL(45 * time.Minute), mutex.WithAutoRenew(false)}, 90 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLocker(t, c, tc.opts...)
+			for _, held := range []bool{true, false} {
+				lk, err := l.Lock(ctx, "ttl-"+tc.name, tc.lock...)
+				require.NoError(t, err)
+				if !held {
+					require.NoError(t, lk.Unlock(ctx))
+				}
+				d, err := c.PTTL(ctx, mutex.LockKeyOf(l, "ttl-"+tc.name)).Result()
+				require.NoError(t, err)
+				assert.LessOrEqual(t, d, tc.want, "held %v", held)
+				assert.Greater(t, d, tc.want-time.Minute, "held %v", held)
+				if held {
+					require.NoError(t, lk.Unlock(ctx))
+				}
+			}
+		})
+	}
+}
+
 func TestReentrancy(t *testing.T) {
 	eachBackend(t, func(t *testing.T, c redis.UniversalClient) {
 		a, b := newLocker(t, c), newLocker(t, c)

@@ -342,7 +342,11 @@ func (l *Locker) acquireOnce(ctx context.Context, key, lockKey, owner string, lc
 	// Optional arguments and keys are left out when not needed: each one
 	// costs the server about a fifth of a short command.
 	keys := []string{lockKey}
-	args := []any{owner, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl)}
+	args := make([]any, 0, 6)
+	args = append(args, owner, lc.ttl.Milliseconds())
+	if keyTTL := l.keyTTL(lc.ttl); keyTTL != defaultKeyTTLMs || queued {
+		args = append(args, keyTTL)
+	}
 	if queued {
 		keys = append(keys, queueOf(lockKey))
 		args = append(args, "", l.id)

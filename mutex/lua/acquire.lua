@@ -18,7 +18,9 @@
 --          key, a sorted set by first failed attempt, for fair turns
 -- ARGV[1]  owner id (compared whole)
 -- ARGV[2]  lease in ms
--- ARGV[3]  key TTL in ms (>= lease): how long the fencing counter outlives use
+-- ARGV[3]  key TTL in ms (>= lease): how long the fencing counter outlives use;
+--          absent: the default, one hour (WithFenceTTL's; an argument costs
+--          the server ~1,900 instructions)
 -- ARGV[4]  optional (Redlock): a proposed token, taken when it is at least
 --          what this node would issue, so that a quorum agrees on one token
 --          without a second round; '' for none
@@ -44,6 +46,7 @@
 --         remaining lease in ms (at most -1) when held by another owner;
 --         {2, token, count} when re-entered. (A table costs the server about
 --         as much as a call: only the rare re-entry builds one.)
+local keyTTL = ARGV[3] or '3600000'
 local t = redis.call('TIME')
 local us = t[2]
 if #us < 6 then us = string.rep('0', 6 - #us) .. us end
@@ -58,7 +61,7 @@ if waiter == '' then waiter = nil end
 local written = not waiter
 local v
 if written then
-  v = redis.call('SET', KEYS[1], tok .. ' 1 ' .. nowStr .. '+' .. ARGV[2] .. ' 0 ' .. ARGV[1], 'PX', ARGV[3], 'GET')
+  v = redis.call('SET', KEYS[1], tok .. ' 1 ' .. nowStr .. '+' .. ARGV[2] .. ' 0 ' .. ARGV[1], 'PX', keyTTL, 'GET')
   if not v then return tok end
 else
   v = redis.call('GET', KEYS[1])
@@ -77,7 +80,7 @@ else
       -- Re-entry: same token, count + 1, the lease at least as long.
       local lease = c .. '+' .. e
       if now + ARGV[2] * 1000 > exp then lease = nowStr .. '+' .. ARGV[2] end
-      redis.call('SET', KEYS[1], a .. ' ' .. (cnt + 1) .. ' ' .. lease .. ' ' .. f .. ' ' .. own, 'PX', ARGV[3])
+      redis.call('SET', KEYS[1], a .. ' ' .. (cnt + 1) .. ' ' .. lease .. ' ' .. f .. ' ' .. own, 'PX', keyTTL)
       return {2, a, cnt + 1}
     end
     if exp > now and (cnt > 0 or own ~= waiter) then
@@ -89,13 +92,13 @@ else
       if waiter then
         if KEYS[2] then
           redis.call('ZADD', KEYS[2], 'NX', now, waiter)
-          redis.call('PEXPIRE', KEYS[2], ARGV[3])
+          redis.call('PEXPIRE', KEYS[2], keyTTL)
         end
         if f == '0' then
           redis.call('SET', KEYS[1], a .. ' ' .. b .. ' ' .. c .. '+' .. e .. ' 1 ' .. own, 'KEEPTTL')
         end
       else
-        redis.call('SET', KEYS[1], v, 'PX', math.max(tonumber(ARGV[3]), 2 * left))
+        redis.call('SET', KEYS[1], v, 'PX', math.max(tonumber(keyTTL), 2 * left))
       end
       return -left
     end
@@ -106,7 +109,7 @@ else
   end
 end
 if not written or win ~= tok or w == '1' then
-  redis.call('SET', KEYS[1], win .. ' 1 ' .. nowStr .. '+' .. ARGV[2] .. ' ' .. w .. ' ' .. ARGV[1], 'PX', ARGV[3])
+  redis.call('SET', KEYS[1], win .. ' 1 ' .. nowStr .. '+' .. ARGV[2] .. ' ' .. w .. ' ' .. ARGV[1], 'PX', keyTTL)
 end
 if ARGV[6] == '1' and KEYS[2] then redis.call('ZREM', KEYS[2], waiter) end
 return win
