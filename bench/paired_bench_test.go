@@ -107,10 +107,10 @@ func scriptsSubject(b *testing.B, c *redis.Client) subject {
 	return subject{"scripts", func(ctx context.Context, key string) (func() error, error) {
 		owner := token()
 		keys := []string{"redfence:{" + key + "}", "redfence:{" + key + "}:q"}
-		tok, err := acquire.Run(ctx, c, keys[:1], owner, int64(10000), "3600000").Text()
+		tok, err := acquire.Run(ctx, c, keys[:1], owner, int64(10000)).Text()
 		if err != nil {
 			return nil, err // a table: not acquired (see acquire.lua)
 		}
-		return func() error { return release.Run(ctx, c, keys, owner, tok, "PUBLISH").Err() }, nil
+		return func() error { return release.Run(ctx, c, keys, owner, tok).Err() }, nil
 	}}
 }

@@ -86,8 +86,7 @@ func (l *Locker) fanoutUntil(ctx context.Context, timeout time.Duration, nodes [
 	// The calls run on a context of their own, ended by the caller's ctx or
 	// the timeout but not by an early return: a call abandoned early still
 	// completes, and its pending channel says when.
-	callCtx, cancelCalls := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	stopWatch := context.AfterFunc(ctx, cancelCalls)
+	callCtx, cancelCalls, stopWatch := callContext(ctx, timeout)
 	left := atomic.Int32{}
 	left.Store(int32(len(nodes)))
 	type result struct {
@@ -144,6 +143,21 @@ wait:
 	}
 	return out
 }
+
+// callContext is the context of a fan-out's calls: ctx's values, ended at
+// the timeout or with ctx, but not by the fan-out's early return. A ctx that
+// can never end (no Done channel) needs neither WithoutCancel nor AfterFunc:
+// three allocations fewer per fan-out.
+func callContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc, func() bool) {
+	if ctx.Done() == nil {
+		callCtx, cancel := context.WithTimeout(ctx, timeout)
+		return callCtx, cancel, noWatch
+	}
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	return callCtx, cancel, context.AfterFunc(ctx, cancel)
+}
+
+func noWatch() bool { return true }
 
 func allNodes(n int) []int {
 	s := make([]int, n)
