@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -318,4 +319,41 @@ func TestAcquireReplies(t *testing.T) {
 		_, _, err := mutex.ParseAcquire(bad)
 		assert.Error(t, err, "%#v", bad)
 	}
+}
+
+// A Locker on the global TracerProvider (no WithTracerProvider) starts no
+// spans while nothing is installed (otel's default makes only non-recording
+// ones), and records them once a program installs an SDK, even after the
+// Locker was built. The global provider stays set for the rest of the
+// package's tests; its processor is shut down with the test.
+func TestSpansOnceAGlobalProviderIsSet(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	l := newLocker(t, c)
+	ctx := context.Background()
+	cycle := func(key string) {
+		t.Helper()
+		lk, err := l.Lock(ctx, key)
+		require.NoError(t, err)
+		require.NoError(t, lk.Unlock(ctx))
+	}
+	cycle("before")
+
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	otel.SetTracerProvider(tp)
+	cycle("after")
+
+	var names []string
+	for _, s := range rec.Ended() {
+		names = append(names, s.Name())
+		var key string
+		for _, a := range s.Attributes() {
+			if a.Key == "redfence.key" {
+				key = a.Value.AsString()
+			}
+		}
+		assert.Equal(t, "after", key, s.Name())
+	}
+	assert.ElementsMatch(t, []string{"redfence.Lock", "redfence.Unlock"}, names)
 }

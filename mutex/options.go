@@ -136,7 +136,9 @@ func WithNodeTimeout(d time.Duration) Option {
 	})
 }
 
-// WithTracerProvider sets the source of spans. Default: otel's global.
+// WithTracerProvider sets the source of spans. Default: otel's global, as it
+// is at each call: spans start once the program installs a provider (before
+// or after New), and none are made while it has not (they could not record).
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(c *config) { c.tp = tp })
 }

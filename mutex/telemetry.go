@@ -4,10 +4,12 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 const instrumentation = "github.com/redfence/redfence/mutex"
@@ -24,6 +26,7 @@ const (
 )
 
 type telemetry struct {
+	tp         trace.TracerProvider
 	tracer     trace.Tracer
 	acquireDur metric.Float64Histogram
 	acquired   metric.Int64Counter
@@ -36,7 +39,7 @@ type telemetry struct {
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) *telemetry {
 	m := mp.Meter(instrumentation)
-	t := &telemetry{tracer: tp.Tracer(instrumentation), byOutcome: map[string]*outcomeOpts{}}
+	t := &telemetry{tp: tp, tracer: tp.Tracer(instrumentation), byOutcome: map[string]*outcomeOpts{}}
 	for _, o := range lockOutcomes {
 		t.byOutcome[o] = newOutcomeOpts(o)
 	}
@@ -92,10 +95,23 @@ func newOutcomeOpts(outcome string) *outcomeOpts {
 	return &outcomeOpts{record: []metric.RecordOption{set}, add: []metric.AddOption{set}}
 }
 
+// unsetGlobalTP is the global TracerProvider as it is before a program sets
+// one (package initialisation runs before main): otel's delegating default.
+// Until an SDK is installed, its spans do not record, yet each costs three
+// allocations and a context. A Locker built on it (no WithTracerProvider)
+// skips its spans while the global provider is still that default, and
+// starts them as soon as one is set (its tracer then delegates to it).
+var unsetGlobalTP = otel.GetTracerProvider()
+
 // startSpan starts a span and, only when it records, sets the key and (when
 // there is one, above zero) the token. Attributes built up front, or passed
 // on as a variadic slice, would cost allocations on every call otherwise.
+//
+// While no SDK is installed it starts nothing: see unsetGlobalTP.
 func (t *telemetry) startSpan(ctx context.Context, name, key string, token int64) (context.Context, trace.Span) {
+	if t.tp == unsetGlobalTP && otel.GetTracerProvider() == unsetGlobalTP {
+		return ctx, noop.Span{}
+	}
 	ctx, span := t.tracer.Start(ctx, name)
 	if span.IsRecording() {
 		span.SetAttributes(attrKey.String(key))
