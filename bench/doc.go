@@ -1,5 +1,15 @@
-// Package bench compares redfence with the raw floor (and, as issue 10
-// adds them, its peers) side by side, against private redis-servers started
-// by internal/testutil. It is a module of its own so that peers never enter
-// redfence's go.mod. Run with make bench.
+// Package bench compares redfence with the raw floor (SET NX PX, then a
+// compare-and-delete EVALSHA) and with its peers, bsm/redislock and
+// go-redsync/redsync, side by side, against private redis-servers started by
+// internal/testutil (and PostgreSQL for fenced). It is a module of its own so
+// that peers never enter redfence's go.mod.
+//
+// Benchmarks: Uncontended (each subject on its own, sequential, with a busy
+// CPU, and parallel, with allocs/op), Paired (a subject and its reference in
+// alternating 16-cycle blocks, so that their ratio covers the same seconds of
+// a noisy host), Contended (one key, 2/8/32 goroutines through one Locker
+// and four), Renewal, Fenced and Stampede. make bench runs them in
+// interleaved rounds and bench/report prints medians and per-round ratios;
+// make bench-server (bench/servercost) counts the Redis server's instructions
+// per uncontended cycle under callgrind.
 package bench
