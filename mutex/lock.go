@@ -30,7 +30,6 @@ type Lock struct {
 	lateDone     []atomic.Bool   // by node: that late node carries it
 	releaseNodes []int           // Unlock's own release went to these (the others: releaseLate)
 	relKeys      [2]string       // the release script's keys (keys)
-	nRelKeys     int
 
 	mu        sync.Mutex
 	count     int // local re-entries through the context, plus one
@@ -80,7 +79,7 @@ func newLock(caller context.Context, l *Locker, key, lockKey, owner string, toke
 	// The lock's context carries no caller cancellation, only the lock's own
 	// lifetime; it keeps the caller's values (trace span, held locks) so that
 	// Lock(lk.Context(), key) re-enters.
-	lk.nRelKeys = copy(lk.relKeys[:], l.releaseKeys(lockKey))
+	copy(lk.relKeys[:], l.releaseKeys(lockKey))
 	lk.values = lockValues{parent: caller, lk: lk}
 	lk.ctx, lk.cancel = context.WithCancelCause(&lk.values)
 	lk.mu.Lock()
@@ -390,7 +389,12 @@ func (lk *Lock) usable(ctx context.Context) error {
 
 // keys are the release script's keys (see releaseKeys), kept in the Lock:
 // Unlock allocates no slice for them.
-func (lk *Lock) keys() []string { return lk.relKeys[:lk.nRelKeys] }
+func (lk *Lock) keys() []string {
+	if lk.l.nodes != nil {
+		return lk.relKeys[:1]
+	}
+	return lk.relKeys[:]
+}
 
 // releaseKeys are the release script's keys: the lock and, on a single
 // deployment, the queue of waiting Lockers.
