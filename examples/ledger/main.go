@@ -3,7 +3,7 @@
 // Workers move money between accounts in PostgreSQL, each transfer under a
 // redfence mutex: read two balances, compute, write them back. One worker
 // stalls while holding the lock (a simulated GC pause) until its lease has
-// run out and other workers have changed its accounts; then it wakes
+// run out and the other workers, done, have changed its accounts; then it wakes
 // and writes balances computed from what it read before the pause. With
 // fencing (the default) its write carries its lock's token, fenced.Guard sees
 // a newer token already accepted and rejects it: the total is unchanged.
@@ -124,6 +124,7 @@ func run(ctx context.Context, out io.Writer, o options) (result, error) {
 		return result{}, err
 	}
 	d := &ledgerRun{o: o, pool: pool, guard: guard, out: out, res: &res}
+	d.running.Add(o.workers)
 	var wg sync.WaitGroup
 	errs := make([]error, o.workers)
 	for w := range o.workers {
@@ -163,18 +164,28 @@ type ledgerRun struct {
 	out   io.Writer
 	res   *result
 	mu    sync.Mutex // serialises output lines
+
+	// running counts the workers still transferring under the lock: each
+	// leaves it when it finishes or stalls. A stalled worker writes only
+	// once it is zero, one stalled worker at a time (staleMu), so that no
+	// correct transfer can overwrite its stale write and undo the damage
+	// the demo is about.
+	running sync.WaitGroup
+	staleMu sync.Mutex
 }
 
 // worker runs o.transfers transfers; workers below o.stalls stall once, in
 // the middle of their run.
 func (d *ledgerRun) worker(ctx context.Context, w int, l *mutex.Locker) error {
+	leave := sync.OnceFunc(d.running.Done)
+	defer leave()
 	rng := rand.New(rand.NewPCG(uint64(w), 42))
 	for i := range d.o.transfers {
 		stall := w < d.o.stalls && i == d.o.transfers/2
 		from := rng.IntN(d.o.accounts)
 		to := (from + 1 + rng.IntN(d.o.accounts-1)) % d.o.accounts
 		amount := int64(1 + rng.IntN(50))
-		if err := d.transfer(ctx, w, l, from, to, amount, stall); err != nil {
+		if err := d.transfer(ctx, w, l, from, to, amount, stall, leave); err != nil {
 			return fmt.Errorf("worker %d: %w", w, err)
 		}
 	}
@@ -184,7 +195,7 @@ func (d *ledgerRun) worker(ctx context.Context, w int, l *mutex.Locker) error {
 // transfer is a read-modify-write under the ledger's lock: read both
 // balances, compute, write both back as absolute values. Correct while the
 // lock holds; a lost update when it does not, unless the fence stops it.
-func (d *ledgerRun) transfer(ctx context.Context, w int, l *mutex.Locker, from, to int, amount int64, stall bool) error {
+func (d *ledgerRun) transfer(ctx context.Context, w int, l *mutex.Locker, from, to int, amount int64, stall bool, leave func()) error {
 	// A real GC pause stops the whole process, renewal included. Here only
 	// this goroutine sleeps, so the stalling transfer runs without renewal.
 	lk, err := l.Lock(ctx, "ledger", mutex.WithTTL(d.o.ttl), mutex.WithAutoRenew(!stall))
@@ -204,24 +215,22 @@ func (d *ledgerRun) transfer(ctx context.Context, w int, l *mutex.Locker, from, 
 	}
 	if stall {
 		d.say("worker %d holds the lock (token %d) and stalls...", w, lk.Token())
-		// The pause lasts until the lease is over and other workers have
-		// changed what we read: the two balances no longer add up to what
-		// they did, so writing ours back creates or destroys money.
+		// The pause lasts until the lease is over and the other workers
+		// have finished (or stalled too), having changed what we read: the
+		// two balances no longer add up to what they did, so writing ours
+		// back creates or destroys money, and nobody overwrites it.
 		<-lk.Context().Done()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			var sum int64
-			err := d.pool.QueryRow(ctx, `SELECT sum(balance)::bigint FROM `+schema+`.accounts WHERE id IN ($1, $2)`, from, to).Scan(&sum)
-			if err != nil {
-				return err
-			}
-			if sum != fromBal+toBal {
-				break
-			}
-			if time.Now().After(deadline) {
-				return errors.New("nobody else changed the stalled worker's accounts")
-			}
-			time.Sleep(2 * time.Millisecond) // poll with a deadline
+		leave()
+		d.running.Wait()
+		d.staleMu.Lock()
+		defer d.staleMu.Unlock()
+		var sum int64
+		err := d.pool.QueryRow(ctx, `SELECT sum(balance)::bigint FROM `+schema+`.accounts WHERE id IN ($1, $2)`, from, to).Scan(&sum)
+		if err != nil {
+			return err
+		}
+		if sum == fromBal+toBal {
+			return errors.New("nobody else changed the stalled worker's accounts")
 		}
 		d.say("worker %d wakes up after its lease ended (%v) and writes from its stale read", w, context.Cause(lk.Context()))
 	}
