@@ -25,7 +25,9 @@ const pairBlock = 16
 // 0.95 to 1.55 while neither subject changed; the paired ratios of one
 // subject stay within a few per cent of each other.
 //
-// ns/op is the subject's time per cycle, ref-ns/op the reference's. In
+// Each is named <mode>/<subject>-vs-<reference>, which is all bench/report
+// needs to print it. ns/op is the subject's time per cycle, ref-ns/op the
+// reference's. In
 // parallel mode each block runs on GOMAXPROCS goroutines (distinct keys) at
 // once, and the two sides never overlap.
 //
@@ -48,7 +50,7 @@ func BenchmarkPaired(b *testing.B) {
 		}
 		for _, p := range pairs {
 			sub, ref := all[p[0]], all[p[1]]
-			b.Run(mode+"/"+sub.name, func(b *testing.B) {
+			b.Run(mode+"/"+sub.name+"-vs-"+ref.name, func(b *testing.B) {
 				if mode == "seq-busy" {
 					defer spin(b)()
 				}

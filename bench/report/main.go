@@ -93,14 +93,17 @@ func main() {
 
 	// BenchmarkPaired takes its ratio inside the benchmark, over alternating
 	// blocks of cycles: the steadiest figure on a noisy host.
+	// Its names say the pair: Paired/<mode>/<subject>-vs-<reference>.
 	fmt.Printf("\npaired ratios (alternating blocks inside one benchmark; per round, then median)\n\n")
-	for _, mode := range []string{"seq", "seq-busy", "parallel"} {
-		for _, p := range [][2]string{{"redfence", "floor"}, {"scripts", "floor"}, {"redlock-5", "redsync-5"}} {
-			name := "Paired/" + mode + "/" + p[0]
-			rs := collect(rounds, name, "x-ref")
-			if len(rs) > 0 {
-				fmt.Printf("%-40s %.2f × %s   (rounds: %s)\n", name, median(rs), p[1], join(rs))
-			}
+	for _, name := range order {
+		pair, ok := strings.CutPrefix(name, "Paired/")
+		if !ok {
+			continue
+		}
+		if rs := collect(rounds, name, "x-ref"); len(rs) > 0 {
+			mode, subs, _ := strings.Cut(pair, "/")
+			sub, ref, _ := strings.Cut(subs, "-vs-")
+			fmt.Printf("%-40s %.2f × %s   (rounds: %s)\n", "Paired/"+mode+"/"+sub, median(rs), ref, join(rs))
 		}
 	}
 }
