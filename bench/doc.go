@@ -5,7 +5,8 @@
 // that peers never enter redfence's go.mod.
 //
 // Benchmarks: Uncontended (each subject on its own, sequential, with a busy
-// CPU, and parallel, with allocs/op), Paired (a subject and its reference in
+// CPU, and parallel, with allocs/op and the CPU time per cycle of the client
+// and of the servers), Paired (a subject and its reference in
 // alternating 16-cycle blocks, so that their ratio covers the same seconds of
 // a noisy host), Contended (one key, 2/8/32 goroutines through one Locker
 // and four), Renewal, Fenced and Stampede. make bench runs them in

@@ -79,7 +79,8 @@ func spin(b *testing.B) func() {
 
 // BenchmarkUncontended is one Lock+Unlock cycle with nobody else around, for
 // every subject: sequential, sequential with a spinning process, and with
-// GOMAXPROCS goroutines on distinct keys.
+// GOMAXPROCS goroutines on distinct keys. Sequential and parallel also report
+// the CPU time per cycle, the client's and the servers' (see cpuMeter).
 func BenchmarkUncontended(b *testing.B) {
 	s := startServers(b)
 	ctx := context.Background()
@@ -87,9 +88,11 @@ func BenchmarkUncontended(b *testing.B) {
 	for _, sub := range subjects {
 		b.Run("seq/"+sub.name, func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := startCPU(b, s.all()...)
 			for b.Loop() {
 				cycle(ctx, b, sub, "seq-"+sub.name)
 			}
+			cpu.report(b)
 		})
 	}
 	for _, sub := range subjects {
@@ -105,12 +108,14 @@ func BenchmarkUncontended(b *testing.B) {
 	for _, sub := range subjects {
 		b.Run("parallel/"+sub.name, func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := startCPU(b, s.all()...)
 			b.RunParallel(func(pb *testing.PB) {
 				key := "par-" + sub.name + "-" + strconv.FormatInt(n.Add(1), 10)
 				for pb.Next() {
 					cycle(ctx, b, sub, key)
 				}
 			})
+			cpu.report(b)
 		})
 	}
 }

@@ -45,6 +45,11 @@ func startServers(b *testing.B) *servers {
 	return &servers{one: one, five: five, rtt: &counter{}}
 }
 
+// all is every server of the run.
+func (s *servers) all() []*testutil.RedisServer {
+	return append([]*testutil.RedisServer{s.one}, s.five...)
+}
+
 // client is a plain go-redis client (the defaults every peer gets) with the
 // round-trip counter.
 func (s *servers) client(b *testing.B, srv *testutil.RedisServer) *redis.Client {

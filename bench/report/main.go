@@ -91,6 +91,16 @@ func main() {
 		ratio(rounds, "Fenced/"+mode+"/fenced", "Fenced/"+mode+"/plain", "ns/op", "× plain transaction")
 	}
 
+	// CPU time per cycle, client and servers together: what bounds a cycle
+	// once the client and its servers share the host's CPUs.
+	fmt.Printf("\nCPU per cycle, client + servers (per round, then median)\n\n")
+	for _, mode := range []string{"seq", "parallel"} {
+		ratio(rounds, "Uncontended/"+mode+"/redfence", "Uncontended/"+mode+"/floor", "cpu-ns/op", "× floor CPU")
+		ratio(rounds, "Uncontended/"+mode+"/redlock-5", "Uncontended/"+mode+"/redsync-5", "cpu-ns/op", "× redsync-5 CPU")
+		ratio(rounds, "Uncontended/"+mode+"/redlock-5", "Uncontended/"+mode+"/redsync-5", "client-cpu-ns/op", "× redsync-5 client CPU")
+		ratio(rounds, "Uncontended/"+mode+"/redlock-5", "Uncontended/"+mode+"/redsync-5", "server-cpu-ns/op", "× redsync-5 server CPU")
+	}
+
 	// BenchmarkPaired takes its ratio inside the benchmark, over alternating
 	// blocks of cycles: the steadiest figure on a noisy host.
 	// Its names say the pair: Paired/<mode>/<subject>-vs-<reference>.
