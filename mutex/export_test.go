@@ -1,6 +1,12 @@
 package mutex
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
 
 // LockKeyOf exposes the Redis key of a user key to the tests.
 func LockKeyOf(l *Locker, key string) string { return l.lockKey(key) }
@@ -47,3 +53,16 @@ func IdleWorkers(l *Locker) int {
 
 // ParseAcquire exposes the reading of the acquire script's reply.
 func ParseAcquire(reply any) ([3]int64, string, error) { return parseAcquire(reply) }
+
+// UnsetGlobalTP is otel's default global TracerProvider, as the package saw
+// it at initialisation.
+func UnsetGlobalTP() trace.TracerProvider { return unsetGlobalTP }
+
+// StartsSpans reports whether l starts a span (recording or not) for a lock
+// operation now.
+func StartsSpans(l *Locker) bool {
+	_, span := l.tel.startSpan(context.Background(), "probe", "probe", 0)
+	defer span.End()
+	_, skipped := span.(noop.Span)
+	return !skipped
+}

@@ -3,6 +3,8 @@ package mutex_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -324,9 +326,21 @@ func TestAcquireReplies(t *testing.T) {
 // A Locker on the global TracerProvider (no WithTracerProvider) starts no
 // spans while nothing is installed (otel's default makes only non-recording
 // ones), and records them once a program installs an SDK, even after the
-// Locker was built. The global provider stays set for the rest of the
-// package's tests; its processor is shut down with the test.
+// Locker was built. otel's default delegates to the first provider set, once
+// per process, so the test runs in a fresh process of its own (this binary
+// again): repeatable under -count, and the package's other tests never see a
+// global provider.
 func TestSpansOnceAGlobalProviderIsSet(t *testing.T) {
+	const env = "REDFENCE_SPANS_CHILD"
+	if os.Getenv(env) == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSpansOnceAGlobalProviderIsSet$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), env+"=1")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "child process:\n%s", out)
+		require.Contains(t, string(out), "--- PASS: TestSpansOnceAGlobalProviderIsSet", "child process:\n%s", out)
+		return
+	}
+	require.Same(t, mutex.UnsetGlobalTP(), otel.GetTracerProvider(), "the child process starts with otel's default provider")
 	c, _ := testutil.Redis(t)
 	l := newLocker(t, c)
 	ctx := context.Background()
@@ -337,6 +351,7 @@ func TestSpansOnceAGlobalProviderIsSet(t *testing.T) {
 		require.NoError(t, lk.Unlock(ctx))
 	}
 	cycle("before")
+	assert.False(t, mutex.StartsSpans(l), "a span started while no provider is installed: three allocations for nothing")
 
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
@@ -356,4 +371,5 @@ func TestSpansOnceAGlobalProviderIsSet(t *testing.T) {
 		assert.Equal(t, "after", key, s.Name())
 	}
 	assert.ElementsMatch(t, []string{"redfence.Lock", "redfence.Unlock"}, names)
+	assert.True(t, mutex.StartsSpans(l), "no span once a provider is installed")
 }
