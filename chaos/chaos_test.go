@@ -98,6 +98,12 @@ func newWorld(t *testing.T, name string) *world {
 		INSERT INTO `+table+` VALUES (1, 0);
 		CREATE TABLE `+table+`_accepted (seq bigserial PRIMARY KEY, token bigint NOT NULL)`)
 	require.NoError(t, err)
+	// Dropped afterwards, so that the test can run again in the same package
+	// database (go test -count).
+	t.Cleanup(func() {
+		_, err := pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table+`, `+table+`_accepted, fences_`+name)
+		assert.NoError(t, err)
+	})
 	g := fenced.New(pool, fenced.WithTable("fences_"+name))
 	require.NoError(t, g.Migrate(ctx))
 	return &world{t: t, pool: pool, guard: g, table: table, start: time.Now(),
