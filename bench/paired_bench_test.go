@@ -111,7 +111,7 @@ func scriptsSubject(b *testing.B, c *redis.Client) subject {
 		keys := []string{"redfence:{" + key + "}", "redfence:{" + key + "}:q"}
 		tok, err := acquire.Run(ctx, c, keys[:1], owner, int64(10000)).Text()
 		if err != nil {
-			return nil, err // a table: not acquired (see acquire.lua)
+			return nil, err // a number (held) or a table (re-entered): not a fresh acquisition (see acquire.lua)
 		}
 		return func() error { return release.Run(ctx, c, keys, owner, tok).Err() }, nil
 	}}
