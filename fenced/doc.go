@@ -41,6 +41,27 @@
 // failure (SQLSTATE 40001) instead, which Do returns unchanged, like
 // deadlocks (40P01): retry the whole unit of work, with the token you hold.
 //
+// # Errors
+//
+// Do, Check and Migrate report each situation with the error on its right;
+// errors.Is finds the sentinels through any wrapping:
+//
+//	Situation                                        Error
+//	bad argument, option or Guard (see below)        ErrInvalid, before any round trip
+//	ctx already done                                 ctx.Err(), wrapped, before any round trip
+//	token lower than the highest recorded            ErrStaleToken, a *StaleTokenError
+//	fence table missing                              ErrNotMigrated: call Guard.Migrate
+//	PostgreSQL or connection failure, ctx ending     pgx's error wrapped with %w (*pgconn.PgError, ctx.Err(), ...)
+//	fn returned an error                             that error, as it is
+//
+// Bad arguments are: a nil or typed-nil database, a nil or zero Guard, a
+// nil ctx, fn or tx, a bad WithTable name, and a resource or token outside
+// these limits:
+//
+//   - resource: 1 to MaxResourceLen (1024) bytes of valid UTF-8 without NUL
+//     bytes, which PostgreSQL text cannot hold;
+//   - token: 0 to math.MaxInt64 (the fence table checks token >= 0 too).
+//
 // # Tables
 //
 // Migrate creates the fence table (default redfence_fences, WithTable to

@@ -3,6 +3,7 @@ package fenced
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 var (
@@ -13,10 +14,15 @@ var (
 	// ErrInvalid is matched by errors for bad arguments or configuration,
 	// returned before any round trip to the database.
 	ErrInvalid = errors.New("fenced: invalid argument")
+	// ErrNotMigrated is matched by the error Do and Check return when the
+	// fence table does not exist. The error also wraps PostgreSQL's
+	// *pgconn.PgError (SQLSTATE 42P01).
+	ErrNotMigrated = errors.New("fenced: fence table does not exist (call Guard.Migrate first)")
 )
 
 // StaleTokenError says which write was refused and why: Token is lower than
 // Highest, the highest token recorded for Resource when the write was checked.
+// Its message quotes at most the first 64 bytes of Resource.
 type StaleTokenError struct {
 	Resource string
 	Token    int64
@@ -24,7 +30,7 @@ type StaleTokenError struct {
 }
 
 func (e *StaleTokenError) Error() string {
-	return fmt.Sprintf("fenced: stale token %d for resource %q: %d was already accepted", e.Token, e.Resource, e.Highest)
+	return fmt.Sprintf("fenced: stale token %d for resource %q: %d was already accepted", e.Token, clip(e.Resource), e.Highest)
 }
 
 // Is reports whether target is ErrStaleToken.
@@ -32,4 +38,17 @@ func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// clip shortens s for an error message, so that a long argument is not
+// echoed whole. It cuts at a rune boundary.
+func clip(s string) string {
+	n := 64
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -31,9 +35,16 @@ type Guard struct {
 	tel     telemetry
 }
 
-// New returns a Guard over db. A nil db or a bad option does not panic: the
-// Guard's methods return an error matching ErrInvalid without a round trip.
-// Call Migrate once (at start-up or from your migrations) before Do.
+// MaxResourceLen is the longest resource, in bytes, that Do and Check
+// accept. It keeps the fence table's primary-key entries well under
+// PostgreSQL's B-tree row limit (about 2.7 KB).
+const MaxResourceLen = 1024
+
+// New returns a Guard over db. A nil db, a typed nil one (a nil
+// *pgxpool.Pool or *pgx.Conn in the interface) or a bad option does not
+// panic: the Guard's methods return an error matching ErrInvalid without a
+// round trip. Call Migrate once (at start-up or from your migrations) before
+// Do; until then Do and Check return an error matching ErrNotMigrated.
 func New(db Beginner, opts ...Option) *Guard {
 	cfg := config{table: DefaultTable}
 	for _, o := range opts {
@@ -44,6 +55,10 @@ func New(db Beginner, opts ...Option) *Guard {
 	g := &Guard{db: db, tel: newTelemetry(cfg.tracer, cfg.meter)}
 	if db == nil {
 		g.err = invalid("nil database")
+		return g
+	}
+	if isNil(db) {
+		g.err = invalid("nil database: a nil %T", db)
 		return g
 	}
 	g.table, g.err = quoteTable(cfg.table)
@@ -57,25 +72,32 @@ RETURNING token`
 
 // Migrate creates the fence table if it does not exist. It is idempotent and
 // safe to run from several processes at once (a transaction-scoped advisory
-// lock serialises them). It does not alter an existing table.
+// lock serialises them). It does not alter an existing table, nor create
+// its schema. A nil ctx or an unusable Guard returns an error matching
+// ErrInvalid, and a ctx already done returns ctx.Err() (wrapped), both
+// without a round trip; errors from PostgreSQL come back wrapped with %w.
 func (g *Guard) Migrate(ctx context.Context) error {
-	if g.err != nil {
-		return g.err
+	if err := g.usable(ctx); err != nil {
+		return err
 	}
-	return pgx.BeginFunc(ctx, g.db, func(tx pgx.Tx) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("fenced: migrate: %w", err)
+	}
+	err := pgx.BeginFunc(ctx, g.db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('redfence.fenced.migrate'))`); err != nil {
-			return fmt.Errorf("fenced: migrate: %w", err)
+			return err
 		}
 		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+g.table+` (
 	resource   text        PRIMARY KEY,
 	token      bigint      NOT NULL CHECK (token >= 0),
 	updated_at timestamptz NOT NULL DEFAULT now()
 )`)
-		if err != nil {
-			return fmt.Errorf("fenced: migrate: %w", err)
-		}
-		return nil
+		return err
 	})
+	if err != nil {
+		return fmt.Errorf("fenced: migrate: %w", err)
+	}
+	return nil
 }
 
 // Do runs fn in one transaction that first records token for resource.
@@ -84,7 +106,15 @@ func (g *Guard) Migrate(ctx context.Context) error {
 // back without calling fn and returns a *StaleTokenError (errors.Is
 // ErrStaleToken). An equal token is accepted. Otherwise Do calls fn with the
 // transaction and commits when fn returns nil; the token is recorded only if
-// the commit succeeds, together with fn's writes.
+// the commit succeeds, together with fn's writes. When the fence table does
+// not exist, Do returns an error matching ErrNotMigrated.
+//
+// Before any round trip, Do returns an error matching ErrInvalid for a nil
+// ctx, a nil fn, an unusable Guard (nil, zero or from a bad New), a resource
+// that is empty, longer than MaxResourceLen bytes, not valid UTF-8 or holds
+// a NUL byte (PostgreSQL text cannot store those), or a negative token:
+// tokens run from 0 to math.MaxInt64. A ctx already done returns ctx.Err()
+// (wrapped), also without a round trip.
 //
 // When fn returns an error, Do rolls back and returns that error as it is.
 // When fn panics, Do rolls back and the panic continues. Errors from
@@ -96,11 +126,14 @@ func (g *Guard) Migrate(ctx context.Context) error {
 //
 // fn must do all its writes through tx, and must not commit or roll it back.
 func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ctx context.Context, tx pgx.Tx) error) (err error) {
-	if err := g.validate(resource, token); err != nil {
+	if err := g.validate(ctx, resource, token); err != nil {
 		return err
 	}
 	if fn == nil {
 		return invalid("nil fn")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("fenced: %w", err)
 	}
 	ctx, span := g.tel.tracer.Start(ctx, "redfence.fenced.Do", trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attrResource.String(resource), attrToken.Int64(token)))
@@ -136,12 +169,18 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 // anyway are not protected. Under REPEATABLE READ or SERIALIZABLE it must
 // come first for another reason too: the snapshot is taken at the first
 // statement, and the fence row has to be read in it.
+//
+// Bad arguments and a done ctx are reported as by Do, before any round
+// trip; a nil tx (typed nil included) is ErrInvalid too.
 func (g *Guard) Check(ctx context.Context, tx pgx.Tx, resource string, token int64) (err error) {
-	if err := g.validate(resource, token); err != nil {
+	if err := g.validate(ctx, resource, token); err != nil {
 		return err
 	}
-	if tx == nil {
+	if isNil(tx) {
 		return invalid("nil transaction")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("fenced: %w", err)
 	}
 	ctx, span := g.tel.tracer.Start(ctx, "redfence.fenced.Check", trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attrResource.String(resource), attrToken.Int64(token)))
@@ -149,14 +188,37 @@ func (g *Guard) Check(ctx context.Context, tx pgx.Tx, resource string, token int
 	return g.check(ctx, tx, resource, token, span)
 }
 
-func (g *Guard) validate(resource string, token int64) error {
+// usable returns the ErrInvalid every method reports for a Guard it cannot
+// use or a nil ctx.
+func (g *Guard) usable(ctx context.Context) error {
 	switch {
 	case g == nil:
 		return invalid("nil Guard")
 	case g.err != nil:
 		return g.err
+	case g.db == nil:
+		return invalid("zero Guard: make one with New")
+	case ctx == nil:
+		return invalid("nil context")
+	}
+	return nil
+}
+
+// validate is usable plus the limits on resource and token. The messages
+// give the resource's length, never the resource, which may be huge.
+func (g *Guard) validate(ctx context.Context, resource string, token int64) error {
+	if err := g.usable(ctx); err != nil {
+		return err
+	}
+	switch {
 	case resource == "":
 		return invalid("empty resource")
+	case len(resource) > MaxResourceLen:
+		return invalid("resource is %d bytes, over the limit of %d", len(resource), MaxResourceLen)
+	case strings.IndexByte(resource, 0) >= 0:
+		return invalid("resource has a NUL byte, which PostgreSQL text cannot hold")
+	case !utf8.ValidString(resource):
+		return invalid("resource is not valid UTF-8")
 	case token < 0:
 		return invalid("negative token %d", token)
 	}
@@ -174,11 +236,15 @@ func (g *Guard) check(ctx context.Context, tx pgx.Tx, resource string, token int
 		g.tel.checks.Add(ctx, 1, metric.WithAttributes(attrOutcome.String("accepted")))
 		return nil
 	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table: the upsert names no other table
+		return fmt.Errorf("%w: %s: %w", ErrNotMigrated, g.table, err)
+	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("fenced: check %q: %w", resource, err)
+		return fmt.Errorf("fenced: check %q: %w", clip(resource), err)
 	}
 	if err := tx.QueryRow(ctx, g.highest, resource).Scan(&got); err != nil {
-		return fmt.Errorf("fenced: check %q: read highest token: %w", resource, err)
+		return fmt.Errorf("fenced: check %q: read highest token: %w", clip(resource), err)
 	}
 	span.SetAttributes(attrOutcome.String("stale"), attrHighest.Int64(got))
 	g.tel.checks.Add(ctx, 1, metric.WithAttributes(attrOutcome.String("stale")))
@@ -203,6 +269,20 @@ const (
 	attrHighest  = attribute.Key("redfence.highest")
 	attrOutcome  = attribute.Key("redfence.outcome")
 )
+
+// isNil reports whether v is nil or holds a nil pointer, func, map, chan or
+// slice: a typed nil, such as a nil *pgxpool.Pool, whose methods would
+// dereference it.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Chan, reflect.Slice, reflect.UnsafePointer:
+		return rv.IsNil()
+	}
+	return false
+}
 
 func endSpan(span trace.Span, err error) {
 	if err != nil && !errors.Is(err, ErrStaleToken) {

@@ -2,6 +2,7 @@ package fenced
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/metric"
@@ -26,13 +27,16 @@ const DefaultTable = "redfence_fences"
 
 // WithTable names the fence table: "name" or "schema.name". Each part is
 // quoted as an identifier, so it is used exactly as given (case included);
-// a part may not be empty, longer than 63 bytes or contain a dot or a NUL.
-// Default: DefaultTable, in the connection's search_path.
+// a part may not be empty, longer than 63 bytes, contain a dot or a NUL, or
+// be invalid UTF-8: the Guard's methods report such a name as ErrInvalid.
+// Migrate does not create the schema. Default: DefaultTable, in the
+// connection's search_path.
 func WithTable(name string) Option {
 	return optionFunc(func(c *config) { c.table = name })
 }
 
-// WithTracerProvider sets where spans go. Default: the global provider.
+// WithTracerProvider sets where spans go. Default, and for a nil tp (typed
+// nil included): the global provider.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(c *config) { c.tracer = tp })
 }
@@ -41,22 +45,25 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 func quoteTable(name string) (string, error) {
 	parts := strings.Split(name, ".")
 	if len(parts) > 2 {
-		return "", invalid("table name %q has more than schema.name", name)
+		return "", invalid("table name %q has more than schema.name", clip(name))
 	}
 	for _, p := range parts {
 		switch {
 		case p == "":
-			return "", invalid("table name %q has an empty part", name)
+			return "", invalid("table name %q has an empty part", clip(name))
 		case len(p) > 63:
-			return "", invalid("table name part %q is longer than PostgreSQL's 63 bytes", p)
+			return "", invalid("table name part %q is %d bytes, longer than PostgreSQL's 63", clip(p), len(p))
 		case strings.ContainsRune(p, 0):
-			return "", invalid("table name %q contains NUL", name)
+			return "", invalid("table name %q contains NUL", clip(name))
+		case !utf8.ValidString(p):
+			return "", invalid("table name %q is not valid UTF-8", clip(name))
 		}
 	}
 	return pgx.Identifier(parts).Sanitize(), nil
 }
 
-// WithMeterProvider sets where metrics go. Default: the global provider.
+// WithMeterProvider sets where metrics go. Default, and for a nil mp (typed
+// nil included): the global provider.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) { c.meter = mp })
 }

@@ -14,10 +14,10 @@ type telemetry struct {
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) telemetry {
-	if tp == nil {
+	if isNil(tp) { // the SDK's providers panic when typed nil
 		tp = otel.GetTracerProvider()
 	}
-	if mp == nil {
+	if isNil(mp) {
 		mp = otel.GetMeterProvider()
 	}
 	t := telemetry{tracer: tp.Tracer(instrumentation)}
