@@ -111,4 +111,32 @@
 // A lock's key (which also holds its fencing counter) and its release channel
 // share one hash slot: the user key sits in a hash tag, or, when it contains
 // braces, the SHA-1 of it does.
+//
+// # Errors
+//
+// Every error is errors.Is one of these sentinels, or a server or context
+// error, wrapped:
+//
+//	situation                                            error
+//	bad argument or option, nil or typed-nil client,     ErrInvalid (nothing is sent to Redis)
+//	  nil ctx, Redlock of < 3 or repeated nodes
+//	TryLock: another owner holds the key                 ErrNotAcquired (Redlock: a *QuorumError)
+//	TryLock: Redis refused, failed or did not answer     ErrUnavailable, wrapping the server's error
+//	  (Redlock: too few nodes answered)                    (Redlock: a *QuorumError, node by node)
+//	Lock: ctx ended first                                ErrNotAcquired and ctx.Err(), joined; also
+//	                                                       ErrUnavailable and the server's error when
+//	                                                       the last attempts failed or none got an answer
+//	a call on a closed Locker                            ErrClosed
+//	Unlock, Extend or TTL of a lock no longer held       ErrNotHeld (nothing is changed)
+//	Unlock, Extend or TTL failing on the server          the server's error
+//	context.Cause(lk.Context()) after a loss / release   ErrLockLost / ErrReleased
+//	WithReplicaAck: too few replicas acknowledged        ErrNotAcquired and a *ReplicaAckError
+//
+// ErrNotAcquired without ErrUnavailable means contention: other holders stood
+// in the way. ErrUnavailable means an outage, so that an adapter can retry a
+// busy key quietly and report a down server.
+//
+// Limits: keys of 1 to MaxKeyLen bytes; leases (WithTTL, Extend) from MinTTL
+// to MaxTTL; owner ids of 1 to 512 bytes; WithFenceTTL at least 1s. A grant
+// that arrives after its lease ran out is given back, never returned.
 package mutex

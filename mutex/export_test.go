@@ -54,9 +54,8 @@ func IdleWorkers(l *Locker) int {
 // ParseAcquire exposes the reading of the acquire script's reply.
 func ParseAcquire(reply any) ([3]int64, string, error) { return parseAcquire(reply) }
 
-// UnsetGlobalTP is otel's default global TracerProvider, as the package saw
-// it at initialisation.
-func UnsetGlobalTP() trace.TracerProvider { return unsetGlobalTP }
+// IsUnsetGlobal reports whether tp is otel's default global TracerProvider.
+func IsUnsetGlobal(tp trace.TracerProvider) bool { return isUnsetGlobal(tp) }
 
 // StartsSpans reports whether l starts a span (recording or not) for a lock
 // operation now.

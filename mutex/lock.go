@@ -138,6 +138,28 @@ func (lk *Lock) Context() context.Context {
 	return lk.ctx
 }
 
+// Join returns a context for work done under the lock on behalf of ctx's
+// caller: it carries the lock's context's values and ctx's deadline, and is
+// done when ctx is done (cause: ctx's) or the lock is lost or released
+// (cause: ErrLockLost or ErrReleased), whichever comes first. Call cancel
+// when the work is over. A nil ctx joins nothing: the lock's context alone.
+func (lk *Lock) Join(ctx context.Context) (context.Context, context.CancelFunc) {
+	jctx, cancel := context.WithCancelCause(lk.Context())
+	if ctx == nil {
+		return jctx, func() { cancel(context.Canceled) }
+	}
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	cancelDeadline := context.CancelFunc(func() {})
+	if dl, ok := ctx.Deadline(); ok {
+		jctx, cancelDeadline = context.WithDeadline(jctx, dl)
+	}
+	return jctx, func() {
+		cancelDeadline()
+		stop()
+		cancel(context.Canceled)
+	}
+}
+
 // Deadline returns the local lease deadline: the lock's context ends with
 // ErrLockLost then unless a renewal or Extend succeeds first.
 func (lk *Lock) Deadline() time.Time {
@@ -157,8 +179,8 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := lk.usable(ctx); err != nil {
 		return err
 	}
-	if ttl < time.Millisecond {
-		return invalid("TTL %v is below 1ms", ttl)
+	if err := checkTTL(ttl); err != nil {
+		return err
 	}
 	ttl = ttl.Truncate(time.Millisecond)
 	ctx, span := lk.l.tel.startSpan(ctx, "redfence.Extend", lk.key, lk.token)
@@ -357,18 +379,16 @@ func (lk *Lock) handOff(ctx context.Context, w *waiter, span trace.Span) error {
 	return nil
 }
 
-// awaitSettled waits, at most one node timeout, until the Redlock nodes that
-// granted the lock after the quorum was reached carry its token as well, so
-// that a quick Unlock frees them too instead of leaving them to the lease.
-func (lk *Lock) awaitSettled() {
+// awaitSettled waits, until timeout fires, for the Redlock nodes that
+// granted the lock after the quorum was reached to carry its token as well,
+// so that a release frees them too instead of leaving them to the lease.
+func (lk *Lock) awaitSettled(timeout <-chan time.Time) {
 	if lk.settled == nil {
 		return
 	}
-	t := time.NewTimer(lk.l.nodeTimeout(lk.ttl))
-	defer t.Stop()
 	select {
 	case <-lk.settled:
-	case <-t.C:
+	case <-timeout:
 	}
 }
 

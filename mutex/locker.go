@@ -15,9 +15,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// maxKeyLen bounds user keys; Redis would take more, but a longer key is
-// almost always a bug (a body used as a key).
-const maxKeyLen = 4096
+// MaxKeyLen bounds user keys, in bytes; Redis would take more, but a longer
+// key is almost always a bug (a body used as a key).
+const MaxKeyLen = 4096
 
 // cleanupTimeout bounds the clean-up after a failed or abandoned attempt,
 // which runs on its own context, never on the caller's dead one.
@@ -38,6 +38,7 @@ type Locker struct {
 	// Redlock (NewRedlock): the independent masters, all of them including
 	// client; nil for a single deployment.
 	nodes  []redis.UniversalClient
+	addrs  []string // by node, for errors; "" where unknown
 	quorum int
 
 	held       atomic.Int64 // Locks of this Locker not yet released or lost
@@ -118,11 +119,22 @@ func (l *Locker) Close() error {
 	held := l.renew.stop()
 	var errs []error
 	if len(held) > 0 && l.err == nil && l.nodes != nil {
+		// Bounded by the node timeout, once for all locks and once for the
+		// release, whatever the number of locks and however hung a node.
+		var ttl time.Duration
 		for _, lk := range held {
-			lk.awaitSettled()
+			lk.mu.Lock()
+			ttl = max(ttl, lk.ttl)
+			lk.mu.Unlock()
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		if err := l.redlockReleaseAll(ctx, held); err != nil {
+		timeout := l.nodeTimeout(ttl)
+		settle := time.NewTimer(timeout)
+		for _, lk := range held {
+			lk.awaitSettled(settle.C)
+		}
+		settle.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		if err := l.redlockReleaseAll(ctx, timeout, held); err != nil {
 			errs = append(errs, err)
 		}
 		cancel()
@@ -189,8 +201,8 @@ func (l *Locker) check(ctx context.Context, key string) error {
 		return invalid("nil context")
 	case key == "":
 		return invalid("empty key")
-	case len(key) > maxKeyLen:
-		return invalid("key of %d bytes exceeds %d", len(key), maxKeyLen)
+	case len(key) > MaxKeyLen:
+		return invalid("key of %d bytes exceeds %d", len(key), MaxKeyLen)
 	}
 	return nil
 }
@@ -216,7 +228,7 @@ func queueOf(lockKey string) string { return lockKey + ":q" }
 // keyTTL is how long the Redis key lives past its last use: the fencing
 // counter's life, and never shorter than the lease.
 func (l *Locker) keyTTL(lease time.Duration) string {
-	if lease*2 <= l.cfg.fenceTTL {
+	if lease <= l.cfg.fenceTTL/2 { // no lease*2: it must not overflow
 		return l.fenceTTLMs
 	}
 	return strconv.FormatInt((lease * 2).Milliseconds(), 10)

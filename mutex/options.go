@@ -176,16 +176,33 @@ func (c *lockConfig) fail(err error) {
 }
 
 // WithTTL sets the lease: how long the lock stays held without renewal.
-// Default 10s; at least 1ms. With auto-renewal the lease is extended every
-// TTL/3, so a holder that dies frees the lock within one TTL.
+// Default 10s; from MinTTL to MaxTTL, in whole milliseconds. With
+// auto-renewal the lease is extended every TTL/3, so a holder that dies
+// frees the lock within one TTL; a job that runs for hours keeps a short
+// lease renewed rather than a long one.
 func WithTTL(d time.Duration) LockOption {
 	return lockOptionFunc(func(c *lockConfig) {
-		if d < time.Millisecond {
-			c.fail(invalid("TTL %v is below 1ms", d))
+		if err := checkTTL(d); err != nil {
+			c.fail(err)
 			return
 		}
 		c.ttl = d.Truncate(time.Millisecond)
 	})
+}
+
+// The range of a lease (WithTTL, Lock.Extend). Below MinTTL a lease would
+// not outlast a round trip and the drift margin; above MaxTTL it is almost
+// surely a unit mistake, and a crashed holder would block the key for days.
+const (
+	MinTTL = 10 * time.Millisecond
+	MaxTTL = 24 * time.Hour
+)
+
+func checkTTL(d time.Duration) error {
+	if d < MinTTL || d > MaxTTL {
+		return invalid("TTL %v is outside %v..%v", d, MinTTL, MaxTTL)
+	}
+	return nil
 }
 
 // WithAutoRenew turns auto-renewal on or off. Default on. Without it the

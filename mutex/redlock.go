@@ -24,17 +24,9 @@ func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Locker, error
 	if len(clients) < 3 {
 		return nil, invalid("Redlock needs at least 3 independent masters, got %d", len(clients))
 	}
-	for i, c := range clients {
-		switch v := c.(type) {
-		case nil:
-			return nil, invalid("Redlock node %d is nil", i)
-		case *redis.Client:
-			if v == nil {
-				return nil, invalid("Redlock node %d is nil", i)
-			}
-		case *redis.ClusterClient:
-			return nil, invalid("Redlock node %d is a Cluster client: Redlock needs independent masters", i)
-		}
+	addrs, err := nodeAddrs(clients)
+	if err != nil {
+		return nil, err
 	}
 	l := New(clients[0], opts...)
 	if l.err != nil {
@@ -43,8 +35,42 @@ func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Locker, error
 		return nil, err
 	}
 	l.nodes = slices.Clone(clients)
+	l.addrs = addrs
 	l.quorum = len(clients)/2 + 1
 	return l, nil
+}
+
+// nodeAddrs checks that Redlock's clients are distinct standalone or
+// Sentinel clients and returns their addresses ("" for Sentinel). One
+// server twice would make one node count as two votes: a quorum of one
+// machine. Two names for one address (localhost and 127.0.0.1) are not
+// caught.
+func nodeAddrs(clients []redis.UniversalClient) ([]string, error) {
+	addrs := make([]string, len(clients))
+	for i, c := range clients {
+		switch v := c.(type) {
+		case nil:
+			return nil, invalid("Redlock node %d is nil", i)
+		case *redis.Client:
+			if v == nil {
+				return nil, invalid("Redlock node %d is nil", i)
+			}
+			if a := v.Options().Addr; a != "FailoverClient" { // go-redis's name for a Sentinel client
+				addrs[i] = a
+			}
+		case *redis.ClusterClient:
+			return nil, invalid("Redlock node %d is a Cluster client: Redlock needs independent masters", i)
+		}
+		for j := range i {
+			if clients[j] == c {
+				return nil, invalid("Redlock nodes %d and %d are the same client: each node must be its own master", j, i)
+			}
+			if addrs[i] != "" && addrs[j] == addrs[i] {
+				return nil, invalid("Redlock nodes %d and %d both reach %s: each node must be its own master", j, i, addrs[i])
+			}
+		}
+	}
+	return addrs, nil
 }
 
 // proposalLead is how far ahead of this process's clock a Redlock attempt
@@ -112,6 +138,7 @@ func (l *Locker) fanoutUntil(ctx context.Context, timeout time.Duration, nodes [
 		})
 	}
 	answered := make([]bool, len(l.nodes))
+	decided := false
 	// callCtx (one timer for both) ends at the timeout, with the caller's
 	// ctx, or once every call returned; in that last case, and in a race
 	// with the others, replies already sent are still taken.
@@ -127,22 +154,48 @@ wait:
 				break wait
 			}
 		}
+		if r.err != nil && callCtx.Err() != nil && (errors.Is(r.err, context.DeadlineExceeded) || errors.Is(r.err, context.Canceled)) {
+			r.err = timedOut(ctx, timeout) // the call returned its context's end
+		}
 		out[r.i] = nodeReply{vals: r.vals, err: r.err}
 		answered[r.i] = true
 		if enough != nil && enough(out, answered) {
+			decided = true
 			break
 		}
 	}
+	// Why a node has no reply: not awaited, the caller's ctx, or the timeout.
+	why := errNotAwaited
+	if !decided {
+		why = timedOut(ctx, timeout)
+	}
 	for _, i := range nodes {
 		if !answered[i] {
-			out[i] = nodeReply{err: context.DeadlineExceeded, pending: done[i], late: &late[i]}
-			if err := ctx.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-				out[i].err = err
-			}
+			out[i] = nodeReply{err: why, pending: done[i], late: &late[i]}
 		}
 	}
 	return out
 }
+
+// errNotAwaited: a node whose reply a fan-out did not wait for, since the
+// others' had decided.
+var errNotAwaited = errors.New("reply not awaited: the other nodes decided")
+
+// timedOut is why a node's call ended unanswered: the caller's ctx, or
+// else the node timeout.
+func timedOut(ctx context.Context, timeout time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return &noReplyError{timeout}
+}
+
+// noReplyError: a node that did not answer within the node timeout.
+type noReplyError struct{ timeout time.Duration }
+
+func (e *noReplyError) Error() string   { return "no reply within " + e.timeout.String() }
+func (e *noReplyError) Timeout() bool   { return true }
+func (e *noReplyError) Temporary() bool { return true }
 
 // callContext is the context of a fan-out's calls: ctx's values, ended at
 // the timeout or with ctx, but not by the fan-out's early return. A ctx that
@@ -219,24 +272,23 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 		voters    []int
 		tokens    = make([]int64, len(l.nodes))
 		reentered = 0
-		held      = 0
 		remaining time.Duration
-		errs      []error
+		answers   = make([]error, len(l.nodes)) // a QuorumError's Nodes
 		outcomes  = make([]string, len(l.nodes))
 	)
 	for i, r := range replies {
 		switch {
 		case r.err != nil:
-			errs = append(errs, r.err)
+			answers[i] = r.err
 			outcomes[i] = "error"
 			if r.pending != nil {
 				outcomes[i] = "timeout"
 			}
 		case len(r.vals) != 3:
-			errs = append(errs, errors.New("mutex: unexpected reply from the acquire script"))
+			answers[i] = errors.New("mutex: unexpected reply from the acquire script")
 			outcomes[i] = "error"
 		case r.vals[0] == 0:
-			held++
+			answers[i] = ErrNotAcquired
 			remaining = max(remaining, time.Duration(r.vals[2])*time.Millisecond)
 			outcomes[i] = "held"
 		default:
@@ -333,14 +385,15 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 
 	// No lock: give back what this attempt took, at once, on every node.
 	l.redlockGiveBack(lockKey, owner, lc.owner != "", voters, tokens, replies)
-	if held+len(voters) < l.quorum && len(errs) > 0 {
+	qerr := &QuorumError{Quorum: l.quorum, Addrs: l.addrs, Nodes: answers, Late: len(voters) >= l.quorum}
+	if qerr.outage() {
 		// Too few nodes answered to call it contention.
-		return acquireResult{}, errors.Join(errs...)
+		return acquireResult{}, qerr
 	}
 	if remaining == 0 {
 		remaining = lc.retryMin
 	}
-	return acquireResult{status: 0, remaining: remaining}, nil
+	return acquireResult{status: 0, remaining: remaining, why: qerr}, nil
 }
 
 // redlockGiveBack releases a failed attempt's partial acquisitions: exactly
@@ -504,9 +557,10 @@ func (l *Locker) redlockTTL(ctx context.Context, lk *Lock) (time.Duration, error
 	return -1, nil
 }
 
-// redlockReleaseAll releases locks on every node, pipelined per node (Close).
-func (l *Locker) redlockReleaseAll(ctx context.Context, locks []*Lock) error {
-	replies := l.fanout(ctx, cleanupTimeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
+// redlockReleaseAll releases locks on every node, pipelined per node, each
+// node bounded by timeout (Close).
+func (l *Locker) redlockReleaseAll(ctx context.Context, timeout time.Duration, locks []*Lock) error {
+	replies := l.fanout(ctx, timeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
 		pipe := c.Pipeline()
 		for _, lk := range locks {
 			_ = releaseScript.EvalSha(ctx, pipe, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...)

@@ -203,23 +203,3 @@ func TestRedlockReentrancyAndWake(t *testing.T) {
 		t.Fatal("waiter never acquired")
 	}
 }
-
-func TestRedlockBadInput(t *testing.T) {
-	clients, _ := redlockNodes(t, 3)
-	cluster := testutil.RedisCluster(t, 3).Client
-	for name, cs := range map[string][]redis.UniversalClient{
-		"two nodes": clients[:2],
-		"nil node":  {clients[0], nil, clients[2]},
-		"cluster":   {clients[0], cluster, clients[2]},
-	} {
-		_, err := mutex.NewRedlock(cs)
-		assert.ErrorIs(t, err, mutex.ErrInvalid, name)
-	}
-	_, err := mutex.NewRedlock(clients, mutex.WithNodeTimeout(0))
-	assert.ErrorIs(t, err, mutex.ErrInvalid)
-	l := newRedlock(t, clients)
-	_, err = l.Lock(context.Background(), "x", mutex.WithReplicaAck(1, time.Second))
-	assert.ErrorIs(t, err, mutex.ErrInvalid)
-	_, err = l.Lock(context.Background(), "")
-	assert.ErrorIs(t, err, mutex.ErrInvalid)
-}

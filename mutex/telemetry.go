@@ -2,8 +2,13 @@ package mutex
 
 import (
 	"context"
+	"errors"
+	"net"
+	"reflect"
+	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -23,23 +28,25 @@ const (
 	attrReentrant = attribute.Key("redfence.reentrant")
 	attrOutcome   = attribute.Key("redfence.outcome")
 	attrReason    = attribute.Key("redfence.reason")
+	attrErrorType = attribute.Key("error.type")
 )
 
 type telemetry struct {
-	tp         trace.TracerProvider
-	tracer     trace.Tracer
-	acquireDur metric.Float64Histogram
-	acquired   metric.Int64Counter
-	contention metric.Int64Counter
-	losses     metric.Int64Counter
-	holdDur    metric.Float64Histogram
-	held       metric.Int64UpDownCounter
-	byOutcome  map[string]*outcomeOpts // lockOutcomes; read-only once built
+	global      bool // spans come from otel's global provider
+	tracer      trace.Tracer
+	acquireDur  metric.Float64Histogram
+	acquired    metric.Int64Counter
+	contention  metric.Int64Counter
+	losses      metric.Int64Counter
+	holdDur     metric.Float64Histogram
+	held        metric.Int64UpDownCounter
+	attemptErrs metric.Int64Counter
+	byOutcome   map[string]*outcomeOpts // lockOutcomes; read-only once built
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) *telemetry {
 	m := mp.Meter(instrumentation)
-	t := &telemetry{tp: tp, tracer: tp.Tracer(instrumentation), byOutcome: map[string]*outcomeOpts{}}
+	t := &telemetry{global: isUnsetGlobal(tp), tracer: tp.Tracer(instrumentation), byOutcome: map[string]*outcomeOpts{}}
 	for _, o := range lockOutcomes {
 		t.byOutcome[o] = newOutcomeOpts(o)
 	}
@@ -57,7 +64,43 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) *telemetry {
 		metric.WithDescription("Time from acquisition to release or loss."))
 	t.held, _ = m.Int64UpDownCounter("redfence.lock.held",
 		metric.WithDescription("Locks currently held by this process."))
+	t.attemptErrs, _ = m.Int64Counter("redfence.lock.attempt.errors",
+		metric.WithDescription("Acquisition attempts that failed on the way to or on the server, by error.type."))
 	return t
+}
+
+// attemptFailed counts an acquisition attempt that failed on the server and
+// records it on the call's span, so that a Lock retrying through an outage
+// is visible before it gives up.
+func (t *telemetry) attemptFailed(span trace.Span, err error) {
+	typ := attrErrorType.String(errorType(err))
+	t.attemptErrs.Add(context.Background(), 1, metric.WithAttributes(typ))
+	if span.IsRecording() {
+		span.RecordError(err, trace.WithAttributes(typ))
+	}
+}
+
+// errorType is a low-cardinality class of an attempt's error, for OTel's
+// error.type: a Redis error's prefix (NOPERM, LOADING, ...), "timeout", a
+// network operation ("dial", "read", ...), "quorum", or "_OTHER".
+func errorType(err error) string {
+	var qerr *QuorumError
+	var rerr redis.Error
+	var nerr net.Error
+	var operr *net.OpError
+	switch {
+	case errors.As(err, &qerr):
+		return "quorum"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &nerr) && nerr.Timeout():
+		return "timeout"
+	case errors.As(err, &operr):
+		return operr.Op
+	case errors.As(err, &rerr):
+		if word, _, _ := strings.Cut(rerr.Error(), " "); word != "" && strings.ToUpper(word) == word {
+			return word
+		}
+	}
+	return "_OTHER"
 }
 
 func (t *telemetry) lost(key string, token int64, reason string, held time.Duration) {
@@ -95,21 +138,25 @@ func newOutcomeOpts(outcome string) *outcomeOpts {
 	return &outcomeOpts{record: []metric.RecordOption{set}, add: []metric.AddOption{set}}
 }
 
-// unsetGlobalTP is the global TracerProvider as it is before a program sets
-// one (package initialisation runs before main): otel's delegating default.
-// Until an SDK is installed, its spans do not record, yet each costs three
-// allocations and a context. A Locker built on it (no WithTracerProvider)
-// skips its spans while the global provider is still that default, and
-// starts them as soon as one is set (its tracer then delegates to it).
-var unsetGlobalTP = otel.GetTracerProvider()
+// isUnsetGlobal reports whether tp is otel's global TracerProvider as it is
+// before a program sets one: a delegating default, of a type in otel's
+// internal/global package. Its spans do not record, yet each costs three
+// allocations and a context. Told by its type, not by a value captured at
+// some init, so that a provider set in any init is seen.
+func isUnsetGlobal(tp trace.TracerProvider) bool {
+	t := reflect.TypeOf(tp)
+	return t != nil && t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global"
+}
 
 // startSpan starts a span and, only when it records, sets the key and (when
 // there is one, above zero) the token. Attributes built up front, or passed
 // on as a variadic slice, would cost allocations on every call otherwise.
 //
-// While no SDK is installed it starts nothing: see unsetGlobalTP.
+// A Locker on otel's global provider (no WithTracerProvider) starts nothing
+// while that is still the unset default, and starts spans as soon as a
+// provider is set (its tracer then delegates to it).
 func (t *telemetry) startSpan(ctx context.Context, name, key string, token int64) (context.Context, trace.Span) {
-	if t.tp == unsetGlobalTP && otel.GetTracerProvider() == unsetGlobalTP {
+	if t.global && isUnsetGlobal(otel.GetTracerProvider()) {
 		return ctx, noop.Span{}
 	}
 	ctx, span := t.tracer.Start(ctx, name)

@@ -26,15 +26,20 @@ import (
 // raised, with no round trip. An acquisition with the owner id of the
 // current holder (WithOwner) re-enters in Redis: count+1, same token.
 //
-// When ctx ends first, returns errors.Join(ErrNotAcquired, ctx.Err()) and, if
-// the last attempt failed on the server, that error too. Whatever an
-// attempt cut short may have taken is freed on a context of its own.
+// Lock waits for as long as ctx allows, also while Redis is unreachable:
+// pass a ctx with a deadline. Attempts that fail on the server are retried
+// with the backoff, counted (redfence.lock.attempt.errors) and recorded on the
+// span. When ctx ends first, returns errors.Join(ErrNotAcquired, ctx.Err())
+// and, when the last attempts failed on the server or none got an answer, an
+// error matching ErrUnavailable that wraps the server's. Whatever an attempt
+// cut short may have taken is freed on a context of its own.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
 	return l.lock(ctx, "redfence.Lock", key, true, opts)
 }
 
 // TryLock makes one attempt: it returns the lock, ErrNotAcquired when another
-// owner holds it (at once, without waiting), or the server's error. It
+// owner holds it (at once, without waiting), or an error matching
+// ErrUnavailable that wraps the server's (for Redlock, a *QuorumError). It
 // re-enters like Lock. Waiters go first: when Lock calls of this Locker wait
 // for the key, TryLock returns ErrNotAcquired without asking Redis, and a
 // lock just released to another Locker's waiter (reserved for it, for at
@@ -43,11 +48,11 @@ func (l *Locker) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 	return l.lock(ctx, "redfence.TryLock", key, false, opts)
 }
 
-// Do runs fn while holding the lock on key: Lock, fn with the lock's context
-// (cancelled if the lock is lost), Unlock. It returns fn's error; an Unlock
-// error only when fn succeeded. The Unlock runs on a context of its own, so
-// it happens even when ctx has ended. If fn panics the lock is released and
-// the panic goes on.
+// Do runs fn while holding the lock on key: Lock, fn, Unlock. fn's context
+// (lk.Join(ctx)) ends when ctx ends or the lock is lost; context.Cause says
+// which. It returns fn's error; an Unlock error only when fn succeeded. The
+// Unlock runs on a context of its own, so it happens even when ctx has
+// ended. If fn panics the lock is released and the panic goes on.
 func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context, lk *Lock) error, opts ...LockOption) (err error) {
 	if fn == nil {
 		return invalid("nil function")
@@ -63,7 +68,9 @@ func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 			err = uerr
 		}
 	}()
-	return fn(lk.Context(), lk)
+	fctx, cancel := lk.Join(ctx)
+	defer cancel()
+	return fn(fctx, lk)
 }
 
 type acquireResult struct {
@@ -71,6 +78,7 @@ type acquireResult struct {
 	token     int64
 	tokenStr  string          // the token as the script returned it, if a string
 	remaining time.Duration   // holder's remaining lease when status is 0
+	why       error           // Redlock, status 0: the nodes' answers (*QuorumError)
 	settled   <-chan struct{} // Redlock: closed when late nodes were raised too
 	lateNodes []int           // Redlock: nodes that granted after the quorum
 	lateDone  []atomic.Bool   // Redlock: by node, late node settled
@@ -168,7 +176,8 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	subscribed := false
 	attempts := 0
 	var remaining time.Duration
-	var lastErr error
+	var lastErr error // the last attempt's server error, until an attempt is answered
+	answered := false // an attempt got the server's answer
 	// takeOffer turns a hand-off into this call's Lock.
 	takeOffer := func(h handoff) (*Lock, error) {
 		lk := newLock(ctx, l, key, lockKey, owner, h.token, "", &lc, h.sent)
@@ -196,16 +205,31 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 			// finds the lock held does it queue, with the retry that follows
 			// its subscription.
 			res, err, pending := l.acquire(ctx, key, lockKey, owner, &lc, wait && !(attempts == 1 && w.first))
+			if err == nil && res.status == 1 && l.nodes == nil && !l.now().Before(sent.Add(lc.ttl-l.drift(lc.ttl))) {
+				// The lease ran out before its grant arrived: give it back
+				// rather than hand out a lock that is already lost.
+				l.giveBackLate(lockKey, owner, res)
+				err = fmt.Errorf("the reply took %v, longer than the lease of %v allows", l.now().Sub(sent), lc.ttl)
+			}
 			switch {
 			case err != nil:
 				if randomOwner && l.nodes == nil { // Redlock's attempt cleaned up after itself
 					l.cleanupAfter(lockKey, owner, pending)
 				}
 				if ctx.Err() != nil {
-					err := errors.Join(ErrNotAcquired, ctx.Err(), lastErrIf(err, ctx))
+					// Cut short: an earlier attempt's failure, or the lack
+					// of any answer, still says why none succeeded.
+					if e := lastErrIf(err, ctx); e != nil {
+						lastErr = unavailable(e)
+					} else if lastErr == nil && !answered {
+						lastErr = unavailable(errNoAnswer)
+					}
+					err := errors.Join(ErrNotAcquired, ctx.Err(), lastErr)
 					outcome(nil, attempts, "timeout", err)
 					return nil, err
 				}
+				err = unavailable(err)
+				l.tel.attemptFailed(span, err)
 				if !wait {
 					outcome(nil, attempts, "error", err)
 					return nil, err
@@ -213,9 +237,14 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 				lastErr, remaining = err, 0
 			case res.status == 0:
 				l.tel.contention.Add(context.Background(), 1)
+				lastErr, answered = nil, true
 				if !wait {
-					outcome(nil, attempts, "contended", ErrNotAcquired)
-					return nil, ErrNotAcquired
+					err := error(ErrNotAcquired)
+					if res.why != nil {
+						err = res.why
+					}
+					outcome(nil, attempts, "contended", err)
+					return nil, err
 				}
 				remaining = res.remaining
 			default:
@@ -298,6 +327,22 @@ func lastErrIf(err error, ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// errNoAnswer: a Lock gave up before any of its attempts got an answer.
+var errNoAnswer = errors.New("no answer from Redis before the context ended")
+
+// giveBackLate releases, in the background, a single-deployment
+// acquisition that came back too late to be used (Redlock checks the
+// validity of its own).
+func (l *Locker) giveBackLate(lockKey, owner string, res acquireResult) {
+	tok := res.tokenStr
+	if tok == "" {
+		tok = strconv.FormatInt(res.token, 10)
+	}
+	l.afterward(nil, func(ctx context.Context) {
+		_ = releaseScript.Run(ctx, l.client, l.releaseKeys(lockKey), l.releaseArgs(owner, tok)...).Err()
+	})
 }
 
 // acquire runs the acquire script once. On an error whose outcome is unknown,

@@ -1,0 +1,441 @@
+package mutex_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/redfence/redfence/internal/earlytrace"
+	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/mutex"
+)
+
+// refusedAddr is a loopback address where nothing listens.
+func refusedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// call runs fn, failing the test on a panic or when it does not return
+// within d.
+func call(t *testing.T, d time.Duration, fn func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- errors.New("panic")
+				t.Errorf("panicked: %v", p)
+			}
+		}()
+		done <- fn()
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		t.Fatalf("no return within %v", d)
+		return nil
+	}
+}
+
+// Every bad argument gets ErrInvalid, without a panic, a hang or a call to
+// Redis.
+func TestBadInput(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	clients, _ := redlockNodes(t, 3)
+	ok := newLocker(t, c)
+	ctx := context.Background()
+	var nilClient *redis.Client
+	var nilCtx context.Context
+	var nilLocker *mutex.Locker
+	held, err := ok.Lock(ctx, "held")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = held.Unlock(ctx) })
+	lock := func(opts ...mutex.LockOption) func() error {
+		return func() error { _, err := ok.Lock(ctx, "k", opts...); return err }
+	}
+	build := func(opts ...mutex.Option) func() error {
+		return func() error {
+			l := mutex.New(c, opts...)
+			defer l.Close()
+			_, err := l.TryLock(ctx, "k")
+			return err
+		}
+	}
+	redlock := func(cs ...redis.UniversalClient) func() error {
+		return func() error { _, err := mutex.NewRedlock(cs); return err }
+	}
+	sameAddr := redis.NewClient(&redis.Options{Addr: clients[0].(*redis.Client).Options().Addr})
+	t.Cleanup(func() { _ = sameAddr.Close() })
+	cases := []struct {
+		name string
+		call func() error
+	}{
+		{"nil client", func() error { _, err := mutex.New(nil).Lock(ctx, "k"); return err }},
+		{"typed nil client", func() error { _, err := mutex.New(nilClient).TryLock(ctx, "k"); return err }},
+		{"nil locker Lock", func() error { _, err := nilLocker.Lock(ctx, "k"); return err }},
+		{"nil locker TryLock", func() error { _, err := nilLocker.TryLock(ctx, "k"); return err }},
+		{"nil locker Do", func() error { return nilLocker.Do(ctx, "k", func(context.Context, *mutex.Lock) error { return nil }) }},
+		{"nil locker Err", func() error { return nilLocker.Err() }},
+		{"empty key", func() error { _, err := ok.Lock(ctx, ""); return err }},
+		{"key over MaxKeyLen", func() error { _, err := ok.Lock(ctx, strings.Repeat("k", mutex.MaxKeyLen+1)); return err }},
+		{"nil context Lock", func() error { _, err := ok.Lock(nilCtx, "k"); return err }},
+		{"nil context TryLock", func() error { _, err := ok.TryLock(nilCtx, "k"); return err }},
+		{"nil context Do", func() error { return ok.Do(nilCtx, "k", func(context.Context, *mutex.Lock) error { return nil }) }},
+		{"zero TTL", lock(mutex.WithTTL(0))},
+		{"negative TTL", lock(mutex.WithTTL(-time.Second))},
+		{"sub-ms TTL", lock(mutex.WithTTL(time.Microsecond))},
+		{"2ms TTL, shorter than a round trip and the drift", lock(mutex.WithTTL(2 * time.Millisecond))},
+		{"TTL just below MinTTL", lock(mutex.WithTTL(mutex.MinTTL - time.Millisecond))},
+		{"TTL above MaxTTL", lock(mutex.WithTTL(mutex.MaxTTL + time.Millisecond))},
+		{"150-year TTL", lock(mutex.WithTTL(150 * 365 * 24 * time.Hour))},
+		{"retry max below min", lock(mutex.WithRetry(time.Second, time.Millisecond))},
+		{"negative retry", lock(mutex.WithRetry(-1, time.Second))},
+		{"zero retry", lock(mutex.WithRetry(0, time.Second))},
+		{"empty owner", lock(mutex.WithOwner(""))},
+		{"owner over 512 bytes", lock(mutex.WithOwner(strings.Repeat("o", 513)))},
+		{"negative replica ack", lock(mutex.WithReplicaAck(-1, time.Second))},
+		{"replica ack without timeout", lock(mutex.WithReplicaAck(1, 0))},
+		{"negative replica ack timeout", lock(mutex.WithReplicaAck(1, -time.Second))},
+		{"brace prefix", build(mutex.WithPrefix("a{b"))},
+		{"short fence TTL", build(mutex.WithFenceTTL(time.Millisecond))},
+		{"drift factor 0.5", build(mutex.WithClockDrift(0.5, 0))},
+		{"negative drift factor", build(mutex.WithClockDrift(-0.1, 0))},
+		{"negative drift min", build(mutex.WithClockDrift(0.01, -time.Millisecond))},
+		{"nil clock", build(mutex.WithClock(nil))},
+		{"zero node timeout", build(mutex.WithNodeTimeout(0))},
+		{"nil fn", func() error { return ok.Do(ctx, "k", nil) }},
+		{"Extend to zero", func() error { return held.Extend(ctx, 0) }},
+		{"Extend below MinTTL", func() error { return held.Extend(ctx, time.Millisecond) }},
+		{"Extend above MaxTTL", func() error { return held.Extend(ctx, 150*365*24*time.Hour) }},
+		{"Extend nil context", func() error { return held.Extend(nilCtx, time.Second) }},
+		{"Unlock nil context", func() error { return held.Unlock(nilCtx) }},
+		{"TTL nil context", func() error { _, err := held.TTL(nilCtx); return err }},
+		{"Redlock of two", redlock(clients[:2]...)},
+		{"Redlock of none", redlock()},
+		{"Redlock nil node", redlock(clients[0], nil, clients[2])},
+		{"Redlock typed nil node", redlock(clients[0], nilClient, clients[2])},
+		{"Redlock one client three times", redlock(clients[0], clients[0], clients[0])},
+		{"Redlock two clients of one server", redlock(clients[0], sameAddr, clients[2])},
+	}
+	before, err := c.Info(ctx, "commandstats").Result()
+	require.NoError(t, err)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := call(t, 5*time.Second, tc.call)
+			assert.ErrorIs(t, err, mutex.ErrInvalid)
+			assert.NotErrorIs(t, err, mutex.ErrNotAcquired)
+		})
+	}
+	after, err := c.Info(ctx, "commandstats").Result()
+	require.NoError(t, err)
+	assert.Equal(t, evalCalls(before), evalCalls(after), "bad input must not reach Redis")
+
+	var nilLock *mutex.Lock
+	assert.ErrorIs(t, nilLock.Unlock(ctx), mutex.ErrNotHeld)
+	assert.ErrorIs(t, nilLock.Extend(ctx, time.Second), mutex.ErrNotHeld)
+	_, err = nilLock.TTL(ctx)
+	assert.ErrorIs(t, err, mutex.ErrNotHeld)
+	assert.ErrorIs(t, context.Cause(nilLock.Context()), mutex.ErrNotHeld)
+	jctx, cancel := nilLock.Join(ctx)
+	cancel()
+	assert.ErrorIs(t, context.Cause(jctx), mutex.ErrNotHeld)
+
+	rl := newRedlock(t, clients)
+	_, err = rl.Lock(ctx, "x", mutex.WithReplicaAck(1, time.Second))
+	assert.ErrorIs(t, err, mutex.ErrInvalid, "WithReplicaAck on Redlock")
+}
+
+// A lease can never be so long that the key (and its fencing counter)
+// expires first: the 150-year TTL that once overflowed the key's TTL and let
+// a second holder in is refused, and the longest lease allowed keeps its key
+// at least as long as the lease, whatever the fence TTL.
+func TestLongLeaseKeepsItsKey(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	l := newLocker(t, c, mutex.WithFenceTTL(time.Second))
+	ctx := context.Background()
+	_, err := l.TryLock(ctx, "long", mutex.WithTTL(150*365*24*time.Hour))
+	require.ErrorIs(t, err, mutex.ErrInvalid)
+
+	lk, err := l.TryLock(ctx, "long", mutex.WithTTL(mutex.MaxTTL), mutex.WithAutoRenew(false))
+	require.NoError(t, err)
+	defer lk.Unlock(ctx)
+	pttl, err := c.PTTL(ctx, mutex.LockKeyOf(l, "long")).Result()
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, pttl, mutex.MaxTTL-time.Minute, "the key expires before the lease")
+	_, err = newLocker(t, c).TryLock(ctx, "long")
+	assert.ErrorIs(t, err, mutex.ErrNotAcquired)
+}
+
+// An acquisition whose grant arrives after its lease ran out is never
+// handed out: TryLock says the server was too slow for the lease, and the
+// key is given back.
+func TestGrantAfterTheLeaseIsGivenBack(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	var skew time.Duration // added to the clock after the first reading
+	readings := 0
+	l := newLocker(t, c, mutex.WithClock(func() time.Time {
+		readings++
+		if readings > 1 {
+			return time.Now().Add(skew)
+		}
+		return time.Now()
+	}))
+	ctx := context.Background()
+	skew = time.Second // the reply "arrives" a second after a 100ms lease
+	_, err := l.TryLock(ctx, "slow", mutex.WithTTL(100*time.Millisecond))
+	require.ErrorIs(t, err, mutex.ErrUnavailable)
+	assert.NotErrorIs(t, err, mutex.ErrNotAcquired)
+	assert.Contains(t, err.Error(), "longer than the lease")
+
+	// Given back: another Locker gets the key long before 100ms leases could
+	// have been renewed, or would run out on their own.
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	lk, err := newLocker(t, c).Lock(wctx, "slow")
+	require.NoError(t, err)
+	require.NoError(t, lk.Unlock(ctx))
+}
+
+// Lock that gives up against a server that refuses connections says why:
+// the server's error (errors.Is ECONNREFUSED) beside ErrNotAcquired, the
+// context's error and ErrUnavailable, even when its deadline hit an attempt
+// in flight. Each failed attempt is counted by error.type and recorded on
+// the span while Lock retries.
+func TestLockGivesUpWithTheServerError(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	c := redis.NewClient(&redis.Options{Addr: refusedAddr(t)}) // go-redis's defaults: retries, 1.7s a failure
+	t.Cleanup(func() { _ = c.Close() })
+	l := newLocker(t, c, mutex.WithMeterProvider(mp), mutex.WithTracerProvider(tp))
+
+	// 3s: long enough for one failed attempt, and the deadline falls in the next.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := l.Lock(ctx, "down")
+	require.Error(t, err)
+	assert.ErrorIs(t, err, mutex.ErrNotAcquired)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorIs(t, err, mutex.ErrUnavailable)
+	assert.ErrorIs(t, err, syscall.ECONNREFUSED, "the server's error is lost: %v", err)
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	failed := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "redfence.lock.attempt.errors" {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				typ, _ := dp.Attributes.Value("error.type")
+				failed[typ.AsString()] += dp.Value
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, failed["dial"], int64(1), "failed attempts by error.type: %v", failed)
+
+	spans := rec.Ended()
+	require.Len(t, spans, 1)
+	exceptions := 0
+	for _, ev := range spans[0].Events() {
+		if ev.Name == "exception" {
+			exceptions++
+		}
+	}
+	assert.GreaterOrEqual(t, exceptions, 2, "each failed attempt and the outcome on the span")
+}
+
+// Contention and outage stay apart: ErrNotAcquired alone when another
+// owner holds the key, ErrUnavailable when the server gave no answer.
+func TestContentionAndOutageAreDistinct(t *testing.T) {
+	c, srv := testutil.Redis(t)
+	a, b := newLocker(t, c), newLocker(t, c)
+	ctx := context.Background()
+	lk, err := a.Lock(ctx, "busy")
+	require.NoError(t, err)
+	defer lk.Unlock(ctx)
+
+	_, err = b.TryLock(ctx, "busy")
+	assert.ErrorIs(t, err, mutex.ErrNotAcquired)
+	assert.NotErrorIs(t, err, mutex.ErrUnavailable)
+	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, err = b.Lock(wctx, "busy")
+	cancel()
+	assert.ErrorIs(t, err, mutex.ErrNotAcquired)
+	assert.NotErrorIs(t, err, mutex.ErrUnavailable, "the key was busy, the server up: %v", err)
+
+	down := redis.NewClient(&redis.Options{Addr: refusedAddr(t), MaxRetries: -1})
+	t.Cleanup(func() { _ = down.Close() })
+	_, err = newLocker(t, down).TryLock(ctx, "busy")
+	assert.ErrorIs(t, err, mutex.ErrUnavailable)
+	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+	assert.NotErrorIs(t, err, mutex.ErrNotAcquired)
+
+	// A hung server: the wait ends before any answer.
+	hung := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = hung.Close() })
+	require.NoError(t, hung.Ping(ctx).Err())
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	wctx, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = newLocker(t, hung).Lock(wctx, "other")
+	cancel()
+	srv.Resume()
+	assert.ErrorIs(t, err, mutex.ErrNotAcquired)
+	assert.ErrorIs(t, err, mutex.ErrUnavailable, "no answer at all is an outage: %v", err)
+}
+
+// A Redlock attempt that cannot reach its quorum says so, node by node,
+// without blaming a deadline the caller never set; contention says which
+// nodes were held.
+func TestRedlockQuorumErrorSaysWhy(t *testing.T) {
+	clients, _ := redlockNodes(t, 3)
+	ctx := context.Background()
+	down := []redis.UniversalClient{clients[0]}
+	var downAddrs []string
+	for range 2 {
+		addr := refusedAddr(t)
+		downAddrs = append(downAddrs, addr)
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { _ = c.Close() })
+		down = append(down, c)
+	}
+	l := newRedlock(t, down)
+	err := call(t, 10*time.Second, func() error { _, err := l.TryLock(ctx, "q"); return err })
+	var qerr *mutex.QuorumError
+	require.ErrorAs(t, err, &qerr)
+	assert.ErrorIs(t, err, mutex.ErrUnavailable)
+	assert.NotErrorIs(t, err, mutex.ErrNotAcquired)
+	assert.NotErrorIs(t, err, context.DeadlineExceeded, "the caller set no deadline")
+	assert.Equal(t, 2, qerr.Quorum)
+	assert.NoError(t, qerr.Nodes[0], "node 0 granted")
+	for i, addr := range downAddrs {
+		assert.Error(t, qerr.Nodes[i+1])
+		assert.Contains(t, err.Error(), addr)
+	}
+
+	holder := newRedlock(t, clients)
+	lk, err := holder.Lock(ctx, "held")
+	require.NoError(t, err)
+	defer lk.Unlock(ctx)
+	_, err = newRedlock(t, clients).TryLock(ctx, "held")
+	require.ErrorAs(t, err, &qerr)
+	assert.ErrorIs(t, err, mutex.ErrNotAcquired)
+	assert.NotErrorIs(t, err, mutex.ErrUnavailable)
+	assert.Contains(t, err.Error(), "held by another owner")
+}
+
+// Do's fn runs under a context that ends with the caller's (its cause
+// saying so) and with the lock, and reports the caller's deadline.
+func TestDoEndsWithTheCallersContext(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	l := newLocker(t, c)
+	stop := errors.New("caller stopped")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	dctx, dcancel := context.WithTimeout(ctx, time.Minute)
+	defer dcancel()
+	err := l.Do(dctx, "do", func(fctx context.Context, lk *mutex.Lock) error {
+		dl, ok := fctx.Deadline()
+		assert.True(t, ok, "fn's context carries the caller's deadline")
+		want, _ := dctx.Deadline()
+		assert.Equal(t, want, dl)
+		require.NoError(t, fctx.Err())
+		cancel(stop)
+		<-fctx.Done()
+		assert.ErrorIs(t, context.Cause(fctx), stop, "the cause says the caller ended it")
+		assert.NoError(t, lk.Context().Err(), "the lock itself is still held")
+		return fctx.Err()
+	})
+	assert.ErrorIs(t, err, context.Canceled)
+
+	err = l.Do(context.Background(), "do", func(fctx context.Context, lk *mutex.Lock) error {
+		require.NoError(t, c.Del(context.Background(), mutex.LockKeyOf(l, "do")).Err())
+		_, err := lk.TTL(context.Background()) // finds it gone: lost
+		assert.ErrorIs(t, err, mutex.ErrNotHeld)
+		<-fctx.Done()
+		assert.ErrorIs(t, context.Cause(fctx), mutex.ErrLockLost)
+		return nil
+	})
+	assert.NoError(t, err)
+}
+
+// A program that installs its global TracerProvider in an init that runs
+// before this package's gets spans (the check for "no provider yet" once
+// compared against a provider captured at this package's init). It needs a
+// process of its own (see TestSpansOnceAGlobalProviderIsSet).
+func TestSpansWithAProviderSetInAnEarlierInit(t *testing.T) {
+	if os.Getenv(earlytrace.Env) == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSpansWithAProviderSetInAnEarlierInit$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), earlytrace.Env+"=1")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "child process:\n%s", out)
+		require.Contains(t, string(out), "--- PASS: TestSpansWithAProviderSetInAnEarlierInit", "child process:\n%s", out)
+		return
+	}
+	require.NotNil(t, earlytrace.Provider)
+	c, _ := testutil.Redis(t)
+	l := newLocker(t, c)
+	ctx := context.Background()
+	lk, err := l.Lock(ctx, "early")
+	require.NoError(t, err)
+	require.NoError(t, lk.Unlock(ctx))
+	assert.ElementsMatch(t, []string{"redfence.Lock", "redfence.Unlock"}, earlytrace.Provider.Ended())
+}
+
+// Close of a Redlock Locker with a node paused takes the node timeout for
+// its own release and then only what calls already sent to the paused node
+// take to time out in the client (its ReadTimeout): not a wait per lock.
+func TestRedlockCloseWithAPausedNode(t *testing.T) {
+	_, srvs := testutil.RedisN(t, 3)
+	const nodeTimeout, readTimeout = 100 * time.Millisecond, 300 * time.Millisecond
+	clients := make([]redis.UniversalClient, 3)
+	for i, s := range srvs {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr(), ReadTimeout: readTimeout, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.Close() })
+		clients[i] = c
+	}
+	l, err := mutex.NewRedlock(clients, mutex.WithNodeTimeout(nodeTimeout))
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, key := range []string{"a", "b", "c", "d", "e"} {
+		_, err := l.Lock(ctx, key)
+		require.NoError(t, err)
+	}
+	srvs[2].Pause()
+	t.Cleanup(srvs[2].Resume)
+	start := time.Now()
+	require.NoError(t, l.Close(), "a majority released")
+	took := time.Since(start)
+	// Lateness of this test's own timers, measured, widens the bound.
+	late := measureLateness(nodeTimeout)
+	assert.Less(t, took, nodeTimeout+readTimeout+4*late+100*time.Millisecond, "Close took %v", took)
+}
+
+// measureLateness is how late a timer of d fires on this machine now.
+func measureLateness(d time.Duration) time.Duration {
+	start := time.Now()
+	<-time.After(d)
+	return time.Since(start) - d
+}
