@@ -41,4 +41,30 @@
 // skipped slots, prevented overlaps and lock losses, and a histogram the lag
 // from the slot's start to the run's start. Panics in jobs are recovered and
 // reported as *PanicError to WithErrorHook; the library does not log.
+//
+// # Errors
+//
+// Bad input is reported while the runner is built, by Add (a broken Runner
+// also by Run and Last), and never reaches Redis:
+//
+//	situation                                              error
+//	nil locker, a Locker with a construction error,        ErrInvalid (from Add, Run, Last)
+//	  a bad Option, a nil or zero Runner
+//	empty job name or one over MaxNameLen (256) bytes,     ErrInvalid (from Add; names also from Last)
+//	  duplicate name, nil job
+//	interval outside [MinInterval, MaxInterval]            ErrInvalid (from Add)
+//	  (10 ms to 365 days) or not whole milliseconds
+//	bad JobOption: see the limits below                    ErrInvalid (from Add)
+//	nil ctx                                                ErrInvalid (from Run, Last)
+//	Add or Run once Run has started                        ErrRunning
+//	Last for a job with no run on record                   ErrNoRun
+//	a run still going past the shutdown timeout            its ctx's cause is ErrShutdown
+//	a run whose lock was lost                              its ctx's cause is mutex.ErrLockLost
+//	a job that panicked                                    *PanicError, to WithErrorHook
+//	Redis failing while claiming, locking or recording     to WithErrorHook; the loop goes on
+//
+// Limits: WithLockTTL 10 ms to 1 h; WithJitter at least 0 and below the
+// interval; WithTimeout and WithShutdownTimeout positive; WithRetries at
+// least 0; WithReplicaID non-empty; WithClock non-nil. Nil options are
+// ignored, and so are nil (or typed-nil) providers, which mean the globals.
 package runner

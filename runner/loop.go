@@ -135,7 +135,7 @@ func (r *Runner) runSlot(ctx, hard context.Context, j *job, clk *clock, slot int
 		cancel()
 	}
 	if err != nil {
-		if errors.Is(err, mutex.ErrNotAcquired) {
+		if errors.Is(err, mutex.ErrNotAcquired) && !errors.Is(err, mutex.ErrUnavailable) {
 			// The previous run, here or elsewhere, still holds the job.
 			r.tel.overlapPrevented(ctx, j.name)
 			r.tel.skipped(ctx, j.name, "overlap")
@@ -160,10 +160,8 @@ func (r *Runner) runSlot(ctx, hard context.Context, j *job, clk *clock, slot int
 	started := time.Now()
 	r.tel.lag(ctx, j.name, clk.server().Sub(slotStart))
 
-	jctx, cancel := context.WithCancelCause(lk.Context())
-	defer cancel(nil)
-	stop := context.AfterFunc(hard, func() { cancel(context.Cause(hard)) })
-	defer stop()
+	jctx, cancel := lk.Join(hard)
+	defer cancel()
 	if j.cfg.timeout > 0 {
 		var c context.CancelFunc
 		jctx, c = context.WithTimeout(jctx, j.cfg.timeout)
@@ -171,7 +169,8 @@ func (r *Runner) runSlot(ctx, hard context.Context, j *job, clk *clock, slot int
 	}
 
 	var runErr error
-	for attempt := 1; attempt <= 1+j.cfg.retries; attempt++ {
+	// attempt-1, not 1+retries: WithRetries(math.MaxInt) must not wrap.
+	for attempt := 1; attempt-1 <= j.cfg.retries; attempt++ {
 		run.Attempt = attempt
 		runErr = r.call(jctx, j, run)
 		if runErr == nil || jctx.Err() != nil {

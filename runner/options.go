@@ -3,10 +3,14 @@ package runner
 import (
 	"fmt"
 	"os"
+	"reflect"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redfence/redfence/mutex"
 )
 
 // An Option configures a Runner. Nil options are ignored.
@@ -50,7 +54,8 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-// WithReplicaID names this replica in Last's records. Default host/pid.
+// WithReplicaID names this replica in Last's records. Default host/pid; ""
+// is an error.
 func WithReplicaID(id string) Option {
 	return optionFunc(func(c *config) {
 		if id == "" {
@@ -62,13 +67,21 @@ func WithReplicaID(id string) Option {
 
 // WithPrefix sets the prefix of the runner's own Redis keys (slot claims and
 // last runs); job locks use the Locker's prefix. Default "redfence:runner:".
+// As with mutex.WithPrefix, it must not contain '{' or '}', which would put
+// every job's keys in one Cluster hash slot.
 func WithPrefix(p string) Option {
-	return optionFunc(func(c *config) { c.prefix = p })
+	return optionFunc(func(c *config) {
+		if strings.ContainsAny(p, "{}") {
+			c.errs = append(c.errs, fmt.Errorf("prefix %q contains a brace", p))
+		}
+		c.prefix = p
+	})
 }
 
-// WithClock replaces the replica's clock (time.Now). The runner reads it only
-// to turn the server's slot boundaries into local timers; slots themselves
-// come from the Redis server's clock. For tests of clock skew.
+// WithClock replaces the replica's clock (time.Now); nil is an error. The
+// runner reads it only to turn the server's slot boundaries into local
+// timers; slots themselves come from the Redis server's clock. For tests of
+// clock skew.
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(c *config) {
 		if now == nil {
@@ -80,13 +93,15 @@ func WithClock(now func() time.Time) Option {
 
 // WithErrorHook is called, from the job's goroutine, for every run that ends
 // in an error (a panic included, as *PanicError) and for Redis errors while
-// claiming (with a zero Run). It must not block for long.
+// claiming (with a zero Run). It must not block for long. Default, and for
+// nil: none.
 func WithErrorHook(fn func(name string, run Run, err error)) Option {
 	return optionFunc(func(c *config) { c.onError = fn })
 }
 
 // WithShutdownTimeout bounds how long Run waits, after its ctx ends, for
-// runs in progress before cancelling their contexts. Default 30 s.
+// runs in progress before cancelling their contexts. Default 30 s; d must be
+// positive.
 func WithShutdownTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d <= 0 {
@@ -96,14 +111,37 @@ func WithShutdownTimeout(d time.Duration) Option {
 	})
 }
 
-// WithTracerProvider sets where spans go. Default: the global provider.
+// WithTracerProvider sets where spans go. Default, and for nil (a typed nil
+// such as a nil *sdktrace.TracerProvider included): the global provider.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return optionFunc(func(c *config) { c.tp = tp })
+	return optionFunc(func(c *config) {
+		if !isNil(tp) {
+			c.tp = tp
+		}
+	})
 }
 
-// WithMeterProvider sets where metrics go. Default: the global provider.
+// WithMeterProvider sets where metrics go. Default, and for nil (typed or
+// not): the global provider.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(c *config) { c.mp = mp })
+	return optionFunc(func(c *config) {
+		if !isNil(mp) {
+			c.mp = mp
+		}
+	})
+}
+
+// isNil reports whether v is nil or an interface holding a nil pointer or
+// func, whose methods would panic on first use.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Func:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // Missed is what happens to a slot whose time came while the job was still
@@ -132,6 +170,7 @@ type jobConfig struct {
 
 // WithJitter delays each run by a random duration in [0, d), spreading load
 // when many jobs share a boundary. The slot is still the scheduled one.
+// Default 0; d must not be negative and must be below the job's interval.
 func WithJitter(d time.Duration) JobOption {
 	return jobOptionFunc(func(c *jobConfig) {
 		if d < 0 {
@@ -141,8 +180,9 @@ func WithJitter(d time.Duration) JobOption {
 	})
 }
 
-// WithTimeout bounds each run: its ctx ends after d. Default: none (the
-// lock's context still ends if the lock is lost).
+// WithTimeout bounds each run: its ctx ends after d, which must be
+// positive. Default: none (the lock's context still ends if the lock is
+// lost).
 func WithTimeout(d time.Duration) JobOption {
 	return jobOptionFunc(func(c *jobConfig) {
 		if d <= 0 {
@@ -152,13 +192,22 @@ func WithTimeout(d time.Duration) JobOption {
 	})
 }
 
+// Bounds of WithLockTTL. Below mutex.MinTTL a lease would not outlast a round trip
+// and the lock's drift margin; past an hour a replica that died mid-run would
+// keep the job from the others for longer than renewal ever needs.
+const (
+	minLockTTL = mutex.MinTTL
+	maxLockTTL = time.Hour
+)
+
 // WithLockTTL sets the lease of the job's lock, renewed while the job runs.
 // It is how long a replica that dies mid-run keeps the job from running
-// elsewhere. Default 3 × the interval, at least 1 s and at most 30 s.
+// elsewhere. Default 3 × the interval, at least 1 s and at most 30 s; Add
+// accepts 10 ms to 1 h.
 func WithLockTTL(d time.Duration) JobOption {
 	return jobOptionFunc(func(c *jobConfig) {
-		if d < 10*time.Millisecond {
-			c.errs = append(c.errs, fmt.Errorf("lock TTL %v below 10ms", d))
+		if d < minLockTTL || d > maxLockTTL {
+			c.errs = append(c.errs, fmt.Errorf("lock TTL %v outside [%v, %v]", d, minLockTTL, maxLockTTL))
 		}
 		c.lockTTL = d
 	})
@@ -177,7 +226,8 @@ func WithMissed(m Missed) JobOption {
 
 // WithRetries retries a run that returned an error up to n more times within
 // its slot, under the same lock and token (Run.Attempt counts from 1). The
-// run's deadline (WithTimeout) covers all attempts. Default 0.
+// run's deadline (WithTimeout) covers all attempts. Default 0; n must not be
+// negative.
 func WithRetries(n int) JobOption {
 	return jobOptionFunc(func(c *jobConfig) {
 		if n < 0 {

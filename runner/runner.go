@@ -33,9 +33,19 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("runner: job panicked: %v", e.Value) }
 
-// MinInterval is the shortest interval Add accepts: below it, one Redis round
-// trip per replica per tick stops being small next to the interval.
-const MinInterval = 10 * time.Millisecond
+// Limits on what Add accepts.
+const (
+	// MinInterval is the shortest interval: below it, one Redis round trip
+	// per replica per tick stops being small next to the interval.
+	MinInterval = 10 * time.Millisecond
+	// MaxInterval is the longest interval: the claim and record lifetimes
+	// derived from it (ten intervals) stay far from overflowing a Duration.
+	MaxInterval = 365 * 24 * time.Hour
+	// MaxNameLen is the longest job name, in bytes: every Redis key derived
+	// from a name (its lock, its slot claim, its last run) stays well under
+	// the key limits of mutex.
+	MaxNameLen = 256
+)
 
 // Run describes one run of a job, passed to the job.
 type Run struct {
@@ -74,7 +84,8 @@ type job struct {
 
 // New returns a Runner whose jobs lock through locker and keep their slot
 // claims and last runs in the locker's Redis. A nil or broken locker or a bad
-// option is reported by Add and Run, wrapping ErrInvalid.
+// option is reported by Add, Run and Last, wrapping ErrInvalid; New itself
+// does no I/O and never fails.
 func New(locker *mutex.Locker, opts ...Option) *Runner {
 	r := &Runner{locker: locker, cfg: newConfig(opts)}
 	switch {
@@ -93,15 +104,27 @@ func New(locker *mutex.Locker, opts ...Option) *Runner {
 
 // Add registers a job run every interval. Slots are aligned to multiples of
 // every since the Unix epoch on the Redis server's clock, so all replicas
-// agree on them. Add fails (wrapping ErrInvalid) on an empty or duplicate
-// name, an interval below MinInterval, a nil job or a bad option, and with
-// ErrRunning once Run has started.
+// agree on them. Add fails, wrapping ErrInvalid and registering nothing, on
+// an empty name or one longer than MaxNameLen bytes, a duplicate name, an
+// interval outside [MinInterval, MaxInterval] or not a whole number of
+// milliseconds (the server's clock counts in them), a nil job, a jitter not
+// below the interval or a bad option; and with ErrRunning once Run has
+// started. It does no I/O.
 func (r *Runner) Add(name string, every time.Duration, fn Job, opts ...JobOption) error {
-	if r == nil {
-		return fmt.Errorf("%w: nil Runner", ErrInvalid)
+	if err := r.check(); err != nil {
+		return err
 	}
-	if r.err != nil {
-		return r.err
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty job name", ErrInvalid)
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%w: job name of %d bytes exceeds %d", ErrInvalid, len(name), MaxNameLen)
+	case every < MinInterval || every > MaxInterval:
+		return fmt.Errorf("%w: job %q: interval %v outside [%v, %v]", ErrInvalid, name, every, MinInterval, MaxInterval)
+	case every%time.Millisecond != 0:
+		return fmt.Errorf("%w: job %q: interval %v is not a whole number of milliseconds", ErrInvalid, name, every)
+	case fn == nil:
+		return fmt.Errorf("%w: job %q: nil job", ErrInvalid, name)
 	}
 	jc := jobConfig{lockTTL: min(max(3*every, time.Second), 30*time.Second)}
 	for _, o := range opts {
@@ -110,14 +133,12 @@ func (r *Runner) Add(name string, every time.Duration, fn Job, opts ...JobOption
 		}
 	}
 	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty job name", ErrInvalid)
-	case every < MinInterval:
-		return fmt.Errorf("%w: job %q: interval %v below %v", ErrInvalid, name, every, MinInterval)
-	case fn == nil:
-		return fmt.Errorf("%w: job %q: nil job", ErrInvalid, name)
 	case len(jc.errs) > 0:
 		return fmt.Errorf("%w: job %q: %w", ErrInvalid, name, errors.Join(jc.errs...))
+	case jc.jitter >= every:
+		// Jitter delays the claim too: at an interval or more, it would
+		// push it into a later slot.
+		return fmt.Errorf("%w: job %q: jitter %v not below the interval %v", ErrInvalid, name, jc.jitter, every)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -137,13 +158,14 @@ func (r *Runner) Add(name string, every time.Duration, fn Job, opts ...JobOption
 // the shutdown timeout, after which their contexts end with ErrShutdown and
 // Run waits for them to return. It returns nil after a clean shutdown, an
 // error when runs had to be cancelled, ErrRunning when called twice, or the
-// configuration error. Run can be called once per Runner.
+// configuration error (wrapping ErrInvalid, as does a nil ctx; then nothing
+// was started). Run can be called once per Runner.
 func (r *Runner) Run(ctx context.Context) error {
-	if r == nil {
-		return fmt.Errorf("%w: nil Runner", ErrInvalid)
+	if err := r.check(); err != nil {
+		return err
 	}
-	if r.err != nil {
-		return r.err
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalid)
 	}
 	r.mu.Lock()
 	if r.running {
@@ -190,16 +212,19 @@ type LastRun struct {
 }
 
 // Last returns the record of name's most recent run on any replica, or
-// ErrNoRun.
+// ErrNoRun. A nil ctx, an empty name or one longer than MaxNameLen is
+// rejected, wrapping ErrInvalid, before any I/O.
 func (r *Runner) Last(ctx context.Context, name string) (LastRun, error) {
-	if r == nil {
-		return LastRun{}, fmt.Errorf("%w: nil Runner", ErrInvalid)
+	if err := r.check(); err != nil {
+		return LastRun{}, err
 	}
-	if r.err != nil {
-		return LastRun{}, r.err
-	}
-	if name == "" {
+	switch {
+	case ctx == nil:
+		return LastRun{}, fmt.Errorf("%w: nil context", ErrInvalid)
+	case name == "":
 		return LastRun{}, fmt.Errorf("%w: empty job name", ErrInvalid)
+	case len(name) > MaxNameLen:
+		return LastRun{}, fmt.Errorf("%w: job name of %d bytes exceeds %d", ErrInvalid, len(name), MaxNameLen)
 	}
 	b, err := r.client.Get(ctx, r.key(name, "last")).Bytes()
 	if errors.Is(err, redis.Nil) {
@@ -213,6 +238,20 @@ func (r *Runner) Last(ctx context.Context, name string) (LastRun, error) {
 		return LastRun{}, fmt.Errorf("runner: last run of %q: %w", name, err)
 	}
 	return lr, nil
+}
+
+// check returns the error every call of r returns: r is nil, was not made
+// by New (a zero Runner has no Redis to talk to), or was built badly.
+func (r *Runner) check() error {
+	switch {
+	case r == nil:
+		return fmt.Errorf("%w: nil Runner", ErrInvalid)
+	case r.err != nil:
+		return r.err
+	case r.client == nil:
+		return fmt.Errorf("%w: Runner not made by New", ErrInvalid)
+	}
+	return nil
 }
 
 // key names the runner's keys of a job; the braces keep them in one Cluster

@@ -307,39 +307,3 @@ func TestLastAndErrors(t *testing.T) {
 	assert.ErrorIs(t, err, runner.ErrNoRun)
 	require.NoError(t, rp.stop())
 }
-
-func TestBadInput(t *testing.T) {
-	c, _ := testutil.Redis(t)
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
-	nop := func(context.Context, runner.Run) error { return nil }
-	r := runner.New(l)
-	require.NoError(t, r.Add("ok", time.Second, nop))
-	cases := map[string]error{
-		"empty name":    r.Add("", time.Second, nop),
-		"short":         r.Add("short", time.Millisecond, nop),
-		"nil job":       r.Add("nil", time.Second, nil),
-		"duplicate":     r.Add("ok", time.Second, nop),
-		"bad jitter":    r.Add("j", time.Second, nop, runner.WithJitter(-1)),
-		"bad timeout":   r.Add("t", time.Second, nop, runner.WithTimeout(0)),
-		"bad ttl":       r.Add("l", time.Second, nop, runner.WithLockTTL(time.Millisecond)),
-		"bad policy":    r.Add("p", time.Second, nop, runner.WithMissed(7)),
-		"bad retries":   r.Add("r", time.Second, nop, runner.WithRetries(-1)),
-		"nil locker":    runner.New(nil).Add("x", time.Second, nop),
-		"broken locker": runner.New(mutex.New(nil)).Add("x", time.Second, nop),
-		"bad option":    runner.New(l, runner.WithShutdownTimeout(-1)).Add("x", time.Second, nop),
-		"nil clock":     runner.New(l, runner.WithClock(nil)).Run(context.Background()),
-	}
-	for name, err := range cases {
-		assert.ErrorIs(t, err, runner.ErrInvalid, name)
-	}
-	assert.NoError(t, r.Add("nil options", time.Second, nop, nil))
-
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	require.Eventually(t, func() bool { return errors.Is(r.Add("late", time.Second, nop), runner.ErrRunning) }, time.Second, time.Millisecond)
-	assert.ErrorIs(t, r.Run(ctx), runner.ErrRunning)
-	cancel()
-	require.NoError(t, <-done)
-}

@@ -55,11 +55,12 @@ func WithKey(fn func(t *asynq.Task) (string, error)) Option {
 }
 
 // WithTTL sets the lock's lease, renewed every third of it while the handler
-// runs. It bounds how long a crashed worker keeps its key. Default 30 s.
+// runs. It bounds how long a crashed worker keeps its key. Default 30 s;
+// from mutex.MinTTL to mutex.MaxTTL.
 func WithTTL(d time.Duration) Option {
 	return optionFunc(func(c *config) {
-		if d < time.Millisecond {
-			c.errs = append(c.errs, fmt.Errorf("TTL %v below 1ms", d))
+		if d < mutex.MinTTL || d > mutex.MaxTTL {
+			c.errs = append(c.errs, fmt.Errorf("TTL %v outside %v..%v", d, mutex.MinTTL, mutex.MaxTTL))
 		}
 		c.ttl = d
 	})
@@ -143,11 +144,13 @@ func New(locker *mutex.Locker, opts ...Option) (asynq.MiddlewareFunc, error) {
 				lk, err = locker.TryLock(ctx, "asynq:"+key, mutex.WithTTL(c.ttl))
 			}
 			if err != nil {
-				if errors.Is(err, mutex.ErrNotAcquired) && ctx.Err() == nil {
+				// Busy only when other holders stood in the way: an
+				// outage (mutex.ErrUnavailable) is a failure asynq counts.
+				if errors.Is(err, mutex.ErrNotAcquired) && !errors.Is(err, mutex.ErrUnavailable) && ctx.Err() == nil {
 					outcome = "locked"
 					return fmt.Errorf("%w: %s", ErrLocked, key)
 				}
-				return err
+				return fmt.Errorf("asynqlock: lock %s: %w", key, err)
 			}
 			span.SetAttributes(attribute.Int64("redfence.token", lk.Token()))
 			defer func() {
@@ -180,22 +183,11 @@ func Token(ctx context.Context) (int64, bool) {
 	return t, ok
 }
 
-// handlerContext is the lock's context (values of asynq's ctx included),
-// also ended by asynq's cancellation and bounded by its deadline, carrying
-// the token.
+// handlerContext is the lock's context joined with asynq's (ended by either,
+// bounded by asynq's deadline), carrying the token.
 func handlerContext(ctx context.Context, lk *mutex.Lock) (context.Context, context.CancelFunc) {
-	hctx, cancel := context.WithCancelCause(lk.Context())
-	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-	var cancelDeadline context.CancelFunc = func() {}
-	if dl, ok := ctx.Deadline(); ok {
-		hctx, cancelDeadline = context.WithDeadline(hctx, dl)
-	}
-	hctx = context.WithValue(hctx, tokenKey{}, lk.Token())
-	return hctx, func() {
-		cancelDeadline()
-		stop()
-		cancel(nil)
-	}
+	hctx, cancel := lk.Join(ctx)
+	return context.WithValue(hctx, tokenKey{}, lk.Token()), cancel
 }
 
 // IsFailure is asynq's default (every error is a failure) except for

@@ -213,24 +213,7 @@ func TestPanicReleasesLock(t *testing.T) {
 	}
 }
 
-func TestBadConfiguration(t *testing.T) {
-	c, _ := testutil.Redis(t)
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
-	for name, tc := range map[string]struct {
-		l    *mutex.Locker
-		opts []asynqlock.Option
-	}{
-		"nil locker":    {nil, nil},
-		"broken locker": {mutex.New(nil), nil},
-		"nil key":       {l, []asynqlock.Option{asynqlock.WithKey(nil)}},
-		"tiny TTL":      {l, []asynqlock.Option{asynqlock.WithTTL(time.Microsecond)}},
-		"negative wait": {l, []asynqlock.Option{asynqlock.WithWait(-time.Second)}},
-	} {
-		mw, err := asynqlock.New(tc.l, tc.opts...)
-		assert.ErrorIs(t, err, asynqlock.ErrInvalid, name)
-		assert.Nil(t, mw, name)
-	}
+func TestIsFailureAndRetryDelay(t *testing.T) {
 	assert.False(t, asynqlock.IsFailure(fmt.Errorf("%w: k", asynqlock.ErrLocked)))
 	assert.True(t, asynqlock.IsFailure(errors.New("boom")))
 	assert.False(t, asynqlock.IsFailure(nil))

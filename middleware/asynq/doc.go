@@ -32,4 +32,17 @@
 // only at that interval (5 s unless set), so a busy key is retried after
 // about that long whatever the delay says. WithWait makes the handler wait
 // for the lock instead, up to a bound, holding its worker slot meanwhile.
+//
+// # Errors
+//
+//	situation                                          error
+//	nil or broken locker, bad option (New)             ErrInvalid
+//	the key is held by another handler                 wraps ErrLocked: retried, not a failure
+//	Redis unreachable or not answering                 wraps mutex.ErrUnavailable: a failure asynq
+//	                                                     counts and retries with its back-off
+//	WithKey's function fails, an empty key, a key      that error (wrapping mutex.ErrInvalid for
+//	  over mutex.MaxKeyLen with its "asynq:" prefix      the key): a failure
+//	the handler's error                                returned as it is
+//
+// Limits: WithTTL from mutex.MinTTL to mutex.MaxTTL; WithWait at least 0.
 package asynqlock

@@ -56,4 +56,33 @@
 //
 // The middleware starts no goroutines: all work happens in the requests'
 // own.
+//
+// # Errors
+//
+// Every mistake in the configuration is reported by New (and NewHandler),
+// wrapping ErrInvalid, before any I/O; serving never returns an error, and
+// a Redis failure while serving is recorded on the request's span while the
+// request goes to the origin:
+//
+//	situation                                              error
+//	nil locker, or a Locker with a construction error      ErrInvalid (New)
+//	a bad option, see the ranges below                     ErrInvalid (New)
+//	NewHandler with a nil handler (typed nil included)     ErrInvalid
+//	New's middleware applied to a nil handler              panics with an error matching ErrInvalid
+//	Redis unreachable or failing while serving             no error: RoleBypass, recorded on the span
+//
+// The options' ranges (nil options are ignored; nil or typed-nil providers
+// mean the globals):
+//
+//	WithShareWindow      at least 1 ms, truncated to whole ms (Redis's unit)
+//	WithLockAge          10 ms to 1 h, truncated to whole ms (a mutex lease)
+//	WithWaitTimeout      at least 1 ms
+//	WithHandlerTimeout   at least 1 ms
+//	WithMaxBody          1 byte to 256 MiB (one Redis string)
+//	WithPanicStatus      0 (off) or 200 to 599
+//	WithRoleHeader       "" (off) or a header name (an RFC 9110 token)
+//	WithVary             header names (RFC 9110 tokens)
+//	WithPrefix           no '{' or '}'
+//	WithShareStatus      not nil
+//	WithKey              nil means no extra key part
 package httplock

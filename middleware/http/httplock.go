@@ -25,8 +25,12 @@ const (
 	RolePanic  = "panic"  // the leader panicked; answered with WithPanicStatus
 )
 
-// ErrInvalid is matched by New's errors for a bad configuration.
-var ErrInvalid = errors.New("httplock: invalid configuration")
+var (
+	// ErrInvalid is matched by New's errors for a bad configuration.
+	ErrInvalid = errors.New("httplock: invalid configuration")
+
+	errNilHandler = fmt.Errorf("%w: nil handler", ErrInvalid)
+)
 
 // cleanupTimeout bounds Redis work that must happen even when the request's
 // context has ended: storing the response and releasing the lock.
@@ -35,19 +39,30 @@ const cleanupTimeout = 2 * time.Second
 // New returns middleware that collapses identical concurrent requests across
 // every replica sharing locker's Redis into one origin call. See the package
 // documentation for what is shared and when. A nil locker or a bad option is
-// reported here, wrapping ErrInvalid.
+// reported here, wrapping ErrInvalid; New does no I/O.
+//
+// The middleware panics when applied to a nil handler (typed nil included),
+// as http.Handle does: it has no error to return, and a handler that failed
+// every request instead would hide the mistake until serving. The panic
+// value is an error wrapping ErrInvalid. NewHandler returns it instead.
 func New(locker *mutex.Locker, opts ...Option) (func(http.Handler) http.Handler, error) {
 	cfg, err := build(locker, opts)
 	if err != nil {
 		return nil, err
 	}
-	return func(next http.Handler) http.Handler { return newHandler(next, locker, cfg) }, nil
+	return func(next http.Handler) http.Handler {
+		if isNil(next) {
+			panic(errNilHandler)
+		}
+		return newHandler(next, locker, cfg)
+	}, nil
 }
 
-// NewHandler is New applied to next.
+// NewHandler is New applied to next; a nil next (typed nil included) is an
+// error wrapping ErrInvalid.
 func NewHandler(next http.Handler, locker *mutex.Locker, opts ...Option) (http.Handler, error) {
-	if next == nil {
-		return nil, fmt.Errorf("%w: nil handler", ErrInvalid)
+	if isNil(next) {
+		return nil, errNilHandler
 	}
 	cfg, err := build(locker, opts)
 	if err != nil {

@@ -428,35 +428,3 @@ func TestLeaderClientDisconnects(t *testing.T) {
 	}
 	assert.Equal(t, int64(1), calls.Load())
 }
-
-func TestBadConfiguration(t *testing.T) {
-	c, _ := testutil.Redis(t)
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
-	cases := map[string]struct {
-		locker *mutex.Locker
-		opts   []httplock.Option
-	}{
-		"nil locker":       {nil, nil},
-		"broken locker":    {mutex.New(nil), nil},
-		"negative wait":    {l, []httplock.Option{httplock.WithWaitTimeout(-time.Second)}},
-		"zero window":      {l, []httplock.Option{httplock.WithShareWindow(0)}},
-		"tiny lock age":    {l, []httplock.Option{httplock.WithLockAge(time.Microsecond)}},
-		"negative handler": {l, []httplock.Option{httplock.WithHandlerTimeout(-1)}},
-		"zero body":        {l, []httplock.Option{httplock.WithMaxBody(0)}},
-		"nil status fn":    {l, []httplock.Option{httplock.WithShareStatus(nil)}},
-		"bad panic status": {l, []httplock.Option{httplock.WithPanicStatus(42)}},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			mw, err := httplock.New(tc.locker, tc.opts...)
-			assert.ErrorIs(t, err, httplock.ErrInvalid)
-			assert.Nil(t, mw)
-		})
-	}
-	_, err := httplock.NewHandler(nil, l)
-	assert.ErrorIs(t, err, httplock.ErrInvalid)
-	mw, err := httplock.New(l, nil)
-	assert.NoError(t, err, "nil options are ignored")
-	assert.NotNil(t, mw)
-}
