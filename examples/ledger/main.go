@@ -34,7 +34,6 @@ import (
 
 	"github.com/redfence/redfence/fenced"
 	"github.com/redfence/redfence/internal/demo"
-	"github.com/redfence/redfence/internal/localpg"
 	"github.com/redfence/redfence/mutex"
 )
 
@@ -89,16 +88,17 @@ func run(ctx context.Context, out io.Writer, o options) (result, error) {
 	if o.workers < 2 || o.accounts < 2 || o.transfers < 1 || o.stalls < 1 || o.stalls >= o.workers {
 		return result{}, errors.New("need at least 2 workers, 2 accounts, 1 transfer, and 1 to workers-1 stalls")
 	}
-	dbURL, dbWhere, stopDB, err := postgresFor(ctx, o.dbURL)
-	if err != nil {
-		return result{}, err
-	}
-	defer stopDB()
-	newRedis, redisWhere, stopRedis, err := demo.Redis(o.redisURL)
+	// Redis first: its check takes milliseconds, a throwaway PostgreSQL seconds.
+	newRedis, redisWhere, stopRedis, err := demo.Redis(ctx, o.redisURL)
 	if err != nil {
 		return result{}, err
 	}
 	defer stopRedis()
+	dbURL, dbWhere, stopDB, err := demo.Postgres(ctx, o.dbURL)
+	if err != nil {
+		return result{}, err
+	}
+	defer stopDB()
 
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
@@ -144,17 +144,25 @@ func run(ctx context.Context, out io.Writer, o options) (result, error) {
 		return result{}, err
 	}
 
+	conclude(out, o, res)
+	return res, nil
+}
+
+// conclude prints what res shows, computed from it alone.
+func conclude(out io.Writer, o options, res result) {
 	fmt.Fprintf(out, "\ntransfers committed:          %d\n", res.committed)
 	fmt.Fprintf(out, "stale writes rejected (fence): %d\n", res.staleRejected)
 	fmt.Fprintf(out, "stale writes accepted:        %d\n", res.staleAccepted)
 	fmt.Fprintf(out, "total balance: %d before, %d after: ", res.totalBefore, res.totalAfter)
-	if res.totalAfter == res.totalBefore {
+	switch {
+	case res.totalAfter == res.totalBefore:
 		fmt.Fprintln(out, "the invariant holds.")
-	} else {
+	case o.fencing:
+		fmt.Fprintf(out, "VIOLATED: %+d created or destroyed although fencing was on.\n", res.totalAfter-res.totalBefore)
+	default:
 		fmt.Fprintf(out, "VIOLATED: %+d created or destroyed by stale writes.\n", res.totalAfter-res.totalBefore)
 		fmt.Fprintln(out, "The lock alone could not stop a holder that paused past its lease; run with -fencing=true.")
 	}
-	return res, nil
 }
 
 type ledgerRun struct {
@@ -289,18 +297,6 @@ func total(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 	var t int64
 	err := pool.QueryRow(ctx, `SELECT sum(balance)::bigint FROM `+schema+`.accounts`).Scan(&t)
 	return t, err
-}
-
-// postgresFor returns DATABASE_URL, or starts a throwaway local cluster.
-func postgresFor(ctx context.Context, url string) (string, string, func(), error) {
-	if url != "" {
-		return url, "DATABASE_URL", func() {}, nil
-	}
-	srv, err := localpg.Start(ctx)
-	if err != nil {
-		return "", "", nil, fmt.Errorf("no DATABASE_URL and no throwaway PostgreSQL: %w (%s)", err, localpg.Install)
-	}
-	return srv.URL(), "a throwaway local cluster (set DATABASE_URL to use yours)", srv.Stop, nil
 }
 
 func onOff(b bool) string {

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +28,8 @@ func realServers(t *testing.T, o options) options {
 	return o
 }
 
+// runDemo runs the demo and checks that the numbers it printed are the ones
+// it measured.
 func runDemo(t *testing.T, o options) result {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -32,6 +37,10 @@ func runDemo(t *testing.T, o options) result {
 	res, err := run(ctx, &out, o)
 	require.NoError(t, err)
 	t.Log("\n" + out.String())
+	assert.Contains(t, out.String(), fmt.Sprintf("transfers committed:          %d\n", res.committed))
+	assert.Contains(t, out.String(), fmt.Sprintf("stale writes rejected (fence): %d\n", res.staleRejected))
+	assert.Contains(t, out.String(), fmt.Sprintf("stale writes accepted:        %d\n", res.staleAccepted))
+	assert.Contains(t, out.String(), fmt.Sprintf("total balance: %d before, %d after: ", res.totalBefore, res.totalAfter))
 	return res
 }
 
@@ -61,4 +70,101 @@ func TestDefaults(t *testing.T) {
 	res := runDemo(t, short(true))
 	assert.Equal(t, res.totalBefore, res.totalAfter)
 	assert.GreaterOrEqual(t, res.staleRejected, int64(1))
+}
+
+// TestUnreachable: a DATABASE_URL or REDIS_URL nobody answers at ends the
+// demo within seconds with an error that names the server and its address,
+// before anything is printed.
+func TestUnreachable(t *testing.T) {
+	silent := silentServer(t)
+	for _, tc := range []struct {
+		name string
+		o    func(options) options
+		want string
+	}{
+		{"database refused", func(o options) options { o.dbURL = "postgres://127.0.0.1:1/x"; return o },
+			"cannot reach PostgreSQL at 127.0.0.1:1: "},
+		{"database silent", func(o options) options { o.dbURL = "postgres://" + silent + "/x"; return o },
+			"cannot reach PostgreSQL at " + silent + ": "},
+		{"redis refused", func(o options) options { o.redisURL = "redis://127.0.0.1:1"; return o },
+			"cannot reach Redis at 127.0.0.1:1: "},
+		{"redis silent", func(o options) options { o.redisURL = "redis://" + silent; return o },
+			"cannot reach Redis at " + silent + ": "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			start := time.Now()
+			_, err := run(ctx, &out, tc.o(short(true)))
+			require.Error(t, err)
+			assert.Less(t, time.Since(start), 10*time.Second)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Regexp(t, `unset (DATABASE|REDIS)_URL`, err.Error())
+			assert.Empty(t, out.String())
+		})
+	}
+}
+
+// TestConclude: the verdict follows the measured totals, and the advice to
+// turn fencing on is given only when it was off.
+func TestConclude(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		fencing bool
+		res     result
+		want    []string
+		wantNot []string
+	}{
+		{"holds", true, result{committed: 29, staleRejected: 1, totalBefore: 4000, totalAfter: 4000},
+			[]string{"transfers committed:          29\n", "stale writes rejected (fence): 1\n", "4000 before, 4000 after: the invariant holds."},
+			[]string{"VIOLATED"}},
+		{"violated without fencing", false, result{committed: 30, staleAccepted: 1, totalBefore: 4000, totalAfter: 4037},
+			[]string{"stale writes accepted:        1\n", "VIOLATED: +37 created or destroyed by stale writes.", "run with -fencing=true"},
+			[]string{"holds"}},
+		{"violated with fencing", true, result{committed: 30, staleAccepted: 1, totalBefore: 4000, totalAfter: 3990},
+			[]string{"VIOLATED: -10 created or destroyed although fencing was on."},
+			[]string{"holds", "run with -fencing=true"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			o := short(tc.fencing)
+			conclude(&out, o, tc.res)
+			for _, s := range tc.want {
+				assert.Contains(t, out.String(), s)
+			}
+			for _, s := range tc.wantNot {
+				assert.NotContains(t, out.String(), s)
+			}
+		})
+	}
+}
+
+// silentServer accepts connections and never answers, like a hung server or
+// a firewall that swallows packets; it stops at the test's cleanup.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var (
+		wg    sync.WaitGroup
+		conns []net.Conn // the accept loop's until wg.Wait returns
+	)
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String()
 }

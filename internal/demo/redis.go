@@ -1,7 +1,7 @@
-// Package demo holds what the examples share: where their Redis comes from.
 package demo
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/alicebob/miniredis/v2"
@@ -13,11 +13,17 @@ import (
 // where says which, for the demo's header; stop ends the embedded server.
 // Each call of newClient makes a client of its own, as a separate process
 // would have.
-func Redis(url string) (newClient func() redis.UniversalClient, where string, stop func(), err error) {
+//
+// A server named by url must answer a PING within a few seconds; if it does
+// not, Redis returns an error that names its address and the cause.
+func Redis(ctx context.Context, url string) (newClient func() redis.UniversalClient, where string, stop func(), err error) {
 	if url != "" {
 		opts, err := redis.ParseURL(url)
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("REDIS_URL: %w", err)
+		}
+		if err := check(ctx, func(ctx context.Context) error { return pingRedis(ctx, *opts) }); err != nil {
+			return nil, "", nil, fmt.Errorf("cannot reach Redis at %s: %w (unset REDIS_URL to use the embedded Redis)", opts.Addr, err)
 		}
 		return func() redis.UniversalClient { return redis.NewClient(opts) }, "REDIS_URL (" + opts.Addr + ")", func() {}, nil
 	}
@@ -27,4 +33,14 @@ func Redis(url string) (newClient func() redis.UniversalClient, where string, st
 	}
 	return func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: mr.Addr()}) },
 		"embedded in this process (set REDIS_URL to use a real server)", mr.Close, nil
+}
+
+// pingRedis sends one PING, once, with a client of its own that honours the
+// deadline for dialling and reading alike.
+func pingRedis(ctx context.Context, opts redis.Options) error {
+	opts.ContextTimeoutEnabled = true
+	opts.MaxRetries, opts.DialerRetries = -1, 1 // a refused dial is an answer
+	c := redis.NewClient(&opts)
+	defer c.Close()
+	return c.Ping(ctx).Err()
 }
