@@ -1,4 +1,5 @@
-# redfence: `make test` is what CI runs (.ci/run) and what a newcomer runs.
+# redfence: `make lint` and `make test` are what CI runs (.ci/run) and what a
+# newcomer runs.
 SHELL := /bin/bash
 GO ?= go
 GOTEST_FLAGS ?= -race -count=1 -timeout 10m
@@ -16,6 +17,31 @@ deps:
 vet:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+
+# Lint, run by .ci/run before the tests: gofmt, go vet, staticcheck at a
+# pinned version, go.mod/go.sum tidy (both modules), and one instrumentation
+# scope version across the packages' telemetry.go files.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+.PHONY: lint fmt-check staticcheck tidy-check version-check
+lint: fmt-check vet staticcheck tidy-check version-check
+
+fmt-check:
+	@files=$$(gofmt -l .); if [ -n "$$files" ]; then \
+		echo "gofmt -w needed on:"; echo "$$files"; exit 1; fi
+
+staticcheck:
+	$(GO) run $(STATICCHECK) ./...
+	cd bench && $(GO) run $(STATICCHECK) ./...
+
+tidy-check:
+	$(GO) mod tidy -diff
+	cd bench && $(GO) mod tidy -diff
+
+version-check:
+	@versions=$$(grep -rhE --include=telemetry.go '^\s*version\s*=\s*"' . | sed -E 's/.*"(.*)".*/\1/' | sort -u); \
+	if [ "$$(echo "$$versions" | grep -c .)" -ne 1 ]; then \
+		echo "instrumentation scope versions differ across telemetry.go files (or none found):"; \
+		grep -rnE --include=telemetry.go '^\s*version\s*=\s*"' .; exit 1; fi
 
 unit:
 	$(GO) test $(GOTEST_FLAGS) ./...

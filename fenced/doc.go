@@ -62,6 +62,23 @@
 //     bytes, which PostgreSQL text cannot hold;
 //   - token: 0 to math.MaxInt64 (the fence table checks token >= 0 too).
 //
+// # Telemetry
+//
+// Spans and instruments come from WithTracerProvider and WithMeterProvider
+// (default: otel's globals), under the instrumentation scope
+// "github.com/redfence/redfence/fenced" with the module's version. Both
+// spans are of kind INTERNAL: Do's wraps the caller's fn, and the statements
+// sent to PostgreSQL are pgx's to trace (a pgx tracer makes CLIENT spans of
+// them).
+//
+//	span                   attributes
+//	redfence.fenced.Do     redfence.resource, redfence.token, redfence.outcome (accepted, stale,
+//	redfence.fenced.Check    error), redfence.highest (the highest token recorded, once checked);
+//	                         status Error on errors other than a stale token
+//
+//	instrument             kind     unit     attributes
+//	redfence.fence.checks  counter  {check}  redfence.outcome (accepted, stale)
+//
 // # Tables
 //
 // Migrate creates the fence table (default redfence_fences, WithTable to

@@ -135,7 +135,9 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("fenced: %w", err)
 	}
-	ctx, span := g.tel.tracer.Start(ctx, "redfence.fenced.Do", trace.WithSpanKind(trace.SpanKindClient),
+	// INTERNAL: the span wraps fn, the caller's code; the round trips to
+	// PostgreSQL beneath it are pgx's to trace.
+	ctx, span := g.tel.tracer.Start(ctx, "redfence.fenced.Do", trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attrResource.String(resource), attrToken.Int64(token)))
 	defer func() { endSpan(span, err) }()
 
@@ -182,7 +184,7 @@ func (g *Guard) Check(ctx context.Context, tx pgx.Tx, resource string, token int
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("fenced: %w", err)
 	}
-	ctx, span := g.tel.tracer.Start(ctx, "redfence.fenced.Check", trace.WithSpanKind(trace.SpanKindClient),
+	ctx, span := g.tel.tracer.Start(ctx, "redfence.fenced.Check", trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attrResource.String(resource), attrToken.Int64(token)))
 	defer func() { endSpan(span, err) }()
 	return g.check(ctx, tx, resource, token, span)

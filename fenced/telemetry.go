@@ -6,7 +6,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-const instrumentation = "github.com/redfence/redfence/fenced"
+// The instrumentation scope of every span and instrument: the import path,
+// and the module's release (kept equal in each package's telemetry.go; make
+// lint checks).
+const (
+	instrumentation = "github.com/redfence/redfence/fenced"
+	version         = "0.1.0"
+)
 
 type telemetry struct {
 	tracer trace.Tracer
@@ -20,9 +26,10 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) telemetry {
 	if isNil(mp) {
 		mp = otel.GetMeterProvider()
 	}
-	t := telemetry{tracer: tp.Tracer(instrumentation)}
+	t := telemetry{tracer: tp.Tracer(instrumentation, trace.WithInstrumentationVersion(version))}
 	// Creation fails only on invalid names; the API returns a no-op counter then.
-	t.checks, _ = mp.Meter(instrumentation).Int64Counter("redfence.fence.checks",
+	m := mp.Meter(instrumentation, metric.WithInstrumentationVersion(version))
+	t.checks, _ = m.Int64Counter("redfence.fence.checks", metric.WithUnit("{check}"),
 		metric.WithDescription("Fence checks, by redfence.outcome: accepted or stale."))
 	return t
 }

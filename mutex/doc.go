@@ -112,6 +112,43 @@
 // share one hash slot: the user key sits in a hash tag, or, when it contains
 // braces, the SHA-1 of it does.
 //
+// # Telemetry
+//
+// Spans and instruments come from WithTracerProvider and WithMeterProvider
+// (default: otel's globals), under the instrumentation scope
+// "github.com/redfence/redfence/mutex" with the module's version. Every span
+// is of kind INTERNAL: the Redis commands beneath it are go-redis's to trace
+// (redisotel makes CLIENT spans of them). Until the program installs a
+// tracer provider, a Locker on the global one makes no spans.
+//
+//	span                     attributes
+//	redfence.Lock            redfence.key, redfence.token (when acquired), redfence.attempts,
+//	redfence.TryLock           redfence.wait (seconds, float), redfence.reentrant, redfence.outcome
+//	                           (acquired, reentered, contended, timeout, cancelled, closed, error,
+//	                           replica_ack); an exception event per failed attempt, with
+//	                           error.type; Redlock: events redlock.acquire (redfence.redlock.votes,
+//	                           .quorum, .nodes, .validity in seconds) and redlock.token
+//	                           (redfence.redlock.agreed, .confirmed, redfence.token)
+//	redfence.Extend          redfence.key, redfence.token, redfence.outcome (extended, not_held, error)
+//	redfence.Unlock          redfence.key, redfence.token, redfence.outcome (released, handed_off,
+//	                           not_held, error)
+//	redfence.LockLost        redfence.key, redfence.token, redfence.reason; status Error
+//
+//	instrument                       kind           unit           attributes
+//	redfence.lock.acquire.duration   histogram      s              redfence.outcome
+//	redfence.lock.acquisitions       counter        {acquisition}  redfence.outcome
+//	redfence.lock.contention         counter        {attempt}      -
+//	redfence.lock.attempt.errors     counter        {attempt}      error.type
+//	redfence.lock.losses             counter        {lock}         redfence.reason
+//	redfence.lock.hold.duration      histogram      s              -
+//	redfence.lock.held               updowncounter  {lock}         -
+//
+// redfence.reason says how a lock was lost ("lease deadline passed",
+// "renewal found the lock gone", ...: a short fixed set). error.type is a
+// Redis error's prefix (NOPERM, LOADING, ...), "timeout", a
+// network operation ("dial", "read", ...), "quorum", or "_OTHER". Spans and
+// errors carry the key; metrics never do, so their cardinality stays bounded.
+//
 // # Errors
 //
 // Every error is errors.Is one of these sentinels, or a server or context

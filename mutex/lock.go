@@ -197,7 +197,7 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 			err = errNoMajority
 		}
 	} else {
-		err, _ = lk.l.call(ctx, func(ctx context.Context) error {
+		_, err = lk.l.call(ctx, func(ctx context.Context) error {
 			var err error
 			n, err = extendScript.Run(ctx, lk.l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr, ttl.Milliseconds(), lk.l.keyTTL(ttl)).Int64()
 			return err
@@ -233,7 +233,7 @@ func (lk *Lock) TTL(ctx context.Context) (time.Duration, error) {
 			us = -1
 		}
 	} else {
-		err, _ = lk.l.call(ctx, func(ctx context.Context) error {
+		_, err = lk.l.call(ctx, func(ctx context.Context) error {
 			var err error
 			us, err = ttlScript.Run(ctx, lk.l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr).Int64()
 			return err
@@ -297,7 +297,7 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 		n, err = releaseScript.Run(ctx, l.client, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...).Int64()
 	} else {
 		var r int64
-		err, pending = l.call(ctx, func(ctx context.Context) error {
+		pending, err = l.call(ctx, func(ctx context.Context) error {
 			var err error
 			r, err = releaseScript.Run(ctx, l.client, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...).Int64()
 			return err
@@ -343,7 +343,7 @@ func (lk *Lock) handOff(ctx context.Context, w *waiter, span trace.Span) error {
 	l := lk.l
 	sent := l.now()
 	var vals []int64
-	err, pending := l.call(ctx, func(ctx context.Context) error {
+	pending, err := l.call(ctx, func(ctx context.Context) error {
 		v, err := handoffScript.Run(ctx, l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr,
 			w.owner, w.lc.ttl.Milliseconds(), l.keyTTL(w.lc.ttl)).Int64Slice()
 		if err == nil && len(v) != 2 {

@@ -238,20 +238,20 @@ func (l *Locker) keyTTL(lease time.Duration) string {
 // deadlines to its sockets, fn runs in a goroutine the caller stops waiting
 // for when ctx ends; pending then reports fn's eventual result, so clean-up
 // can wait for a command that might still reach the server.
-func (l *Locker) call(ctx context.Context, fn func(context.Context) error) (err error, pending <-chan error) {
+func (l *Locker) call(ctx context.Context, fn func(context.Context) error) (pending <-chan error, err error) {
 	if l.direct(ctx) {
-		return fn(ctx), nil
+		return nil, fn(ctx)
 	}
 	if err := ctx.Err(); err != nil {
-		return err, nil
+		return nil, err
 	}
 	res := make(chan error, 1)
 	l.goBg(func() { res <- fn(ctx) })
 	select {
 	case err := <-res:
-		return err, nil
+		return nil, err
 	case <-ctx.Done():
-		return ctx.Err(), res
+		return res, ctx.Err()
 	}
 }
 

@@ -1,6 +1,7 @@
 package mutex
 
 import (
+	"reflect"
 	"strings"
 	"time"
 
@@ -50,13 +51,24 @@ func newConfig(opts []Option) config {
 			o.apply(&c)
 		}
 	}
-	if c.tp == nil {
+	// A typed nil (a nil *sdktrace.TracerProvider) means the global too: its
+	// methods would panic.
+	if isNilPointer(c.tp) {
 		c.tp = otel.GetTracerProvider()
 	}
-	if c.mp == nil {
+	if isNilPointer(c.mp) {
 		c.mp = otel.GetMeterProvider()
 	}
 	return c
+}
+
+// isNilPointer reports whether v is nil or holds a nil pointer.
+func isNilPointer(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 func (c *config) fail(err error) {
@@ -136,14 +148,16 @@ func WithNodeTimeout(d time.Duration) Option {
 	})
 }
 
-// WithTracerProvider sets the source of spans. Default: otel's global, as it
+// WithTracerProvider sets the source of spans. Default, and for nil (a typed
+// nil such as a nil *sdktrace.TracerProvider included): otel's global, as it
 // is at each call: spans start once the program installs a provider (before
 // or after New), and none are made while it has not (they could not record).
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(c *config) { c.tp = tp })
 }
 
-// WithMeterProvider sets the source of metrics. Default: otel's global.
+// WithMeterProvider sets the source of metrics. Default, and for nil (typed
+// or not): otel's global.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) { c.mp = mp })
 }

@@ -307,7 +307,7 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 			attribute.Int("redfence.redlock.votes", len(voters)),
 			attribute.Int("redfence.redlock.quorum", l.quorum),
 			attribute.String("redfence.redlock.nodes", strings.Join(outcomes, ",")),
-			attribute.Float64("redfence.redlock.validity_ms", float64(validity.Microseconds())/1000)))
+			attribute.Float64("redfence.redlock.validity", validity.Seconds())))
 	}
 
 	if len(voters) >= l.quorum && validity > 0 {
@@ -480,7 +480,7 @@ func (l *Locker) redlockExtend(ctx context.Context, locks []*Lock, ttls []time.D
 			for i, lk := range locks {
 				cmds[i] = extendScript.EvalSha(ctx, pipe, []string{lk.lockKey}, lk.owner, lk.tokenStr, ttls[i].Milliseconds(), l.keyTTL(ttls[i]))
 			}
-			_, err = pipe.Exec(ctx)
+			_, _ = pipe.Exec(ctx) // each command's own reply, below, says how it went
 		}
 		// Each command's own reply counts; a failed one is unknown (-1).
 		vals := make([]int64, len(locks))

@@ -339,11 +339,11 @@ func (r *renewer) renewChunk(locks []*Lock) {
 		vals = out
 		return nil
 	}
-	err, pending := l.call(ctx, run)
+	pending, err := l.call(ctx, run)
 	if errors.Is(err, noScript) {
 		if lerr := extendScript.Load(ctx, l.client).Err(); lerr == nil {
 			sent = l.now()
-			err, pending = l.call(ctx, run)
+			pending, err = l.call(ctx, run)
 		}
 	}
 	if err != nil || pending != nil {

@@ -17,14 +17,20 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
-const instrumentation = "github.com/redfence/redfence/mutex"
+// The instrumentation scope of every span and instrument: the import path,
+// and the module's release (kept equal in each package's telemetry.go; make
+// lint checks).
+const (
+	instrumentation = "github.com/redfence/redfence/mutex"
+	version         = "0.1.0"
+)
 
 // Attribute keys on spans and metrics.
 const (
 	attrKey       = attribute.Key("redfence.key")
 	attrToken     = attribute.Key("redfence.token")
 	attrAttempts  = attribute.Key("redfence.attempts")
-	attrWait      = attribute.Key("redfence.wait_ms")
+	attrWait      = attribute.Key("redfence.wait") // seconds
 	attrReentrant = attribute.Key("redfence.reentrant")
 	attrOutcome   = attribute.Key("redfence.outcome")
 	attrReason    = attribute.Key("redfence.reason")
@@ -34,6 +40,7 @@ const (
 type telemetry struct {
 	global      bool // spans come from otel's global provider
 	tracer      trace.Tracer
+	spanOpts    []trace.SpanStartOption // built once: a variadic slice per call would allocate
 	acquireDur  metric.Float64Histogram
 	acquired    metric.Int64Counter
 	contention  metric.Int64Counter
@@ -45,26 +52,40 @@ type telemetry struct {
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) *telemetry {
-	m := mp.Meter(instrumentation)
-	t := &telemetry{global: isUnsetGlobal(tp), tracer: tp.Tracer(instrumentation), byOutcome: map[string]*outcomeOpts{}}
+	m := mp.Meter(instrumentation, metric.WithInstrumentationVersion(version))
+	t := &telemetry{
+		global:    isUnsetGlobal(tp),
+		tracer:    tp.Tracer(instrumentation, trace.WithInstrumentationVersion(version)),
+		spanOpts:  []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)},
+		byOutcome: map[string]*outcomeOpts{},
+	}
 	for _, o := range lockOutcomes {
 		t.byOutcome[o] = newOutcomeOpts(o)
 	}
 	// Instrument creation only fails on invalid names; ours are constant and
 	// valid, and the API returns usable no-op instruments on error anyway.
+	// Durations are in seconds, with bucket boundaries advised as
+	// OpenTelemetry's conventions do: the SDK's defaults (0 to 10000) suit
+	// milliseconds and would put nearly every wait in the first bucket. A
+	// wait runs from a fraction of a millisecond to a holder's lease, a hold
+	// from milliseconds to minutes.
+	waitBuckets := []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	holdBuckets := []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
 	t.acquireDur, _ = m.Float64Histogram("redfence.lock.acquire.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time from a Lock or TryLock call to its outcome."))
-	t.acquired, _ = m.Int64Counter("redfence.lock.acquisitions",
+		metric.WithDescription("Time from a Lock or TryLock call to its outcome, by redfence.outcome."),
+		metric.WithExplicitBucketBoundaries(waitBuckets...))
+	t.acquired, _ = m.Int64Counter("redfence.lock.acquisitions", metric.WithUnit("{acquisition}"),
 		metric.WithDescription("Lock and TryLock outcomes, by redfence.outcome."))
-	t.contention, _ = m.Int64Counter("redfence.lock.contention",
+	t.contention, _ = m.Int64Counter("redfence.lock.contention", metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts that found the lock held by another owner."))
-	t.losses, _ = m.Int64Counter("redfence.lock.losses",
-		metric.WithDescription("Locks lost: renewal found them gone or the lease deadline passed."))
+	t.losses, _ = m.Int64Counter("redfence.lock.losses", metric.WithUnit("{lock}"),
+		metric.WithDescription("Locks lost: renewal found them gone or the lease deadline passed, by redfence.reason."))
 	t.holdDur, _ = m.Float64Histogram("redfence.lock.hold.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time from acquisition to release or loss."))
-	t.held, _ = m.Int64UpDownCounter("redfence.lock.held",
+		metric.WithDescription("Time from acquisition to release or loss."),
+		metric.WithExplicitBucketBoundaries(holdBuckets...))
+	t.held, _ = m.Int64UpDownCounter("redfence.lock.held", metric.WithUnit("{lock}"),
 		metric.WithDescription("Locks currently held by this process."))
-	t.attemptErrs, _ = m.Int64Counter("redfence.lock.attempt.errors",
+	t.attemptErrs, _ = m.Int64Counter("redfence.lock.attempt.errors", metric.WithUnit("{attempt}"),
 		metric.WithDescription("Acquisition attempts that failed on the way to or on the server, by error.type."))
 	return t
 }
@@ -105,7 +126,7 @@ func errorType(err error) string {
 
 func (t *telemetry) lost(key string, token int64, reason string, held time.Duration) {
 	ctx := context.Background()
-	_, span := t.tracer.Start(ctx, "redfence.LockLost", trace.WithAttributes(
+	_, span := t.tracer.Start(ctx, "redfence.LockLost", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
 		attrKey.String(key), attrToken.Int64(token), attrReason.String(reason)))
 	span.SetStatus(codes.Error, "lock lost: "+reason)
 	span.End()
@@ -159,7 +180,7 @@ func (t *telemetry) startSpan(ctx context.Context, name, key string, token int64
 	if t.global && isUnsetGlobal(otel.GetTracerProvider()) {
 		return ctx, noop.Span{}
 	}
-	ctx, span := t.tracer.Start(ctx, name)
+	ctx, span := t.tracer.Start(ctx, name, t.spanOpts...)
 	if span.IsRecording() {
 		span.SetAttributes(attrKey.String(key))
 		if token > 0 {

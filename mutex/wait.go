@@ -100,7 +100,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	outcome := func(lk *Lock, attempts int, outcome string, err error) {
 		wait := time.Since(start)
 		if span.IsRecording() {
-			span.SetAttributes(attrAttempts.Int(attempts), attrWait.Float64(float64(wait.Microseconds())/1000),
+			span.SetAttributes(attrAttempts.Int(attempts), attrWait.Float64(wait.Seconds()),
 				attrReentrant.Bool(outcome == "reentered"))
 			if lk != nil {
 				span.SetAttributes(attrToken.Int64(lk.token))
@@ -204,7 +204,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 			// attempt as a TryLock would (fewer arguments); only when that
 			// finds the lock held does it queue, with the retry that follows
 			// its subscription.
-			res, err, pending := l.acquire(ctx, key, lockKey, owner, &lc, wait && !(attempts == 1 && w.first))
+			res, pending, err := l.acquire(ctx, key, lockKey, owner, &lc, wait && !(attempts == 1 && w.first))
 			if err == nil && res.status == 1 && l.nodes == nil && !l.now().Before(sent.Add(lc.ttl-l.drift(lc.ttl))) {
 				// The lease ran out before its grant arrived: give it back
 				// rather than hand out a lock that is already lost.
@@ -351,10 +351,10 @@ func (l *Locker) giveBackLate(lockKey, owner string, res acquireResult) {
 // queued (Lock, not TryLock) puts this Locker in the key's waiting queue when
 // the lock is held, so that a release reserves it for us in turn, and marks
 // the lock waited-for, so that its release notifies.
-func (l *Locker) acquire(ctx context.Context, key, lockKey, owner string, lc *lockConfig, queued bool) (acquireResult, error, <-chan error) {
+func (l *Locker) acquire(ctx context.Context, key, lockKey, owner string, lc *lockConfig, queued bool) (acquireResult, <-chan error, error) {
 	if l.nodes != nil {
 		res, err := l.redlockAcquire(ctx, lockKey, owner, lc, queued)
-		return res, err, nil
+		return res, nil, err
 	}
 	var (
 		res     acquireResult
@@ -365,21 +365,21 @@ func (l *Locker) acquire(ctx context.Context, key, lockKey, owner string, lc *lo
 		res, err = l.acquireOnce(ctx, key, lockKey, owner, lc, queued)
 	} else {
 		var r acquireResult
-		err, pending = l.call(ctx, func(ctx context.Context) error {
+		pending, err = l.call(ctx, func(ctx context.Context) error {
 			var err error
 			r, err = l.acquireOnce(ctx, key, lockKey, owner, lc, queued)
 			return err
 		})
 		if pending != nil {
 			// The call was abandoned and may still be writing r.
-			return acquireResult{}, err, pending
+			return acquireResult{}, pending, err
 		}
 		res = r
 	}
 	if err == nil && queued {
 		l.setInRedisQueue(key, res.status == 0)
 	}
-	return res, err, nil
+	return res, nil, err
 }
 
 // acquireOnce is one call of the acquire script on a single deployment.
@@ -463,7 +463,7 @@ func (l *Locker) replicaAck(ctx context.Context, lk *Lock, lc *lockConfig) error
 		return nil
 	}
 	var acks int64
-	err, _ := l.call(ctx, func(ctx context.Context) error {
+	_, err := l.call(ctx, func(ctx context.Context) error {
 		pipe := l.client.Pipeline()
 		ext := extendScript.EvalSha(ctx, pipe, []string{lk.lockKey}, lk.owner, lk.tokenStr, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl))
 		wait := redis.NewIntCmd(ctx, "wait", lc.replicas, lc.replicaTTL.Milliseconds())

@@ -34,13 +34,33 @@
 // (WithLockTTL, default 3 intervals, 1 s to 30 s); then another replica runs
 // the next slot it claims.
 //
-// # Records and telemetry
+// # Records
 //
 // The last run of each job (slot, replica, token, outcome, duration) is kept
-// in Redis: Last reads it. Each attempt is a span; counters record runs,
-// skipped slots, prevented overlaps and lock losses, and a histogram the lag
-// from the slot's start to the run's start. Panics in jobs are recovered and
-// reported as *PanicError to WithErrorHook; the library does not log.
+// in Redis: Last reads it. Panics in jobs are recovered and reported as
+// *PanicError to WithErrorHook; the library does not log.
+//
+// # Telemetry
+//
+// Spans and instruments come from WithTracerProvider and WithMeterProvider
+// (default: otel's globals), under the instrumentation scope
+// "github.com/redfence/redfence/runner" with the module's version. The
+// Locker's own spans and instruments (claiming the job's lock) are package
+// mutex's, configured on the Locker.
+//
+//	span                  kind      attributes
+//	redfence.runner.run   INTERNAL  redfence.job, redfence.slot (RFC 3339, UTC), redfence.token,
+//	                                  redfence.attempt, redfence.outcome (ok, error); one span per
+//	                                  attempt, around the job
+//
+//	instrument                           kind       unit    attributes
+//	redfence.runner.runs                 counter    {run}   redfence.job, redfence.outcome
+//	                                                          (ok, error, panic, lock_lost)
+//	redfence.runner.skipped              counter    {slot}  redfence.job, redfence.reason (overlap, late)
+//	redfence.runner.overlaps_prevented   counter    {slot}  redfence.job
+//	redfence.runner.lock_losses          counter    {run}   redfence.job
+//	redfence.runner.lag                  histogram  s       redfence.job; from the slot's start
+//	                                                          (server clock) to the run's start
 //
 // # Errors
 //

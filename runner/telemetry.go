@@ -11,7 +11,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-const instrumentation = "github.com/redfence/redfence/runner"
+// The instrumentation scope of every span and instrument: the import path,
+// and the module's release (kept equal in each package's telemetry.go; make
+// lint checks).
+const (
+	instrumentation = "github.com/redfence/redfence/runner"
+	version         = "0.1.0"
+)
 
 const (
 	attrJob     = attribute.Key("redfence.job")
@@ -38,15 +44,22 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) *telemetry {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
-	m := mp.Meter(instrumentation)
-	t := &telemetry{tracer: tp.Tracer(instrumentation)}
+	m := mp.Meter(instrumentation, metric.WithInstrumentationVersion(version))
+	t := &telemetry{tracer: tp.Tracer(instrumentation, trace.WithInstrumentationVersion(version))}
 	// Creation fails only on invalid names; the API returns no-ops then.
-	t.runs, _ = m.Int64Counter("redfence.runner.runs", metric.WithDescription("Runs, by job and outcome."))
-	t.skips, _ = m.Int64Counter("redfence.runner.skipped", metric.WithDescription("Slots claimed but not run, by job and reason (overlap, late)."))
-	t.overlaps, _ = m.Int64Counter("redfence.runner.overlaps_prevented", metric.WithDescription("Slots whose run would have overlapped a run still in progress."))
-	t.losses, _ = m.Int64Counter("redfence.runner.lock_losses", metric.WithDescription("Runs whose job lock was lost while running."))
+	t.runs, _ = m.Int64Counter("redfence.runner.runs", metric.WithUnit("{run}"),
+		metric.WithDescription("Runs, by job and outcome."))
+	t.skips, _ = m.Int64Counter("redfence.runner.skipped", metric.WithUnit("{slot}"),
+		metric.WithDescription("Slots claimed but not run, by job and reason (overlap, late)."))
+	t.overlaps, _ = m.Int64Counter("redfence.runner.overlaps_prevented", metric.WithUnit("{slot}"),
+		metric.WithDescription("Slots whose run would have overlapped a run still in progress."))
+	t.losses, _ = m.Int64Counter("redfence.runner.lock_losses", metric.WithUnit("{run}"),
+		metric.WithDescription("Runs whose job lock was lost while running."))
+	// Seconds, with boundaries for a lag of a millisecond to a minute: the
+	// SDK's default boundaries (0 to 10000) suit milliseconds.
 	t.lagHist, _ = m.Float64Histogram("redfence.runner.lag", metric.WithUnit("s"),
-		metric.WithDescription("From the slot's start (server clock) to the run's start."))
+		metric.WithDescription("From the slot's start (server clock) to the run's start."),
+		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
 	return t
 }
 
@@ -70,9 +83,10 @@ func (t *telemetry) lag(ctx context.Context, job string, d time.Duration) {
 	t.lagHist.Record(ctx, max(d, 0).Seconds(), metric.WithAttributes(attrJob.String(job)))
 }
 
-// startRun opens the span of one attempt.
+// startRun opens the span of one attempt: INTERNAL, since it wraps the job,
+// the caller's code.
 func (t *telemetry) startRun(ctx context.Context, run Run) (context.Context, func(error)) {
-	ctx, span := t.tracer.Start(ctx, "redfence.runner.run", trace.WithAttributes(
+	ctx, span := t.tracer.Start(ctx, "redfence.runner.run", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
 		attrJob.String(run.Name), attrSlot.String(run.Slot.UTC().Format(time.RFC3339Nano)),
 		attrToken.Int64(run.Token), attrAttempt.Int(run.Attempt)))
 	return ctx, func(err error) {

@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redfence/redfence/mutex"
@@ -38,6 +36,7 @@ type config struct {
 	ttl  time.Duration
 	wait time.Duration
 	tp   trace.TracerProvider
+	mp   metric.MeterProvider
 	errs []error
 }
 
@@ -78,9 +77,16 @@ func WithWait(d time.Duration) Option {
 	})
 }
 
-// WithTracerProvider sets where spans go. Default: the global provider.
+// WithTracerProvider sets where spans go. Default, and for nil (a typed nil
+// such as a nil *sdktrace.TracerProvider included): the global provider.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(c *config) { c.tp = tp })
+}
+
+// WithMeterProvider sets where metrics go. Default, and for nil (typed or
+// not): the global provider.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.mp = mp })
 }
 
 // DefaultKey is the default lock key: the task type and a hash of its payload.
@@ -88,8 +94,6 @@ func DefaultKey(t *asynq.Task) (string, error) {
 	sum := sha256.Sum256(t.Payload())
 	return t.Type() + ":" + hex.EncodeToString(sum[:16]), nil
 }
-
-const instrumentation = "github.com/redfence/redfence/middleware/asynq"
 
 // New returns middleware that runs at most one handler per key at a time
 // across every server sharing locker's Redis. A nil or broken locker or a bad
@@ -109,23 +113,12 @@ func New(locker *mutex.Locker, opts ...Option) (asynq.MiddlewareFunc, error) {
 	case len(c.errs) > 0:
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(c.errs...))
 	}
-	tp := c.tp
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
-	tracer := tp.Tracer(instrumentation)
+	tel := newTelemetry(c.tp, c.mp)
 	return func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) (err error) {
-			ctx, span := tracer.Start(ctx, "redfence.asynqlock", trace.WithAttributes(attribute.String("asynq.task.type", t.Type())))
-			outcome := "error"
-			defer func() {
-				span.SetAttributes(attribute.String("redfence.outcome", outcome))
-				if err != nil && outcome != "locked" {
-					span.RecordError(err)
-					span.SetStatus(codes.Error, err.Error())
-				}
-				span.End()
-			}()
+			ctx, span := tel.start(ctx, t.Type())
+			outcome := "error" // also when the handler panics
+			defer func() { tel.end(ctx, span, t.Type(), outcome, err) }()
 			key, err := c.key(t)
 			if err != nil {
 				return fmt.Errorf("asynqlock: key of %s task: %w", t.Type(), err)
@@ -133,9 +126,10 @@ func New(locker *mutex.Locker, opts ...Option) (asynq.MiddlewareFunc, error) {
 			if key == "" {
 				return fmt.Errorf("asynqlock: empty key for %s task", t.Type())
 			}
-			span.SetAttributes(attribute.String("redfence.key", key))
+			span.SetAttributes(attrKey.String(key))
 
 			var lk *mutex.Lock
+			start := time.Now()
 			if c.wait > 0 {
 				lctx, cancel := context.WithTimeout(ctx, c.wait)
 				lk, err = locker.Lock(lctx, "asynq:"+key, mutex.WithTTL(c.ttl))
@@ -148,11 +142,14 @@ func New(locker *mutex.Locker, opts ...Option) (asynq.MiddlewareFunc, error) {
 				// outage (mutex.ErrUnavailable) is a failure asynq counts.
 				if errors.Is(err, mutex.ErrNotAcquired) && !errors.Is(err, mutex.ErrUnavailable) && ctx.Err() == nil {
 					outcome = "locked"
+					tel.lockWait(ctx, span, t.Type(), "locked", time.Since(start))
 					return fmt.Errorf("%w: %s", ErrLocked, key)
 				}
+				tel.lockWait(ctx, span, t.Type(), "error", time.Since(start))
 				return fmt.Errorf("asynqlock: lock %s: %w", key, err)
 			}
-			span.SetAttributes(attribute.Int64("redfence.token", lk.Token()))
+			tel.lockWait(ctx, span, t.Type(), "acquired", time.Since(start))
+			span.SetAttributes(attrToken.Int64(lk.Token()))
 			defer func() {
 				// Released whatever the handler did, a panic included; on a
 				// context of its own, since asynq's may have ended.

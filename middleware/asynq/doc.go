@@ -33,6 +33,30 @@
 // about that long whatever the delay says. WithWait makes the handler wait
 // for the lock instead, up to a bound, holding its worker slot meanwhile.
 //
+// # Telemetry
+//
+// Spans and instruments come from WithTracerProvider and WithMeterProvider
+// (default: otel's globals), under the instrumentation scope
+// "github.com/redfence/redfence/middleware/asynq" with the module's version.
+// The Locker's own spans and instruments are package mutex's, configured on
+// the Locker.
+//
+//	span                 kind      attributes
+//	redfence.asynqlock   INTERNAL  asynq.task.type, redfence.key, redfence.wait (seconds to get the
+//	                                 lock or give up, float), redfence.token (when locked),
+//	                                 redfence.outcome (ok, locked, lock_lost, error); one span per
+//	                                 task, around the handler; status Error on errors but ErrLocked
+//
+//	instrument                 kind       unit    attributes
+//	redfence.asynqlock.tasks   counter    {task}  asynq.task.type, redfence.outcome (ok, locked,
+//	                                                lock_lost, error)
+//	redfence.asynqlock.wait    histogram  s       asynq.task.type, redfence.outcome (acquired,
+//	                                                locked, error): the time to get the lock or
+//	                                                give up
+//
+// A panicking handler counts as error. Metrics carry the task type, never
+// the key, so their cardinality stays bounded.
+//
 // # Errors
 //
 //	situation                                          error
