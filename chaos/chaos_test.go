@@ -79,6 +79,7 @@ type world struct {
 
 	holders  atomic.Int32 // clients that believe they hold the lock now
 	overlaps atomic.Int64 // acquisitions made while another client still believed it held the lock
+	stalled  atomic.Int64 // critical sections that stalled past the lease
 	stale    atomic.Int64
 	lockErrs atomic.Int64
 	stalls   []atomic.Bool // per client: stall in the next critical section
@@ -129,6 +130,7 @@ func (w *world) client(ctx context.Context, id int, l *mutex.Locker) {
 		}
 		if stall {
 			// The pause ignores lk.Context(), as a stopped process would.
+			w.stalled.Add(1)
 			time.Sleep(2 * ttl)
 		}
 		call := time.Since(w.start).Nanoseconds()
@@ -239,12 +241,16 @@ func (w *world) check(name string) {
 		kinds = append(kinds, fmt.Sprintf("%s: %d", k, n))
 	}
 	sort.Strings(kinds)
-	t.Logf("%s: %d operations, register %d, faults {%s}, overlaps %d, stale writes rejected %d, lock timeouts/errors %d, accepted tokens out of order %d",
-		name, len(w.history), v, strings.Join(kinds, ", "), w.overlaps.Load(), w.stale.Load(), w.lockErrs.Load(), backwards)
+	t.Logf("%s: %d operations, register %d, faults {%s}, stalls performed %d, overlaps %d, stale writes rejected %d, lock timeouts/errors %d, accepted tokens out of order %d",
+		name, len(w.history), v, strings.Join(kinds, ", "), w.stalled.Load(), w.overlaps.Load(), w.stale.Load(), w.lockErrs.Load(), backwards)
 	assert.Zero(t, backwards, "the resource accepted a token that was not larger")
 	assert.Equal(t, int64(len(w.history)), v, "every accepted operation, and only those, changed the register")
 	assert.NotEmpty(t, w.history, "no operation succeeded")
-	if w.counts["client stall past the lease"] > 0 {
+	// A stall shows as an overlap only when another client takes the lock
+	// while it lasts, which a short run on a loaded machine may not see:
+	// the bounded run of make test asserts safety only; make chaos (minutes
+	// of stalls) also asserts that the stalls were exercised.
+	if *duration > 0 && w.stalled.Load() > 0 {
 		assert.Positive(t, w.overlaps.Load()+w.stale.Load(), "stalls past the lease must show up as overlaps or rejected writes")
 	}
 }

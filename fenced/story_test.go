@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
@@ -13,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redfence/redfence/fenced"
 	"github.com/redfence/redfence/internal/testutil"
@@ -73,6 +73,9 @@ func TestTelemetry(t *testing.T) {
 	}
 	for i, s := range spans {
 		assert.Equal(t, "redfence.fenced.Do", s.Name())
+		assert.Equal(t, trace.SpanKindInternal, s.SpanKind(), "Do wraps the caller's code")
+		assert.Equal(t, "github.com/redfence/redfence/fenced", s.InstrumentationScope().Name)
+		assert.NotEmpty(t, s.InstrumentationScope().Version)
 		got := map[attribute.Key]attribute.Value{}
 		for _, kv := range s.Attributes() {
 			got[kv.Key] = kv.Value
@@ -84,10 +87,12 @@ func TestTelemetry(t *testing.T) {
 	require.NoError(t, reader.Collect(ctx, &rm))
 	counts := map[string]int64{}
 	for _, sm := range rm.ScopeMetrics {
+		assert.NotEmpty(t, sm.Scope.Version)
 		for _, m := range sm.Metrics {
 			if m.Name != "redfence.fence.checks" {
 				continue
 			}
+			assert.Equal(t, "{check}", m.Unit)
 			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
 				v, _ := dp.Attributes.Value("redfence.outcome")
 				counts[v.AsString()] += dp.Value
@@ -95,19 +100,4 @@ func TestTelemetry(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]int64{"accepted": 1, "stale": 1}, counts)
-}
-
-// ExampleGuard_Do is the shape of a fenced write: the token of the lock you
-// hold goes with the write, and the database decides.
-func ExampleGuard_Do() {
-	var (
-		ctx  = context.Background()
-		pool pgx.Tx // in real code: a *pgxpool.Pool
-		lk   *mutex.Lock
-	)
-	guard := fenced.New(pool)
-	_ = guard.Do(ctx, "account:42", lk.Token(), func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - 10 WHERE id = 42`)
-		return err
-	})
 }

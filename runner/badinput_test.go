@@ -144,9 +144,10 @@ func TestBadInput(t *testing.T) {
 			if err := r.Add("job", time.Second, nop); err != nil {
 				return err
 			}
-			return r.Run(nil) //nolint:staticcheck // the point
+			//lint:ignore SA1012 a nil ctx is the input under test
+			return r.Run(nil)
 		}, runner.ErrInvalid},
-		{"nil ctx: Last", last(nil, "job"), runner.ErrInvalid}, //nolint:staticcheck // the point
+		{"nil ctx: Last", last(nil, "job"), runner.ErrInvalid}, // a nil ctx is the input under test
 
 		// Names.
 		{"empty name", add("", time.Second, nop), runner.ErrInvalid},

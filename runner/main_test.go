@@ -6,4 +6,8 @@ import (
 	"github.com/redfence/redfence/internal/testutil"
 )
 
-func TestMain(m *testing.M) { testutil.Main(m) }
+// The Example functions find their servers in the environment, as a
+// reader's program would.
+func TestMain(m *testing.M) {
+	testutil.MainWithEnv(m, []string{testutil.EnvRedisAddr})
+}

@@ -13,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/redfence/redfence/internal/testutil"
 	asynqlock "github.com/redfence/redfence/middleware/asynq"
@@ -47,9 +49,13 @@ func TestBadConfiguration(t *testing.T) {
 			assert.Nil(t, mw)
 		})
 	}
-	mw, err := asynqlock.New(l, nil, asynqlock.WithTracerProvider(nil))
-	require.NoError(t, err, "nil options and a nil provider are ignored")
+	mw, err := asynqlock.New(l, nil, asynqlock.WithTracerProvider(nil), asynqlock.WithMeterProvider(nil))
+	require.NoError(t, err, "nil options and nil providers are ignored")
 	require.NotNil(t, mw)
+	mw, err = asynqlock.New(l, asynqlock.WithTracerProvider((*sdktrace.TracerProvider)(nil)),
+		asynqlock.WithMeterProvider((*sdkmetric.MeterProvider)(nil)))
+	require.NoError(t, err, "typed-nil providers mean the globals")
+	assert.NotPanics(t, func() { _ = mw(asynq.HandlerFunc(ok)).ProcessTask(context.Background(), asynq.NewTask("t", nil)) })
 }
 
 // process runs one task through the middleware, with next as the handler.

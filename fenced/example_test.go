@@ -1,0 +1,171 @@
+package fenced_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/fenced"
+	"github.com/redfence/redfence/mutex"
+)
+
+// A write made under a lock carries the lock's token, and the database
+// records it in the write's own transaction.
+func Example() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	defer rdb.Close()
+	locker := mutex.New(rdb)
+	defer locker.Close()
+
+	guard := fenced.New(pool)
+	if err := guard.Migrate(ctx); err != nil { // once, at start-up
+		log.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS accounts (id int PRIMARY KEY, balance bigint NOT NULL)`); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO accounts VALUES (42, 100) ON CONFLICT (id) DO UPDATE SET balance = 100`); err != nil {
+		log.Fatal(err)
+	}
+
+	err = locker.Do(ctx, "account:42", func(ctx context.Context, lk *mutex.Lock) error {
+		return guard.Do(ctx, "account:42", lk.Token(), func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - 10 WHERE id = 42`)
+			return err
+		})
+	})
+	fmt.Println("err:", err)
+
+	var balance int64
+	if err := pool.QueryRow(ctx, `SELECT balance FROM accounts WHERE id = 42`).Scan(&balance); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("balance:", balance)
+	// Output:
+	// err: <nil>
+	// balance: 90
+}
+
+// The story fenced exists for: holder A stalls past its lease (a GC pause, a
+// stalled VM), B takes the lock with a larger token and writes, and A's late
+// write is refused before its function runs.
+func ExampleGuard_Do() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	defer rdb.Close()
+	replicaA, replicaB := mutex.New(rdb), mutex.New(rdb)
+	defer replicaA.Close()
+	defer replicaB.Close()
+
+	guard := fenced.New(pool)
+	if err := guard.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	write := func(who string) func(ctx context.Context, tx pgx.Tx) error {
+		return func(ctx context.Context, tx pgx.Tx) error {
+			fmt.Println(who, "writes")
+			return nil // in real code: tx.Exec(ctx, `UPDATE ...`)
+		}
+	}
+
+	a, err := replicaA.Lock(ctx, "account:43", mutex.WithTTL(100*time.Millisecond), mutex.WithAutoRenew(false))
+	if err != nil {
+		log.Fatal(err)
+	}
+	<-a.Context().Done() // A stalls until its lease has run out
+
+	b, err := replicaB.Lock(ctx, "account:43")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := guard.Do(ctx, "account:43", b.Token(), write("B")); err != nil {
+		log.Fatal(err)
+	}
+	_ = b.Unlock(ctx)
+
+	// A wakes up and writes as if it still held the lock.
+	err = guard.Do(ctx, "account:43", a.Token(), write("A"))
+	var stale *fenced.StaleTokenError
+	fmt.Println("A refused:", errors.As(err, &stale) && stale.Highest == b.Token())
+	fmt.Println("stale token:", errors.Is(err, fenced.ErrStaleToken))
+	// Output:
+	// B writes
+	// A refused: true
+	// stale token: true
+}
+
+// Check is the fence for a transaction you run yourself; it must be the
+// transaction's first statement. Tokens come from the lock (lk.Token());
+// here two writers hold 8 and, later and stale, 7.
+func ExampleGuard_Check() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+
+	guard := fenced.New(pool)
+	if err := guard.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS accounts (id int PRIMARY KEY, balance bigint NOT NULL)`); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO accounts VALUES (44, 100) ON CONFLICT (id) DO UPDATE SET balance = 100`); err != nil {
+		log.Fatal(err)
+	}
+
+	withdraw := func(token int64) error {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx) // does nothing after Commit
+		if err := guard.Check(ctx, tx, "account:44", token); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - 10 WHERE id = 44`); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}
+
+	fmt.Println("token 8:", withdraw(8))
+	err = withdraw(7)
+	var stale *fenced.StaleTokenError
+	if errors.As(err, &stale) {
+		fmt.Println("token 7: stale, highest", stale.Highest)
+	}
+
+	var balance int64
+	if err := pool.QueryRow(ctx, `SELECT balance FROM accounts WHERE id = 44`).Scan(&balance); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("balance:", balance)
+	// Output:
+	// token 8: <nil>
+	// token 7: stale, highest 8
+	// balance: 90
+}
