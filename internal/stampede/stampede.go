@@ -171,11 +171,17 @@ func Run(ctx context.Context, mode Mode, cfg Config) (Result, error) {
 	return res, nil
 }
 
+// serviceHost is the one name clients reach every replica under, as through
+// a load balancer: httplock keys on the Host, so requests sent to each
+// replica's own address would be four different sites.
+const serviceHost = "stampede.example"
+
 func fetch(ctx context.Context, c *http.Client, url string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
+	req.Host = serviceHost
 	resp, err := c.Do(req)
 	if err != nil {
 		return err

@@ -194,6 +194,10 @@ func TestBadInput(t *testing.T) {
 		{"zero handler timeout", with(httplock.WithHandlerTimeout(0)), httplock.ErrInvalid},
 		{"1ns handler timeout", with(httplock.WithHandlerTimeout(time.Nanosecond)), httplock.ErrInvalid},
 		{"huge handler timeout", with(httplock.WithHandlerTimeout(math.MaxInt64)), nil},
+		{"negative redis timeout", with(httplock.WithRedisTimeout(-1)), httplock.ErrInvalid},
+		{"zero redis timeout", with(httplock.WithRedisTimeout(0)), httplock.ErrInvalid},
+		{"sub-ms redis timeout", with(httplock.WithRedisTimeout(time.Millisecond - 1)), httplock.ErrInvalid},
+		{"1ms redis timeout", with(httplock.WithRedisTimeout(time.Millisecond)), nil},
 
 		// The body bound.
 		{"zero max body", with(httplock.WithMaxBody(0)), httplock.ErrInvalid},
@@ -225,10 +229,18 @@ func TestBadInput(t *testing.T) {
 		{"vary header with a space", with(httplock.WithVary("Accept-Encoding", "Accept Language")), httplock.ErrInvalid},
 		{"vary header splitting", with(httplock.WithVary("Accept\r\nX-Injected: 1")), httplock.ErrInvalid},
 		{"vary headers", with(httplock.WithVary("accept-encoding", "X-Tenant")), nil},
+		{"credential header with a space", with(httplock.WithCredentialHeaders("X Api Key")), httplock.ErrInvalid},
+		{"empty credential header", with(httplock.WithCredentialHeaders("")), httplock.ErrInvalid},
+		{"credential headers", with(httplock.WithCredentialHeaders("x-api-key", "X-Auth-Token")), nil},
+		{"unkeyed header not in the key", with(httplock.WithoutKeyHeaders("X-Forwarded-For")), httplock.ErrInvalid},
+		{"unkeyed empty header", with(httplock.WithoutKeyHeaders("")), httplock.ErrInvalid},
+		{"unkeyed default headers", with(httplock.WithoutKeyHeaders("host", "X-FORWARDED-HOST", "X-Forwarded-Proto", "forwarded")), nil},
 
 		// The rest.
 		{"prefix with a brace", with(httplock.WithPrefix("http{")), httplock.ErrInvalid},
 		{"empty prefix", with(httplock.WithPrefix("")), nil},
+		{"empty namespace", with(httplock.WithNamespace("")), nil},
+		{"namespace", with(httplock.WithNamespace("billing {v2}\n")), nil},
 		{"nil key function", with(httplock.WithKey(nil)), nil},
 		{"nil option", with(nil), nil},
 		{"nil tracer provider", with(httplock.WithTracerProvider(nil)), nil},
@@ -265,4 +277,11 @@ func TestRedisDown(t *testing.T) {
 	assert.Equal(t, "ok", rec.Body.String())
 	assert.Equal(t, httplock.RoleBypass, rec.Header().Get(httplock.DefaultRoleHeader))
 	assert.Positive(t, redisHits.n.Load(), "the request did try Redis")
+
+	// Redis is now marked down: the next request goes straight to the origin.
+	n := redisHits.n.Load()
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/page", nil))
+	assert.Equal(t, "ok", rec.Body.String())
+	assert.Equal(t, n, redisHits.n.Load(), "a second request called Redis")
 }

@@ -6,11 +6,18 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 )
 
 // capture is the leader's ResponseWriter: it writes through to the leader's
 // own client and keeps a copy for the others, up to a bound.
+//
+// Only what the handler wrote is kept. The headers w already had when the
+// handler started were set by middleware outside httplock (a request id, the
+// role header): each follower has its own, so they stay with the leader's
+// response. The handler sees and may change them, as usual; a header it
+// set or changed is kept whole.
 //
 // Writes to the client that fail (the leader's client went away) are not
 // reported to the handler: it must finish the response for the followers, and
@@ -18,6 +25,7 @@ import (
 type capture struct {
 	w       http.ResponseWriter
 	max     int64
+	outer   http.Header // w's headers before the handler ran
 	status  int
 	header  http.Header // as sent with the status line
 	body    bytes.Buffer
@@ -26,7 +34,7 @@ type capture struct {
 }
 
 func newCapture(w http.ResponseWriter, max int64) *capture {
-	return &capture{w: w, max: max}
+	return &capture{w: w, max: max, outer: w.Header().Clone()}
 }
 
 func (c *capture) Header() http.Header { return c.w.Header() }
@@ -86,28 +94,33 @@ func (c *capture) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return h.Hijack()
 }
 
-// entry turns the capture into what followers get.
+// entry turns the capture into what followers get, or nil when it may not
+// be shared. Whether it may is decided on the response as sent, outer
+// middleware's headers included (a cookie or no-store set outside still
+// makes it the leader's own), and so are the Vary headers a follower must
+// match; what is stored is the status, the handler's headers and the body.
 func (c *capture) entry(r *http.Request, roleHeader string, shareStatus func(int) bool) *entry {
 	if c.status == 0 { // the handler wrote nothing: net/http sends 200, empty
 		c.status = http.StatusOK
 		c.header = c.w.Header().Clone()
 	}
-	reason := c.reason
-	if reason == "" {
-		reason = notShareable(c.status, c.header, shareStatus)
+	if c.reason != "" || notShareable(c.status, c.header, shareStatus) != "" {
+		return nil
 	}
-	if reason != "" {
-		return &entry{Kind: kindNoShare}
+	dropHopByHop(c.header)
+	h := http.Header{}
+	for k, v := range c.header {
+		if !slices.Equal(v, c.outer[k]) {
+			h[k] = v
+		}
 	}
-	h := c.header
 	if roleHeader != "" {
 		h.Del(roleHeader)
 	}
-	dropHopByHop(h)
 	e := &entry{Kind: kindResponse, Status: c.status, Header: h, Body: c.body.Bytes()}
-	for _, v := range h.Values("Vary") {
-		for _, f := range bytes.Split([]byte(v), []byte(",")) {
-			name := http.CanonicalHeaderKey(string(bytes.TrimSpace(f)))
+	for _, v := range c.header.Values("Vary") {
+		for _, f := range strings.Split(v, ",") {
+			name := http.CanonicalHeaderKey(strings.TrimSpace(f))
 			if name == "" {
 				continue
 			}

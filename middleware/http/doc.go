@@ -16,29 +16,62 @@
 // mutex.Lock. The one that holds it calls the origin: the handler runs on a
 // context detached from its own client's cancellation (bounded by
 // WithHandlerTimeout), so a leader whose client disconnects still finishes
-// the work for the others. Its response is captured, stored in the Locker's
-// Redis for the share window, the lock released and a "ready" message
-// published. The other replicas subscribed after losing the TryLock; the one
-// publication wakes them all at once, and each serves the stored response
-// after one GET. Polling (another TryLock every 100–200 ms) is only the
-// fallback for a lost message or a leader that stalled past the lock age.
+// the work for the others. Its response is captured and, if it may be
+// shared, stored in the Locker's Redis for the share window; then a message
+// is published and the lock released. The other replicas subscribed after
+// losing the TryLock; the one publication wakes them all at once, and each
+// serves the stored response after one GET, or, told there is nothing to
+// share, calls the origin. Polling (another TryLock every 100–200 ms) is
+// only the fallback for a lost message or a leader that stalled past the
+// lock age.
 //
 // # What is shared
 //
-// Only GET and HEAD, and not requests carrying Authorization or Cookie
-// (WithShareAuthorized changes that), Range or Upgrade: those bypass. The key
-// is the method, the path and query, the WithVary headers and the WithKey
-// part; not the Host, since replicas are reached under different names (add
-// it with WithKey when one server hosts several sites). A response
-// is not shared when it sets a cookie, says Cache-Control no-store or private,
-// Vary: *, declares trailers, has a status WithShareStatus rejects (default:
-// 5xx), grows past WithMaxBody (default 1 MiB; the leader's client still gets
-// all of it), or when the handler flushes (streams) or hijacks. Then a short
-// "not shareable" marker is left instead, so waiting requests go to the
-// origin in parallel instead of queueing behind one another. Hop-by-hop
-// headers are dropped; every follower gets its own copy of the headers. Headers
-// named in a response's Vary are compared with the leader's request: a
-// follower whose values differ calls the origin itself.
+// A shared cache is a security boundary: a response may only reach clients
+// whose requests would have got the same answer. httplock decides so from
+// the request, before any flight, and from the response:
+//
+//	In the key (requests that differ here never share)
+//	  method; TLS or not; request target: path, query (scheme if absolute)   always
+//	  Host, X-Forwarded-Host, X-Forwarded-Proto, Forwarded                    unless WithoutKeyHeaders
+//	  the namespace, WithVary's headers, the WithKey part                     when set
+//	Bypass (the request calls the origin; nothing shared either way)
+//	  a method other than GET and HEAD
+//	  Authorization, Proxy-Authorization, Cookie, WithCredentialHeaders'      unless WithShareAuthorized
+//	  If-Match, If-None-Match, If-Modified-Since, If-Unmodified-Since,
+//	    If-Range, Range (conditional and partial requests)
+//	  Upgrade
+//	  Redis marked down (see below)
+//	What the origin's answer must not depend on, unless you say so
+//	  another request header (X-Tenant, Accept-Language without Vary)         WithVary(name)
+//	  something else (the client's address: IP allow-lists, geo)             WithKey(fn)
+//	  a credential in a header of your own (X-Api-Key)                        WithCredentialHeaders(name)
+//	  nothing but the path, yet two services share a Host and a Redis         WithNamespace(name)
+//
+// A response is shared only when its status is one DefaultShareStatus
+// allows (those RFC 9111 lets a cache store heuristically: 200, 203, 204,
+// 300, 301, 308, 404, 405, 410, 414, 501; WithShareStatus changes that, but
+// never for 206, 304, 412 or 1xx), it sets no cookie, says neither
+// Cache-Control no-store nor private nor Vary: *, declares no trailers,
+// stays within WithMaxBody (default 1 MiB; the leader's client still gets all
+// of it), and the handler neither flushes (streams) nor hijacks. These
+// checks see the response as sent, outer middleware's headers included.
+//
+// What is stored and replayed is what the handler wrote: its status, its
+// body, and the headers it set or changed. Headers set on the ResponseWriter
+// before httplock ran (a request id from outer middleware) stay with the
+// leader's own response; every follower keeps its own. Hop-by-hop headers
+// are dropped, and every follower gets its own copy of the headers.
+//
+// A follower is served the response only when it sent the leader's values
+// for every header the response's Vary names, and its Accept-Encoding
+// accepts the response's Content-Encoding, whether or not the origin said
+// Vary: Accept-Encoding (a request without Accept-Encoding accepts only the
+// identity). Otherwise it calls the origin itself.
+//
+// Nothing outlives its flight but a shared response. An answer that is not
+// shared releases the requests waiting on that leader, which call the origin
+// at once, in parallel; the next request leads a new flight.
 //
 // # Timeouts and failures
 //
@@ -46,16 +79,61 @@
 // origin itself. A leader that has not finished after WithLockAge (default
 // 5 s, nginx's proxy_cache_lock_age) loses its lock's lease and the next
 // request goes through. A leader whose handler panics: its own caller sees
-// net/http's usual behaviour (the panic goes on), its followers are released
-// at once and call the origin, or answer WithPanicStatus (say 502). When Redis
-// is unreachable requests go to the origin unprotected rather than fail; the
-// error is recorded on the request's span.
+// net/http's usual behaviour (the panic goes on); the requests waiting on it
+// are released at once and call the origin, or answer WithPanicStatus (say
+// 502). Requests that arrive later lead a flight of their own.
 //
 // The role header (default "Redfence-Role") says leader, shared, bypass or
 // panic. Stale-while-revalidate is not implemented.
 //
-// The middleware starts no goroutines: all work happens in the requests'
-// own.
+// # Redis down or hung
+//
+// Redis is up, or marked down. A Redis call made for a request that fails,
+// or gets no answer within WithRedisTimeout (default 1 s), marks it down and
+// sends that request to the origin. From then on every request goes straight
+// to the origin (role bypass) without any Redis call, and a probe in the
+// background, one PING at a time about once a second (jittered), looks for
+// Redis again; when it answers, the requests that follow use it. What httplock adds
+// to a request's latency, in each state:
+//
+//	Up, leader               about 6 Redis round trips (GET, TryLock, GET; SET, PUBLISH, unlock)
+//	Up, follower             the wait for the leader, then 1 GET
+//	Up, within the window    1 GET
+//	Bypass (ineligible)      none
+//	Becoming down            the requests already calling Redis: up to WithRedisTimeout per
+//	                         call, and one failed call is enough; but with a client that
+//	                         does not apply context deadlines to its sockets (go-redis's
+//	                         default, ContextTimeoutEnabled false), a GET, SET or PUBLISH
+//	                         to a hung server waits the client's ReadTimeout
+//	Down                     none: no Redis call on the request's path
+//	Coming back              none: the probe runs beside the requests, which use Redis
+//	                         again once it has been answered
+//
+// Ownership: while Redis is up, or no request comes, the middleware runs no
+// goroutine. While it is down, a request that finds a probe due starts one
+// on a goroutine of its own and does not wait for it; at most one runs at a
+// time, and it ends with its PING (bounded by WithRedisTimeout, or by the
+// client's ReadTimeout as above). There is nothing to close: closing the
+// Locker's client ends a running probe at once.
+//
+// # Telemetry
+//
+// Spans and instruments come from WithTracerProvider and WithMeterProvider
+// (default: otel's globals), under the instrumentation scope
+// "github.com/redfence/redfence/middleware/http" with the module's version.
+// The Locker's own spans and instruments are package mutex's.
+//
+//	span               kind      attributes
+//	redfence.httplock  INTERNAL  http.request.method, url.path, redfence.http.role (leader,
+//	                               shared, bypass, panic), redfence.wait (seconds from arrival
+//	                               to serving), redfence.http.bypass (method, credentials,
+//	                               conditional, upgrade, redis_down); Redis errors as exception
+//	                               events. It wraps the user's handler: the SERVER span is
+//	                               otelhttp's.
+//
+//	instrument                   kind     unit       attributes
+//	redfence.http.origin_calls   counter  {request}  none: requests that called the handler
+//	redfence.http.collapsed      counter  {request}  none: requests served another's response
 //
 // # Errors
 //
@@ -69,20 +147,25 @@
 //	a bad option, see the ranges below                     ErrInvalid (New)
 //	NewHandler with a nil handler (typed nil included)     ErrInvalid
 //	New's middleware applied to a nil handler              panics with an error matching ErrInvalid
-//	Redis unreachable or failing while serving             no error: RoleBypass, recorded on the span
+//	Redis unreachable or failing while serving             no error: RoleBypass, recorded on the span,
+//	                                                         Redis marked down
 //
 // The options' ranges (nil options are ignored; nil or typed-nil providers
 // mean the globals):
 //
-//	WithShareWindow      at least 1 ms, truncated to whole ms (Redis's unit)
-//	WithLockAge          10 ms to 1 h, truncated to whole ms (a mutex lease)
-//	WithWaitTimeout      at least 1 ms
-//	WithHandlerTimeout   at least 1 ms
-//	WithMaxBody          1 byte to 256 MiB (one Redis string)
-//	WithPanicStatus      0 (off) or 200 to 599
-//	WithRoleHeader       "" (off) or a header name (an RFC 9110 token)
-//	WithVary             header names (RFC 9110 tokens)
-//	WithPrefix           no '{' or '}'
-//	WithShareStatus      not nil
-//	WithKey              nil means no extra key part
+//	WithShareWindow        at least 1 ms, truncated to whole ms (Redis's unit)
+//	WithLockAge            10 ms to 1 h, truncated to whole ms (a mutex lease)
+//	WithWaitTimeout        at least 1 ms
+//	WithHandlerTimeout     at least 1 ms
+//	WithRedisTimeout       at least 1 ms
+//	WithMaxBody            1 byte to 256 MiB (one Redis string)
+//	WithPanicStatus        0 (off) or 200 to 599
+//	WithRoleHeader         "" (off) or a header name (an RFC 9110 token)
+//	WithVary               header names (RFC 9110 tokens)
+//	WithCredentialHeaders  header names (RFC 9110 tokens)
+//	WithoutKeyHeaders      Host, X-Forwarded-Host, X-Forwarded-Proto, Forwarded (any case)
+//	WithNamespace          any string
+//	WithPrefix             no '{' or '}'
+//	WithShareStatus        not nil
+//	WithKey                nil means no extra key part
 package httplock

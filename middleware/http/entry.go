@@ -8,8 +8,9 @@ import (
 	"strings"
 )
 
-// An entry is what a leader leaves in Redis for the others: a response, or a
-// marker that says there is none to share.
+// An entry is a response a leader leaves in Redis for the others, for the
+// share window. Nothing else is left there: an answer that is not shared
+// and a panic reach only the requests waiting at the time (by publication).
 type entry struct {
 	Kind   kind              `json:"k"`
 	Status int               `json:"s,omitempty"`
@@ -20,21 +21,22 @@ type entry struct {
 
 type kind string
 
-const (
-	kindResponse kind = "response" // share it
-	kindNoShare  kind = "noshare"  // go to the origin, all at once
-	kindPanic    kind = "panic"    // the leader panicked; answer with the panic status
-)
+// kindResponse is the only kind an entry has. Replicas of earlier versions
+// also left markers ("noshare", "panic") for the whole share window; they
+// are read as corrupt, that is as no entry.
+const kindResponse kind = "response"
 
 // matches reports whether r may be served this response: it sent the same
-// values for every header the response varies on.
+// values for every header the response varies on, and it accepts the
+// response's content coding (whether or not the origin said Vary:
+// Accept-Encoding).
 func (e *entry) matches(r *http.Request) bool {
 	for h, v := range e.Vary {
 		if strings.Join(r.Header.Values(h), ", ") != v {
 			return false
 		}
 	}
-	return true
+	return acceptsEncoding(r.Header.Values("Accept-Encoding"), e.Header.Values("Content-Encoding"))
 }
 
 // encode lays an entry out as a 4-byte length, its JSON metadata, then the
@@ -64,59 +66,9 @@ func decode(b []byte) (*entry, error) {
 	if err := json.Unmarshal(b[4:4+n], e); err != nil {
 		return nil, errCorrupt
 	}
-	switch e.Kind {
-	case kindResponse, kindNoShare, kindPanic:
-	default:
+	if e.Kind != kindResponse {
 		return nil, errCorrupt
 	}
 	e.Body = b[4+n:]
 	return e, nil
-}
-
-// hopByHop are the headers that describe one connection, never a response
-// (RFC 9110 §7.6.1), plus Set-Cookie's partner in crime, none here.
-var hopByHop = []string{
-	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-}
-
-func dropHopByHop(h http.Header) {
-	for _, f := range h.Values("Connection") {
-		for _, name := range strings.Split(f, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				h.Del(name)
-			}
-		}
-	}
-	for _, name := range hopByHop {
-		h.Del(name)
-	}
-}
-
-// notShareable returns why a captured response may not be shared, or "".
-func notShareable(status int, h http.Header, shareStatus func(int) bool) string {
-	switch {
-	case !shareStatus(status):
-		return "status"
-	case len(h.Values("Set-Cookie")) > 0:
-		return "set-cookie"
-	case len(h.Values("Trailer")) > 0:
-		return "trailers"
-	}
-	for _, v := range h.Values("Cache-Control") {
-		for _, d := range strings.Split(v, ",") {
-			d = strings.ToLower(strings.TrimSpace(d))
-			if name, _, _ := strings.Cut(d, "="); name == "no-store" || name == "private" {
-				return "cache-control"
-			}
-		}
-	}
-	for _, v := range h.Values("Vary") {
-		for _, f := range strings.Split(v, ",") {
-			if strings.TrimSpace(f) == "*" {
-				return "vary"
-			}
-		}
-	}
-	return ""
 }

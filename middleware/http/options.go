@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,11 +23,16 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	key          func(*http.Request) string
-	vary         []string
+	vary         []string        // WithVary's headers, canonical
+	unkeyed      map[string]bool // default key headers taken out (WithoutKeyHeaders), canonical
+	keyed        []string        // the headers in the key: the defaults left, then vary; set by newConfig
+	namespace    string
+	credentials  []string // canonical; the defaults first
 	shareWindow  time.Duration
 	waitTimeout  time.Duration
 	lockAge      time.Duration
 	handlerLimit time.Duration
+	redisTimeout time.Duration
 	maxBody      int64
 	shareAuth    bool
 	shareStatus  func(int) bool
@@ -44,6 +50,7 @@ const (
 	DefaultWaitTimeout  = 5 * time.Second
 	DefaultLockAge      = 5 * time.Second
 	DefaultHandlerLimit = 30 * time.Second
+	DefaultRedisTimeout = time.Second
 	DefaultMaxBody      = 1 << 20
 	DefaultRoleHeader   = "Redfence-Role"
 	DefaultPrefix       = "redfence:http:"
@@ -55,14 +62,26 @@ func newConfig(opts []Option) config {
 		waitTimeout:  DefaultWaitTimeout,
 		lockAge:      DefaultLockAge,
 		handlerLimit: DefaultHandlerLimit,
+		redisTimeout: DefaultRedisTimeout,
 		maxBody:      DefaultMaxBody,
-		shareStatus:  func(code int) bool { return code < 500 },
+		credentials:  defaultCredentials(),
+		shareStatus:  DefaultShareStatus,
 		roleHeader:   DefaultRoleHeader,
 		prefix:       DefaultPrefix,
 	}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c)
+		}
+	}
+	for _, name := range defaultKeyHeaders() {
+		if !c.unkeyed[name] {
+			c.keyed = append(c.keyed, name)
+		}
+	}
+	for _, name := range c.vary {
+		if !slices.Contains(c.keyed, name) {
+			c.keyed = append(c.keyed, name)
 		}
 	}
 	return c
@@ -72,19 +91,23 @@ func (c *config) fail(format string, args ...any) {
 	c.errs = append(c.errs, fmt.Errorf(format, args...))
 }
 
-// WithKey adds a part to the collapse key, which is otherwise the method,
-// path and query (plus WithVary's headers): for example a tenant header, so
-// tenants never share, or r.Host for virtual hosting. fn runs for every
-// eligible request and must be cheap. Default, and for nil: no part.
+// WithKey adds a part to the collapse key (see the package documentation
+// for the rest of it): whatever the origin's answer depends on that is not a
+// request header, for example the client's network zone when the origin
+// keeps an IP allow-list, so that requests from different zones never share.
+// fn runs for every eligible request and must be cheap. Default, and for nil:
+// no part.
 func WithKey(fn func(r *http.Request) string) Option {
 	return optionFunc(func(c *config) { c.key = fn })
 }
 
-// WithVary names request headers that always join the collapse key (for
-// example Accept-Encoding when the origin compresses). Headers named in a
-// response's Vary are honoured too, but only after the fact: a follower whose
-// values differ from the leader's calls the origin itself. Each name must be
-// a valid header name (an RFC 9110 token).
+// WithVary names request headers that join the collapse key, for an origin
+// whose answer depends on them (say X-Tenant, or Accept-Language when it does
+// not send Vary). Headers named in a response's Vary are honoured too, but
+// only after the fact: a follower whose values differ from the leader's
+// calls the origin itself; WithVary makes such requests collapse among
+// themselves instead. Each name must be a valid header name (an RFC 9110
+// token). Default: none.
 func WithVary(headers ...string) Option {
 	return optionFunc(func(c *config) {
 		for _, h := range headers {
@@ -97,8 +120,77 @@ func WithVary(headers ...string) Option {
 	})
 }
 
-// WithShareWindow sets how long a response stays in Redis for requests that
-// arrive after it was made (the waiting ones get it anyway). Default 2 s; at
+// defaultKeyHeaders are the request headers in the key unless
+// WithoutKeyHeaders takes them out: the inputs an origin commonly builds
+// URLs from (redirects, links, canonical addresses). Host stands for
+// r.Host, which net/http takes from the Host header or the request line.
+func defaultKeyHeaders() []string {
+	return []string{"Host", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"}
+}
+
+// WithoutKeyHeaders takes headers out of the default key, which holds Host,
+// X-Forwarded-Host, X-Forwarded-Proto and Forwarded so that an origin
+// building URLs from them never answers one client with another's host or
+// scheme. Take one out only when the origin's answer never depends on it:
+// Host when replicas are reached under different names for one site, or
+// Forwarded when a proxy writes each client's address into it (for=), which
+// makes every client's key its own, and the origin reads neither its host
+// nor its proto (otherwise key those with WithKey). Names are
+// case-insensitive; a name outside those four is an error, as it is not in
+// the key to take out (WithVary adds headers). Default: none taken out.
+func WithoutKeyHeaders(names ...string) Option {
+	return optionFunc(func(c *config) {
+		for _, name := range names {
+			name = http.CanonicalHeaderKey(name)
+			if !slices.Contains(defaultKeyHeaders(), name) {
+				c.fail("%q is not in the default key (%s)", name, strings.Join(defaultKeyHeaders(), ", "))
+				continue
+			}
+			if c.unkeyed == nil {
+				c.unkeyed = map[string]bool{}
+			}
+			c.unkeyed[name] = true
+		}
+	})
+}
+
+// WithNamespace keeps this middleware's responses, locks and messages apart
+// from those of middlewares with another namespace on the same Redis, even
+// for identical requests under the same Host: for two services reached under
+// one name (behind one gateway) that must never answer each other's
+// requests. Services reached under different names are apart already, the
+// Host being in the key. Default "": no namespace.
+func WithNamespace(ns string) Option {
+	return optionFunc(func(c *config) { c.namespace = ns })
+}
+
+// defaultCredentials are the request headers that carry credentials by
+// standard (RFC 9110 §11.6, RFC 6265): a request with any of them bypasses.
+func defaultCredentials() []string {
+	return []string{"Authorization", "Proxy-Authorization", "Cookie"}
+}
+
+// WithCredentialHeaders names more request headers that carry credentials,
+// for example X-Api-Key: a request carrying any of them bypasses, as one
+// carrying Authorization, Proxy-Authorization or Cookie does (unless
+// WithShareAuthorized). Each name must be a valid header name (an RFC 9110
+// token). Default: none beyond those three.
+func WithCredentialHeaders(names ...string) Option {
+	return optionFunc(func(c *config) {
+		for _, name := range names {
+			if !validHeaderName(name) {
+				c.fail("credential header %q is not a valid header name", name)
+				continue
+			}
+			c.credentials = append(c.credentials, http.CanonicalHeaderKey(name))
+		}
+	})
+}
+
+// WithShareWindow sets how long a shared response stays in Redis for
+// requests that arrive after it was made (the waiting ones get it anyway).
+// Nothing else outlives its flight: after an answer that is not shared, or a
+// panic, the next request leads a new flight. Default 2 s; at
 // least 1 ms, Redis's unit, to which it is truncated.
 func WithShareWindow(d time.Duration) Option {
 	return optionFunc(func(c *config) {
@@ -170,16 +262,53 @@ func WithMaxBody(n int64) Option {
 	})
 }
 
-// WithShareAuthorized lets requests carrying Authorization or Cookie collapse
-// (they bypass by default: their responses are usually per user). Use it
-// with WithKey when the key must include the identity.
+// WithRedisTimeout bounds each Redis call made for a request. A call that
+// fails or takes longer marks Redis down: from then on requests go straight
+// to the origin, with no Redis call, until a probe in the background gets
+// an answer again (see the package documentation). Default 1 s; at least
+// 1 ms. A client that does not apply context deadlines to its sockets
+// (go-redis's default: ContextTimeoutEnabled false) still waits its own
+// ReadTimeout on a hung server for a GET, SET or PUBLISH; lock and
+// subscription calls are bounded either way.
+func WithRedisTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d < time.Millisecond {
+			c.fail("redis timeout %v is below 1ms", d)
+		}
+		c.redisTimeout = d
+	})
+}
+
+// WithShareAuthorized lets requests carrying credentials (Authorization,
+// Proxy-Authorization, Cookie and WithCredentialHeaders' names) collapse:
+// they bypass by default, their responses being usually per user. Use it
+// with WithKey or WithVary when the key must include the identity.
 func WithShareAuthorized(on bool) Option {
 	return optionFunc(func(c *config) { c.shareAuth = on })
 }
 
-// WithShareStatus decides which status codes are shared. Default: below
-// 500, so a failing origin is retried by the followers, in parallel. nil is
-// an error.
+// DefaultShareStatus reports whether status is one a cache may store
+// without explicit freshness (RFC 9111 §4.2.2, "heuristically cacheable"):
+// 200, 203, 204, 300, 301, 308, 404, 405, 410, 414 and 501. It is what
+// httplock shares unless WithShareStatus says otherwise; it leaves out
+// answers that are about one client (401, 403, 407, 429) and failures a
+// follower should retry (5xx but 501).
+func DefaultShareStatus(status int) bool {
+	switch status {
+	case 200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501:
+		return true
+	}
+	return false
+}
+
+// WithShareStatus decides which status codes are shared. Default
+// DefaultShareStatus; to share more, say 403 when a decision never depends
+// on the client, extend it:
+//
+//	httplock.WithShareStatus(func(s int) bool { return httplock.DefaultShareStatus(s) || s == 403 })
+//
+// Whatever fn says, 206, 304 and 412 (answers to a condition or a range of
+// one request) and 1xx are never shared. nil is an error.
 func WithShareStatus(fn func(status int) bool) Option {
 	return optionFunc(func(c *config) {
 		if fn == nil {
@@ -189,9 +318,11 @@ func WithShareStatus(fn func(status int) bool) Option {
 	})
 }
 
-// WithPanicStatus makes followers answer with status (for example 502) when
-// the leader's handler panics. Default 0: they call the origin themselves.
-// Otherwise a final status, 200 to 599 (a 1xx is not an answer).
+// WithPanicStatus makes the requests waiting on a leader whose handler
+// panics answer with status (for example 502); requests that arrive later
+// lead a flight of their own. Default 0: the waiting requests call the
+// origin themselves, at once. Otherwise a final status, 200 to 599 (a 1xx is
+// not an answer).
 func WithPanicStatus(status int) Option {
 	return optionFunc(func(c *config) {
 		if status != 0 && (status < 200 || status > 599) {
@@ -215,9 +346,11 @@ func WithRoleHeader(name string) Option {
 }
 
 // WithPrefix sets the prefix of the Redis keys and channels holding shared
-// responses (the locks use the Locker's own prefix). Default
-// "redfence:http:". As with mutex.WithPrefix, it must not contain '{' or '}',
-// which would put every key in one Cluster hash slot.
+// responses (the locks use the Locker's own prefix): where they live, for
+// key-space layout or ACLs. It does not keep two services apart, their
+// locks being under one Locker prefix; WithNamespace does. Default
+// "redfence:http:". As with mutex.WithPrefix, it must not contain '{' or
+// '}', which would put every key in one Cluster hash slot.
 func WithPrefix(p string) Option {
 	return optionFunc(func(c *config) {
 		if strings.ContainsAny(p, "{}") {

@@ -2,6 +2,7 @@ package httplock
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -10,13 +11,19 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-const instrumentation = "github.com/redfence/redfence/middleware/http"
+const (
+	instrumentation = "github.com/redfence/redfence/middleware/http"
+	version         = "0.1.0" // the instrumentation scope's version (make version-check)
+)
 
 const (
 	attrMethod = attribute.Key("http.request.method")
 	attrPath   = attribute.Key("url.path")
 	attrRole   = attribute.Key("redfence.http.role")
-	attrWait   = attribute.Key("redfence.wait_ms")
+	attrWait   = attribute.Key("redfence.wait") // seconds
+	// attrBypass says why a request bypassed before any flight: method,
+	// credentials, conditional, upgrade or redis_down.
+	attrBypass = attribute.Key("redfence.http.bypass")
 )
 
 type telemetry struct {
@@ -32,12 +39,12 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) telemetry {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
-	m := mp.Meter(instrumentation)
-	t := telemetry{tracer: tp.Tracer(instrumentation)}
+	m := mp.Meter(instrumentation, metric.WithInstrumentationVersion(version))
+	t := telemetry{tracer: tp.Tracer(instrumentation, trace.WithInstrumentationVersion(version))}
 	// Creation fails only on invalid names; the API returns no-op counters then.
-	t.origin, _ = m.Int64Counter("redfence.http.origin_calls",
+	t.origin, _ = m.Int64Counter("redfence.http.origin_calls", metric.WithUnit("{request}"),
 		metric.WithDescription("Requests that called the wrapped handler."))
-	t.collapse, _ = m.Int64Counter("redfence.http.collapsed",
+	t.collapse, _ = m.Int64Counter("redfence.http.collapsed", metric.WithUnit("{request}"),
 		metric.WithDescription("Requests served a response made for another request."))
 	return t
 }
@@ -52,6 +59,31 @@ func (t telemetry) recordError(ctx context.Context, err error) {
 }
 
 func (t telemetry) end(span trace.Span, role string, wait time.Duration) {
-	span.SetAttributes(attrRole.String(role), attrWait.Float64(float64(wait)/float64(time.Millisecond)))
+	span.SetAttributes(attrRole.String(role), attrWait.Float64(wait.Seconds()))
 	span.End()
+}
+
+// timing measures a request's wait: from its arrival to the moment it
+// starts serving a response (shared, or its own origin call).
+type timing struct {
+	start time.Time
+	wait  time.Duration
+	set   bool
+}
+
+type timingKey struct{}
+
+// markWaited records the wait of r the first time it is called; requests
+// run in one goroutine each, so no lock is needed.
+func markWaited(r *http.Request) {
+	if tm, ok := r.Context().Value(timingKey{}).(*timing); ok && !tm.set {
+		tm.wait, tm.set = time.Since(tm.start), true
+	}
+}
+
+func (tm *timing) waited() time.Duration {
+	if !tm.set {
+		return time.Since(tm.start)
+	}
+	return tm.wait
 }

@@ -1,0 +1,169 @@
+package httplock
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/mutex"
+)
+
+// What a leader publishes on its key's channel when its flight ends, before
+// it releases the lock: only requests waiting on it then hear it.
+const (
+	msgReady   = "ready"   // the response is stored: read it
+	msgNoShare = "noshare" // nothing to share: call the origin, all at once
+	msgPanic   = "panic"   // the handler panicked: WithPanicStatus, or the origin
+)
+
+// cluster runs the cross-replica step for the local flight's leader: serve a
+// response another replica already shared, or take the key's lock and become
+// the one origin call, or wait for the lock holder's publication, or give
+// up waiting and call the origin.
+//
+// Waiting is bounded by the wait timeout, on a context detached from the
+// request (the local followers depend on it). Waiting replicas do not queue
+// on the lock: one publication wakes them all, and each reads the stored
+// response with one GET or, told there is none, calls the origin. Polling
+// (TryLock again every 100-200 ms) is only the fallback for a lost
+// publication or a leader that stalled past the lock age.
+//
+// Each Redis call has its own bound (the Redis timeout), so a wait may
+// overrun the wait timeout by one call. A call that fails marks Redis down
+// and sends the request to the origin; it makes no further call.
+func (h *handler) cluster(w http.ResponseWriter, r *http.Request, key string, out *outcome) string {
+	detached := context.WithoutCancel(r.Context())
+	wctx, cancel := context.WithTimeout(detached, h.cfg.waitTimeout)
+	defer cancel()
+	var ps *redis.PubSub
+	defer func() {
+		if ps != nil {
+			_ = ps.Close()
+		}
+	}()
+	for {
+		e, err := h.load(detached, key)
+		if err != nil {
+			return h.origin(w, r, RoleBypass)
+		}
+		if e != nil {
+			out.res = e
+			return h.use(w, r, e)
+		}
+		lk, err := h.tryLock(detached, key)
+		if err != nil {
+			return h.origin(w, r, RoleBypass)
+		}
+		if lk != nil {
+			return h.won(w, r, key, out, lk, ps)
+		}
+		if ps == nil {
+			// Subscribe, then look again: a publication between our GET and
+			// the subscription is not missed.
+			if ps, err = h.subscribe(detached, key); err != nil {
+				return h.origin(w, r, RoleBypass)
+			}
+			continue
+		}
+		if msg := h.awaitReady(wctx, ps, pollMin+rand.N(pollMax-pollMin)); msg == msgNoShare || msg == msgPanic {
+			return h.heard(w, r, msg, out)
+		}
+		if wctx.Err() != nil {
+			return h.origin(w, r, RoleBypass)
+		}
+	}
+}
+
+// won serves r once it holds key's lock: as a waiter of the leader before
+// it, whose message may still be unread (it published and released just
+// before our TryLock); from a response shared meanwhile; or as the leader.
+// ps is nil when r did not wait.
+func (h *handler) won(w http.ResponseWriter, r *http.Request, key string, out *outcome, lk *mutex.Lock, ps *redis.PubSub) string {
+	detached := context.WithoutCancel(r.Context())
+	if ps != nil {
+		if msg := h.awaitReady(detached, ps, time.Millisecond); msg == msgNoShare || msg == msgPanic {
+			h.unlock(detached, lk)
+			return h.heard(w, r, msg, out)
+		}
+	}
+	e, err := h.load(detached, key)
+	if e != nil {
+		h.unlock(detached, lk)
+		out.res = e
+		return h.use(w, r, e)
+	}
+	// After a failed call the lock is left to its lease: Redis is down,
+	// and more calls would only add to this request's time.
+	h.lead(w, r, key, out, lk, err == nil)
+	return RoleLeader
+}
+
+// heard serves r as a leader's msgNoShare or msgPanic says, and records it
+// for r's own local followers.
+func (h *handler) heard(w http.ResponseWriter, r *http.Request, msg string, out *outcome) string {
+	if msg == msgPanic {
+		out.panicked = true
+		return h.afterPanic(w, r)
+	}
+	return h.origin(w, r, RoleBypass)
+}
+
+// lead calls the origin for everyone: the handler runs on a context detached
+// from the leader's client (bounded by the handler timeout), its response is
+// captured and, when finish is set, shared through Redis (see finish).
+func (h *handler) lead(w http.ResponseWriter, r *http.Request, key string, out *outcome, lk *mutex.Lock, finish bool) {
+	detached := context.WithoutCancel(r.Context())
+	hctx, cancel := context.WithTimeout(detached, h.cfg.handlerLimit)
+	defer cancel()
+	normal := false
+	defer func() {
+		if !normal { // the handler panicked (or called runtime.Goexit)
+			out.panicked = true
+			if finish {
+				h.finish(detached, key, lk, nil, msgPanic)
+			}
+		}
+	}()
+
+	h.setRole(w, RoleLeader) // before the capture: it is not the handler's header
+	markWaited(r)
+	c := newCapture(w, h.cfg.maxBody)
+	h.tel.originCall(r.Context())
+	h.next.ServeHTTP(c, r.WithContext(hctx))
+	normal = true
+
+	out.res = c.entry(r, h.cfg.roleHeader, h.cfg.shareStatus)
+	if finish {
+		h.finish(detached, key, lk, out.res, msgReady)
+	}
+}
+
+// finish ends a leader's flight in Redis: it stores e for the share window
+// (when e is not nil), publishes msg (msgNoShare instead of msgReady when
+// there is nothing stored) while still holding the lock, so that only
+// requests waiting on this leader hear it, then releases the lock. It stops
+// at the first failed call: Redis is then marked down, and the lock runs
+// out with its lease.
+func (h *handler) finish(ctx context.Context, key string, lk *mutex.Lock, e *entry, msg string) {
+	if e == nil && msg == msgReady {
+		msg = msgNoShare
+	}
+	if e != nil {
+		b, err := e.encode()
+		if err != nil {
+			h.tel.recordError(ctx, err)
+			msg = msgNoShare
+		} else if err := h.call(ctx, func(ctx context.Context) error {
+			return h.client.Set(ctx, h.cfg.prefix+key, b, h.cfg.shareWindow).Err()
+		}); err != nil {
+			return
+		}
+	}
+	if h.publish(ctx, key, msg) != nil {
+		return
+	}
+	h.unlock(ctx, lk)
+}

@@ -1,0 +1,16 @@
+package httplock
+
+import "net/http"
+
+// WaitProbe waits for the Redis probe of a handler made by NewHandler, if
+// one is running: tests end with no goroutine left.
+func WaitProbe(h http.Handler) { h.(*handler).health.probes.Wait() }
+
+// Probing reports whether the Redis probe of a handler made by NewHandler
+// is running.
+func Probing(h http.Handler) bool {
+	s := h.(*handler).health
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.probing
+}

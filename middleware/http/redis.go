@@ -1,0 +1,134 @@
+package httplock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/mutex"
+)
+
+// The Redis calls made for a request. Each has its own bound, and a failure
+// of any marks Redis down (health.go).
+
+// call makes one Redis call for a request, bounded by the Redis timeout
+// whatever is left of the request's wait. fn returns nil for the answers
+// that are expected (a miss, a lock held by another). Any other error means
+// Redis cannot be relied on: it is marked down, so that the requests after
+// this one do not call it, and the error is recorded on the request's span.
+func (h *handler) call(ctx context.Context, fn func(ctx context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, h.cfg.redisTimeout)
+	defer cancel()
+	err := fn(cctx)
+	if err != nil {
+		h.health.fail()
+		h.tel.recordError(ctx, err)
+	}
+	return err
+}
+
+// load returns the response shared for key, or nil when there is none (a
+// corrupt one counts as none, and is recorded). An error means the call
+// failed.
+func (h *handler) load(ctx context.Context, key string) (*entry, error) {
+	var b []byte
+	err := h.call(ctx, func(ctx context.Context) error {
+		var err error
+		b, err = h.client.Get(ctx, h.cfg.prefix+key).Bytes()
+		if errors.Is(err, redis.Nil) {
+			return nil
+		}
+		return err
+	})
+	if err != nil || b == nil {
+		return nil, err
+	}
+	e, err := decode(b)
+	if err != nil {
+		h.tel.recordError(ctx, err)
+		return nil, nil
+	}
+	return e, nil
+}
+
+// tryLock takes key's lock, or returns nil when another request holds it.
+// The lock's lease is the lock age: a leader stalled past it lets the next
+// one through. An error is an outage, never contention (mutex's
+// ErrNotAcquired alone).
+func (h *handler) tryLock(ctx context.Context, key string) (*mutex.Lock, error) {
+	var lk *mutex.Lock
+	err := h.call(ctx, func(ctx context.Context) error {
+		var err error
+		lk, err = h.locker.TryLock(ctx, "httplock:"+key, mutex.WithTTL(h.cfg.lockAge), mutex.WithAutoRenew(false))
+		if errors.Is(err, mutex.ErrNotAcquired) && !errors.Is(err, mutex.ErrUnavailable) && ctx.Err() == nil {
+			return nil
+		}
+		return err
+	})
+	return lk, err
+}
+
+// unlock releases lk. ErrNotHeld, after a stall past the lock age, leaves
+// nothing to undo.
+func (h *handler) unlock(ctx context.Context, lk *mutex.Lock) {
+	_ = h.call(ctx, func(ctx context.Context) error {
+		if err := lk.Unlock(ctx); !errors.Is(err, mutex.ErrNotHeld) {
+			return err
+		}
+		return nil
+	})
+}
+
+func (h *handler) channel(key string) string { return h.cfg.prefix + key + ":ready" }
+
+// subscribe listens for the key's publications.
+func (h *handler) subscribe(ctx context.Context, key string) (*redis.PubSub, error) {
+	var ps *redis.PubSub
+	err := h.call(ctx, func(ctx context.Context) error {
+		if h.sharded {
+			ps = h.client.SSubscribe(ctx, h.channel(key))
+		} else {
+			ps = h.client.Subscribe(ctx, h.channel(key))
+		}
+		if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
+			_ = ps.Close()
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ps, nil
+}
+
+func (h *handler) publish(ctx context.Context, key, msg string) error {
+	return h.call(ctx, func(ctx context.Context) error {
+		if h.sharded {
+			return h.client.SPublish(ctx, h.channel(key), msg).Err()
+		}
+		return h.client.Publish(ctx, h.channel(key), msg).Err()
+	})
+}
+
+// pollMin and pollMax bound the fallback poll while waiting for a leader.
+const (
+	pollMin = 100 * time.Millisecond
+	pollMax = 200 * time.Millisecond
+)
+
+// awaitReady waits for a publication on ps for at most d, or until ctx ends,
+// and returns it ("" for none). A broken subscription is noticed by the
+// calls that follow.
+func (h *handler) awaitReady(ctx context.Context, ps *redis.PubSub, d time.Duration) string {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		d = max(time.Until(dl), time.Millisecond)
+	}
+	msg, err := ps.ReceiveTimeout(ctx, d)
+	if m, ok := msg.(*redis.Message); ok && err == nil {
+		return m.Payload
+	}
+	return ""
+}
