@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -138,40 +136,6 @@ func runBadCase(t *testing.T, tc badCase) {
 	}
 }
 
-// silentServer accepts TCP connections and never answers: a server that
-// hangs. Its connections are closed at cleanup.
-func silentServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-		wg    sync.WaitGroup
-	)
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() {
-		_ = ln.Close()
-		wg.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return ln.Addr().String()
-}
-
 // lazyPool is a pool to url that connects on first use.
 func lazyPool(t *testing.T, url string) *pgxpool.Pool {
 	t.Helper()
@@ -198,7 +162,7 @@ func TestBadInput(t *testing.T) {
 	require.NoError(t, closedConn.Close(context.Background()))
 	// Nothing listens on port 1: the connection is refused at once.
 	refused := lazyPool(t, "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable")
-	silent := lazyPool(t, "postgres://postgres@"+silentServer(t)+"/postgres?sslmode=disable")
+	silent := lazyPool(t, "postgres://postgres@"+testutil.SilentServer(t)+"/postgres?sslmode=disable")
 
 	long := strings.Repeat("é", fenced.MaxResourceLen/2) // exactly the limit, in 2-byte runes
 	require.Len(t, long, fenced.MaxResourceLen)

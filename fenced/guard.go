@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -15,6 +14,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redfence/redfence/internal/typednil"
 )
 
 // Beginner starts a transaction. *pgxpool.Pool, *pgx.Conn and pgx.Tx (which
@@ -57,7 +58,7 @@ func New(db Beginner, opts ...Option) *Guard {
 		g.err = invalid("nil database")
 		return g
 	}
-	if isNil(db) {
+	if typednil.Is(db) {
 		g.err = invalid("nil database: a nil %T", db)
 		return g
 	}
@@ -178,7 +179,7 @@ func (g *Guard) Check(ctx context.Context, tx pgx.Tx, resource string, token int
 	if err := g.validate(ctx, resource, token); err != nil {
 		return err
 	}
-	if isNil(tx) {
+	if typednil.Is(tx) {
 		return invalid("nil transaction")
 	}
 	if err := ctx.Err(); err != nil {
@@ -271,20 +272,6 @@ const (
 	attrHighest  = attribute.Key("redfence.highest")
 	attrOutcome  = attribute.Key("redfence.outcome")
 )
-
-// isNil reports whether v is nil or holds a nil pointer, func, map, chan or
-// slice: a typed nil, such as a nil *pgxpool.Pool, whose methods would
-// dereference it.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Chan, reflect.Slice, reflect.UnsafePointer:
-		return rv.IsNil()
-	}
-	return false
-}
 
 func endSpan(span trace.Span, err error) {
 	if err != nil && !errors.Is(err, ErrStaleToken) {

@@ -4,6 +4,8 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redfence/redfence/internal/typednil"
 )
 
 // The instrumentation scope of every span and instrument: the import path,
@@ -20,10 +22,10 @@ type telemetry struct {
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) telemetry {
-	if isNil(tp) { // the SDK's providers panic when typed nil
+	if typednil.Is(tp) { // the SDK's providers panic when typed nil
 		tp = otel.GetTracerProvider()
 	}
-	if isNil(mp) {
+	if typednil.Is(mp) {
 		mp = otel.GetMeterProvider()
 	}
 	t := telemetry{tracer: tp.Tracer(instrumentation, trace.WithInstrumentationVersion(version))}

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -25,72 +23,15 @@ import (
 // callBound is how long one bad-input call may take: it must fail at once.
 const callBound = 5 * time.Second
 
-// safely runs fn, failing the test if it panics or outlasts callBound.
-func safely(t *testing.T, fn func() error) error {
+// deadLocker is a Locker over a client for an address nothing listens on,
+// whose every dial and command is counted: bad input must be turned away
+// before any.
+func deadLocker(t *testing.T) (*mutex.Locker, *testutil.Calls) {
 	t.Helper()
-	type result struct {
-		err      error
-		panicked any
-	}
-	done := make(chan result, 1)
-	go func() {
-		defer func() {
-			if v := recover(); v != nil {
-				done <- result{panicked: v}
-			}
-		}()
-		done <- result{err: fn()}
-	}()
-	select {
-	case res := <-done:
-		if res.panicked != nil {
-			t.Fatalf("panicked: %v", res.panicked)
-		}
-		return res.err
-	case <-time.After(callBound):
-		t.Fatalf("still running after %v", callBound)
-		return nil
-	}
-}
-
-// hits counts every command and dial of a Redis client.
-type hits struct{ n atomic.Int64 }
-
-func (h *hits) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		h.n.Add(1)
-		return next(ctx, network, addr)
-	}
-}
-
-func (h *hits) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (h *hits) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
-
-// deadLocker is a Locker over a client pointed at an address nothing
-// listens on, whose every command and dial is counted: bad input must be
-// turned away before any.
-func deadLocker(t *testing.T) (*mutex.Locker, *hits) {
-	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, DialTimeout: 100 * time.Millisecond})
-	h := &hits{}
-	c.AddHook(h)
+	c, calls := testutil.DeadClient(t)
 	l := mutex.New(c)
-	t.Cleanup(func() {
-		_ = l.Close()
-		_ = c.Close()
-	})
-	return l, h
+	t.Cleanup(func() { _ = l.Close() })
+	return l, calls
 }
 
 func nop(context.Context, runner.Run) error { return nil }
@@ -203,7 +144,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := safely(t, tc.call)
+			err := testutil.Safely(t, callBound, tc.call)
 			if tc.want == nil {
 				assert.NoError(t, err)
 				return
@@ -213,7 +154,7 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
-	assert.Zero(t, redisHits.n.Load(), "bad input reached Redis")
+	assert.Zero(t, redisHits.N(), "bad input reached Redis")
 }
 
 // TestRunning: once Run has started, Add and a second Run are refused.
@@ -229,8 +170,8 @@ func TestRunning(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return errors.Is(r.Add("late", time.Second, nop), runner.ErrRunning)
 	}, callBound, time.Millisecond, "Add after Run started")
-	assert.ErrorIs(t, safely(t, func() error { return r.Run(ctx) }), runner.ErrRunning)
-	assert.ErrorIs(t, safely(t, func() error { return r.Add("", time.Second, nop) }), runner.ErrInvalid,
+	assert.ErrorIs(t, testutil.Safely(t, callBound, func() error { return r.Run(ctx) }), runner.ErrRunning)
+	assert.ErrorIs(t, testutil.Safely(t, callBound, func() error { return r.Add("", time.Second, nop) }), runner.ErrInvalid,
 		"bad input is still bad input")
 	cancel()
 	require.NoError(t, <-done)

@@ -3,13 +3,13 @@ package runner
 import (
 	"fmt"
 	"os"
-	"reflect"
 	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/redfence/redfence/internal/typednil"
 	"github.com/redfence/redfence/mutex"
 )
 
@@ -115,7 +115,7 @@ func WithShutdownTimeout(d time.Duration) Option {
 // such as a nil *sdktrace.TracerProvider included): the global provider.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(c *config) {
-		if !isNil(tp) {
+		if !typednil.Is(tp) {
 			c.tp = tp
 		}
 	})
@@ -125,23 +125,10 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // not): the global provider.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) {
-		if !isNil(mp) {
+		if !typednil.Is(mp) {
 			c.mp = mp
 		}
 	})
-}
-
-// isNil reports whether v is nil or an interface holding a nil pointer or
-// func, whose methods would panic on first use.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Func:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // Missed is what happens to a slot whose time came while the job was still

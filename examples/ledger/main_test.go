@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -76,7 +74,7 @@ func TestDefaults(t *testing.T) {
 // demo within seconds with an error that names the server and its address,
 // before anything is printed.
 func TestUnreachable(t *testing.T) {
-	silent := silentServer(t)
+	silent := testutil.SilentServer(t)
 	for _, tc := range []struct {
 		name string
 		o    func(options) options
@@ -138,33 +136,4 @@ func TestConclude(t *testing.T) {
 			}
 		})
 	}
-}
-
-// silentServer accepts connections and never answers, like a hung server or
-// a firewall that swallows packets; it stops at the test's cleanup.
-func silentServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var (
-		wg    sync.WaitGroup
-		conns []net.Conn // the accept loop's until wg.Wait returns
-	)
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-		}
-	})
-	t.Cleanup(func() {
-		_ = ln.Close()
-		wg.Wait()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return ln.Addr().String()
 }

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -63,7 +61,7 @@ func TestRealRedis(t *testing.T) {
 func TestUnreachableRedis(t *testing.T) {
 	for name, addr := range map[string]string{
 		"refused": "127.0.0.1:1",
-		"silent":  silentServer(t),
+		"silent":  testutil.SilentServer(t),
 	} {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
@@ -140,33 +138,4 @@ func TestConclude(t *testing.T) {
 			}
 		})
 	}
-}
-
-// silentServer accepts connections and never answers, like a hung server or
-// a firewall that swallows packets; it stops at the test's cleanup.
-func silentServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var (
-		wg    sync.WaitGroup
-		conns []net.Conn // the accept loop's until wg.Wait returns
-	)
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-		}
-	})
-	t.Cleanup(func() {
-		_ = ln.Close()
-		wg.Wait()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return ln.Addr().String()
 }

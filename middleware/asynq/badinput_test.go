@@ -3,7 +3,6 @@ package asynqlock_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"syscall"
 	"testing"
@@ -87,11 +86,7 @@ func TestBusyKeyAndOutageAreDistinct(t *testing.T) {
 		assert.False(t, asynqlock.IsFailure(err), "wait %v", wait)
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	down := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	down := redis.NewClient(&redis.Options{Addr: testutil.RefusedAddr(t), MaxRetries: -1})
 	t.Cleanup(func() { _ = down.Close() })
 	dl := mutex.New(down)
 	t.Cleanup(func() { _ = dl.Close() })

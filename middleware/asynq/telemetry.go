@@ -2,7 +2,6 @@ package asynqlock
 
 import (
 	"context"
-	"reflect"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -10,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redfence/redfence/internal/typednil"
 )
 
 // The instrumentation scope of every span and instrument: the import path,
@@ -36,10 +37,10 @@ type telemetry struct {
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) telemetry {
-	if isNil(tp) { // the SDK's providers panic when typed nil
+	if typednil.Is(tp) { // the SDK's providers panic when typed nil
 		tp = otel.GetTracerProvider()
 	}
-	if isNil(mp) {
+	if typednil.Is(mp) {
 		mp = otel.GetMeterProvider()
 	}
 	m := mp.Meter(instrumentation, metric.WithInstrumentationVersion(version))
@@ -80,18 +81,4 @@ func (t telemetry) end(ctx context.Context, span trace.Span, taskType, outcome s
 	}
 	span.End()
 	t.tasks.Add(ctx, 1, metric.WithAttributes(attrTaskType.String(taskType), attrOutcome.String(outcome)))
-}
-
-// isNil reports whether v is nil or holds a nil pointer, func, map, chan or
-// slice: a typed nil, such as a nil *sdktrace.TracerProvider, whose methods
-// would panic.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Chan, reflect.Slice, reflect.UnsafePointer:
-		return rv.IsNil()
-	}
-	return false
 }

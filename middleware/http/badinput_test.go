@@ -1,14 +1,11 @@
 package httplock_test
 
 import (
-	"context"
 	"errors"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +15,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/redfence/redfence/internal/testutil"
 	httplock "github.com/redfence/redfence/middleware/http"
 	"github.com/redfence/redfence/mutex"
 )
@@ -25,71 +23,15 @@ import (
 // callBound is how long one bad-input call may take: it must fail at once.
 const callBound = 5 * time.Second
 
-// safely runs fn, failing the test if it panics or outlasts callBound.
-func safely(t *testing.T, fn func() error) error {
+// deadLocker is a Locker over a client for an address nothing listens on,
+// whose every dial and command is counted: bad input must be turned away
+// before any.
+func deadLocker(t *testing.T) (*mutex.Locker, *testutil.Calls) {
 	t.Helper()
-	type result struct {
-		err      error
-		panicked any
-	}
-	done := make(chan result, 1)
-	go func() {
-		defer func() {
-			if v := recover(); v != nil {
-				done <- result{panicked: v}
-			}
-		}()
-		done <- result{err: fn()}
-	}()
-	select {
-	case res := <-done:
-		if res.panicked != nil {
-			t.Fatalf("panicked: %v", res.panicked)
-		}
-		return res.err
-	case <-time.After(callBound):
-		t.Fatalf("still running after %v", callBound)
-		return nil
-	}
-}
-
-// hits counts every command and dial of a Redis client.
-type hits struct{ n atomic.Int64 }
-
-func (h *hits) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		h.n.Add(1)
-		return next(ctx, network, addr)
-	}
-}
-
-func (h *hits) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (h *hits) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
-
-// deadLocker is a Locker over a client pointed at an address nothing
-// listens on, whose every command and dial is counted.
-func deadLocker(t *testing.T) (*mutex.Locker, *hits) {
-	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, DialTimeout: 100 * time.Millisecond})
-	h := &hits{}
-	c.AddHook(h)
+	c, calls := testutil.DeadClient(t)
 	l := mutex.New(c)
-	t.Cleanup(func() {
-		_ = l.Close()
-		_ = c.Close()
-	})
-	return l, h
+	t.Cleanup(func() { _ = l.Close() })
+	return l, calls
 }
 
 var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
@@ -249,7 +191,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := safely(t, tc.call)
+			err := testutil.Safely(t, callBound, tc.call)
 			if tc.want == nil {
 				assert.NoError(t, err)
 				return
@@ -259,7 +201,7 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
-	assert.Zero(t, redisHits.n.Load(), "building the middleware reached Redis")
+	assert.Zero(t, redisHits.N(), "building the middleware reached Redis")
 }
 
 // TestRedisDown: with Redis unreachable a request goes to the origin, marked
@@ -269,19 +211,19 @@ func TestRedisDown(t *testing.T) {
 	h, err := httplock.NewHandler(okHandler, l, httplock.WithWaitTimeout(time.Second))
 	require.NoError(t, err)
 	rec := httptest.NewRecorder()
-	require.NoError(t, safely(t, func() error {
+	require.NoError(t, testutil.Safely(t, callBound, func() error {
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/page", nil))
 		return nil
 	}))
 	assert.Equal(t, http.StatusOK, rec.Code)
 	assert.Equal(t, "ok", rec.Body.String())
 	assert.Equal(t, httplock.RoleBypass, rec.Header().Get(httplock.DefaultRoleHeader))
-	assert.Positive(t, redisHits.n.Load(), "the request did try Redis")
+	assert.Positive(t, redisHits.N(), "the request did try Redis")
 
 	// Redis is now marked down: the next request goes straight to the origin.
-	n := redisHits.n.Load()
+	n := redisHits.N()
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/page", nil))
 	assert.Equal(t, "ok", rec.Body.String())
-	assert.Equal(t, n, redisHits.n.Load(), "a second request called Redis")
+	assert.Equal(t, n, redisHits.N(), "a second request called Redis")
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/redfence/redfence/internal/typednil"
 	"github.com/redfence/redfence/mutex"
 )
 
@@ -48,7 +49,7 @@ func New(locker *mutex.Locker, opts ...Option) (func(http.Handler) http.Handler,
 	}
 	hl := newHealth(locker.Client(), cfg.redisTimeout)
 	return func(next http.Handler) http.Handler {
-		if isNil(next) {
+		if typednil.Is(next) {
 			panic(errNilHandler)
 		}
 		return newHandler(next, locker, cfg, hl)
@@ -58,7 +59,7 @@ func New(locker *mutex.Locker, opts ...Option) (func(http.Handler) http.Handler,
 // NewHandler is New applied to next; a nil next (typed nil included) is an
 // error wrapping ErrInvalid.
 func NewHandler(next http.Handler, locker *mutex.Locker, opts ...Option) (http.Handler, error) {
-	if isNil(next) {
+	if typednil.Is(next) {
 		return nil, errNilHandler
 	}
 	cfg, err := build(locker, opts)

@@ -3,7 +3,6 @@ package httplock
 import (
 	"fmt"
 	"net/http"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/redfence/redfence/internal/typednil"
 	"github.com/redfence/redfence/mutex"
 )
 
@@ -364,7 +364,7 @@ func WithPrefix(p string) Option {
 // such as a nil *sdktrace.TracerProvider included): the global provider.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(c *config) {
-		if !isNil(tp) {
+		if !typednil.Is(tp) {
 			c.tp = tp
 		}
 	})
@@ -374,7 +374,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // not): the global provider.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) {
-		if !isNil(mp) {
+		if !typednil.Is(mp) {
 			c.mp = mp
 		}
 	})
@@ -396,17 +396,4 @@ func validHeaderName(name string) bool {
 		}
 	}
 	return true
-}
-
-// isNil reports whether v is nil or an interface holding a nil pointer or
-// func, whose methods would panic on first use.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Func:
-		return rv.IsNil()
-	}
-	return false
 }

@@ -1,0 +1,128 @@
+package testutil
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// Safely runs fn and returns its error, failing the test if fn panics or
+// has not returned within bound: bad input must get an error, at once.
+func Safely(t testing.TB, bound time.Duration, fn func() error) error {
+	t.Helper()
+	type result struct {
+		err      error
+		panicked any
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				done <- result{panicked: v}
+			}
+		}()
+		done <- result{err: fn()}
+	}()
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	select {
+	case res := <-done:
+		if res.panicked != nil {
+			t.Fatalf("panicked: %v", res.panicked)
+		}
+		return res.err
+	case <-timer.C:
+		t.Fatalf("still running after %v", bound)
+		return nil
+	}
+}
+
+// RefusedAddr is a loopback address where nothing listens: connections to
+// it are refused.
+func RefusedAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// SilentServer accepts TCP connections and never answers: a server that
+// hangs. It stops, and closes its connections, at the test's cleanup.
+func SilentServer(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// Calls is a go-redis hook that counts every dial, command and pipeline.
+type Calls struct{ n atomic.Int64 }
+
+// N is the count so far.
+func (h *Calls) N() int64 { return h.n.Load() }
+
+func (h *Calls) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		h.n.Add(1)
+		return next(ctx, network, addr)
+	}
+}
+
+func (h *Calls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *Calls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// DeadClient is a Redis client for an address nothing listens on, failing
+// fast, whose every dial and command is counted: bad input must be turned
+// away before any.
+func DeadClient(t testing.TB) (*redis.Client, *Calls) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: RefusedAddr(t), MaxRetries: -1, DialerRetries: 1, DialTimeout: 100 * time.Millisecond})
+	h := &Calls{}
+	c.AddHook(h)
+	t.Cleanup(func() { _ = c.Close() })
+	return c, h
+}
