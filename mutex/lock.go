@@ -31,8 +31,8 @@ type Lock struct {
 	releaseNodes []int           // Unlock's own release went to these (the others: releaseLate)
 	relKeys      [2]string       // the release script's keys (keys)
 
-	mu        sync.Mutex
-	count     int // local re-entries through the context, plus one
+	mu        sync.Mutex // after renewer.mu in the lock order; takes nothing under it
+	count     int        // local re-entries through the context, plus one
 	ttl       time.Duration
 	deadline  time.Time // local lease deadline
 	nextRenew time.Time // when the renewer extends it next
@@ -425,10 +425,28 @@ func (l *Locker) releaseKeys(lockKey string) []string {
 	return []string{lockKey, queueOf(lockKey)}
 }
 
+// releaseCalls are the release script's calls for locks (Close).
+func (l *Locker) releaseCalls(locks []*Lock) []scriptCall {
+	calls := make([]scriptCall, len(locks))
+	for i, lk := range locks {
+		calls[i] = scriptCall{lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)}
+	}
+	return calls
+}
+
+// extendCalls are the extend script's calls for locks, each to its ttl.
+func (l *Locker) extendCalls(locks []*Lock, ttls []time.Duration) []scriptCall {
+	calls := make([]scriptCall, len(locks))
+	for i, lk := range locks {
+		calls[i] = scriptCall{[]string{lk.lockKey}, []any{lk.owner, lk.tokenStr, ttls[i].Milliseconds(), l.keyTTL(ttls[i])}}
+	}
+	return calls
+}
+
 // releaseArgs are the release script's arguments. The publish command is
 // sent only when it is not the script's default, PUBLISH (on Cluster:
-// SPUBLISH): every argument costs the server about 1,900 instructions, a
-// fortieth of an uncontended Lock+Unlock.
+// SPUBLISH): every argument costs the server work on every release (see
+// bench/README.md).
 func (l *Locker) releaseArgs(owner, token string) []any {
 	if l.publish == "PUBLISH" {
 		return []any{owner, token}

@@ -44,13 +44,17 @@ type Locker struct {
 	held       atomic.Int64 // Locks of this Locker not yet released or lost
 	fenceTTLMs string       // keyTTL for leases up to half the fence TTL
 
-	id     string        // this Locker's id in the waiting queues
-	done   chan struct{} // closed by Close
-	subs   *subscriber
-	renew  *renewer
-	bg     sync.WaitGroup // clean-ups and abandoned calls
-	work   workers        // reusable goroutines for bg
-	mu     sync.Mutex
+	id    string        // this Locker's id in the waiting queues
+	done  chan struct{} // closed by Close
+	subs  *subscriber
+	renew *renewer
+	bg    sync.WaitGroup // clean-ups and abandoned calls
+	work  workers        // reusable goroutines for bg
+
+	// Lock order: mu, then work.mu. mu is never held while calling into
+	// subs or renew, which call back into the Locker (wakeLocal) under
+	// their own mutexes released first; a Lock's mu is never taken under it.
+	mu     sync.Mutex // guards closed, queues and the queues' waiters
 	closed bool
 	queues map[string]*queue
 }
@@ -143,17 +147,7 @@ func (l *Locker) Close() error {
 		}
 	} else if len(held) > 0 && l.err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		pipe := l.client.Pipeline()
-		cmds := make([]*redis.Cmd, len(held))
-		for i, lk := range held {
-			cmds[i] = releaseScript.EvalSha(ctx, pipe, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...)
-		}
-		if _, err := pipe.Exec(ctx); err != nil && isNoScript(err) {
-			// Scripts vanished (server restart): fall back one by one.
-			for i, lk := range held {
-				cmds[i] = releaseScript.Run(ctx, l.client, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...)
-			}
-		}
+		cmds, _ := runScripts(ctx, l.client, releaseScript, l.releaseCalls(held), nil)
 		cancel()
 		for i, lk := range held {
 			if err := cmds[i].Err(); err != nil {
@@ -307,8 +301,4 @@ func newOwnerID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-func isNoScript(err error) bool {
-	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }

@@ -465,33 +465,10 @@ func (l *Locker) redlockRelease(ctx context.Context, lk *Lock, nodes []int) (int
 func (l *Locker) redlockExtend(ctx context.Context, locks []*Lock, ttls []time.Duration) (results []renewOutcome, sent time.Time) {
 	sent = l.now()
 	timeout := l.nodeTimeout(slices.Min(ttls))
+	calls := l.extendCalls(locks, ttls)
 	replies := l.fanout(ctx, timeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		pipe := c.Pipeline()
-		cmds := make([]*redis.Cmd, len(locks))
-		for i, lk := range locks {
-			cmds[i] = extendScript.EvalSha(ctx, pipe, []string{lk.lockKey}, lk.owner, lk.tokenStr, ttls[i].Milliseconds(), l.keyTTL(ttls[i]))
-		}
-		_, err := pipe.Exec(ctx)
-		if err != nil && anyNoScript(cmds) {
-			if err := extendScript.Load(ctx, c).Err(); err != nil {
-				return nil, err
-			}
-			pipe = c.Pipeline()
-			for i, lk := range locks {
-				cmds[i] = extendScript.EvalSha(ctx, pipe, []string{lk.lockKey}, lk.owner, lk.tokenStr, ttls[i].Milliseconds(), l.keyTTL(ttls[i]))
-			}
-			_, _ = pipe.Exec(ctx) // each command's own reply, below, says how it went
-		}
-		// Each command's own reply counts; a failed one is unknown (-1).
-		vals := make([]int64, len(locks))
-		for i, cmd := range cmds {
-			v, cerr := cmd.Int64()
-			if cerr != nil {
-				v = -1
-			}
-			vals[i] = v
-		}
-		return vals, nil
+		cmds, _ := runScripts(ctx, c, extendScript, calls, nil) // each command's own reply says how it went
+		return replyInts(cmds), nil
 	})
 	results = make([]renewOutcome, len(locks))
 	for j := range locks {
@@ -560,18 +537,9 @@ func (l *Locker) redlockTTL(ctx context.Context, lk *Lock) (time.Duration, error
 // redlockReleaseAll releases locks on every node, pipelined per node, each
 // node bounded by timeout (Close).
 func (l *Locker) redlockReleaseAll(ctx context.Context, timeout time.Duration, locks []*Lock) error {
+	calls := l.releaseCalls(locks)
 	replies := l.fanout(ctx, timeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		pipe := c.Pipeline()
-		for _, lk := range locks {
-			_ = releaseScript.EvalSha(ctx, pipe, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...)
-		}
-		_, err := pipe.Exec(ctx)
-		if err != nil && isNoScript(err) {
-			for _, lk := range locks {
-				_ = releaseScript.Run(ctx, c, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...).Err()
-			}
-			return nil, nil
-		}
+		_, err := runScripts(ctx, c, releaseScript, calls, nil)
 		return nil, err
 	})
 	var errs []error

@@ -2,12 +2,9 @@ package mutex
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // renewBatch bounds the commands in one pipelined round trip of renewals.
@@ -17,6 +14,8 @@ const renewBatch = 1000
 // the earliest lock is due (TTL/3 after its last renewal) and extends, in
 // pipelined batches, every lock due within the next TTL/6, so that locks taken
 // at nearby times share round trips.
+//
+// Lock order: renewer.mu, then Lock.mu.
 type renewer struct {
 	l       *Locker
 	mu      sync.Mutex
@@ -35,15 +34,18 @@ type renewer struct {
 	// expireAt changes nothing; when the timer fires, it ends the locks
 	// whose deadline passed and arms itself for the next.
 	expiry       *time.Timer
-	expireAt     time.Time // what expiry is armed for; zero: not armed
-	lastDeadline time.Time // the latest deadline of a lock added
-	halted       bool      // Close is done with the timer: a late run does nothing
-	stopc        chan struct{}
+	expireAt     time.Time          // what expiry is armed for; zero: not armed
+	lastDeadline time.Time          // the latest deadline of a lock added
+	halted       bool               // Close is done with the timer: a late run does nothing
+	closing      context.Context    // done once stop began: ends the loop and renewals in flight
+	stopNow      context.CancelFunc // ends closing
 	wg           sync.WaitGroup
 }
 
 func newRenewer(l *Locker) *renewer {
-	return &renewer{l: l, locks: map[*Lock]struct{}{}, wake: make(chan struct{}, 1), stopc: make(chan struct{})}
+	r := &renewer{l: l, locks: map[*Lock]struct{}{}, wake: make(chan struct{}, 1)}
+	r.closing, r.stopNow = context.WithCancel(context.Background())
+	return r
 }
 
 func (r *renewer) add(lk *Lock) error {
@@ -73,7 +75,7 @@ func (r *renewer) add(lk *Lock) error {
 		if !r.running {
 			r.running = true
 			r.wg.Add(1)
-			go r.loop()
+			go r.loop() // owned by the renewer: stop ends it and waits (r.wg)
 		}
 		// Waking the loop costs a context switch per Lock; only do it when
 		// this lock falls due before the loop would wake anyway (see plan).
@@ -178,7 +180,7 @@ func (r *renewer) halt() {
 func (r *renewer) stop() []*Lock {
 	r.mu.Lock()
 	r.stopped = true
-	close(r.stopc)
+	r.stopNow()
 	held := make([]*Lock, 0, len(r.locks))
 	for lk := range r.locks {
 		held = append(held, lk)
@@ -194,7 +196,7 @@ func (r *renewer) loop() {
 	defer t.Stop()
 	for {
 		select {
-		case <-r.stopc:
+		case <-r.closing.Done():
 			return
 		default:
 		}
@@ -207,7 +209,7 @@ func (r *renewer) loop() {
 		select {
 		case <-r.wake:
 		case <-t.C:
-		case <-r.stopc:
+		case <-r.closing.Done():
 			return
 		}
 		t.Stop()
@@ -288,16 +290,10 @@ func (r *renewer) renewChunk(locks []*Lock) {
 		}
 		lk.mu.Unlock()
 	}
-	// Nothing is gained by waiting past the earliest lease deadline.
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	// Nothing is gained by waiting past the earliest lease deadline, nor
+	// once Close began.
+	ctx, cancel := context.WithDeadline(r.closing, deadline)
 	defer cancel()
-	go func() {
-		select {
-		case <-r.stopc:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 
 	if l.nodes != nil {
 		results, sent := l.redlockExtend(ctx, locks, ttls)
@@ -316,36 +312,16 @@ func (r *renewer) renewChunk(locks []*Lock) {
 	// run publishes its replies only by returning: when call gives up on it
 	// (a client without ContextTimeoutEnabled, a hung server), it may still
 	// be running, and its replies must not be read. -1: unknown.
+	// The send time of the first try stands for a resend after NOSCRIPT
+	// too: an earlier start only moves the new deadline earlier.
 	sent := l.now()
+	calls := l.extendCalls(locks, ttls)
 	var vals []int64
-	noScript := errors.New("NOSCRIPT")
-	run := func(ctx context.Context) error {
-		pipe := l.client.Pipeline()
-		cmds := make([]*redis.Cmd, len(locks))
-		for i, lk := range locks {
-			cmds[i] = extendScript.EvalSha(ctx, pipe, []string{lk.lockKey}, lk.owner, lk.tokenStr, ttls[i].Milliseconds(), l.keyTTL(ttls[i]))
-		}
-		if _, err := pipe.Exec(ctx); err != nil && anyNoScript(cmds) {
-			return noScript
-		}
-		out := make([]int64, len(cmds))
-		for i, c := range cmds {
-			v, err := c.Int64()
-			if err != nil {
-				v = -1
-			}
-			out[i] = v
-		}
-		vals = out
+	pending, err := l.call(ctx, func(ctx context.Context) error {
+		cmds, _ := runScripts(ctx, l.client, extendScript, calls, nil) // each command's own reply counts
+		vals = replyInts(cmds)
 		return nil
-	}
-	pending, err := l.call(ctx, run)
-	if errors.Is(err, noScript) {
-		if lerr := extendScript.Load(ctx, l.client).Err(); lerr == nil {
-			sent = l.now()
-			pending, err = l.call(ctx, run)
-		}
-	}
+	})
 	if err != nil || pending != nil {
 		for _, lk := range locks {
 			r.retrySoon(lk) // outcome unknown: the lease deadline decides
@@ -371,13 +347,4 @@ func (r *renewer) retrySoon(lk *Lock) {
 	lk.retryAt = r.l.now().Add(max(lk.ttl/10, time.Millisecond))
 	lk.nextRenew = lk.retryAt
 	lk.mu.Unlock()
-}
-
-func anyNoScript(cmds []*redis.Cmd) bool {
-	for _, c := range cmds {
-		if isNoScript(c.Err()) {
-			return true
-		}
-	}
-	return false
 }

@@ -1,6 +1,7 @@
 package mutex
 
 import (
+	"context"
 	_ "embed"
 
 	"github.com/redis/go-redis/v9"
@@ -33,3 +34,66 @@ var (
 	raiseScript   = redis.NewScript(raiseLua)
 	handoffScript = redis.NewScript(handoffLua)
 )
+
+// scriptCall is one call of a script: its keys and arguments.
+type scriptCall struct {
+	keys []string
+	args []any
+}
+
+// runScripts sends one EVALSHA of s per call in a single pipelined round
+// trip on c, followed by what extra adds to the pipeline (WAIT). When the
+// server lacks the script (NOSCRIPT: it restarted, or SCRIPT FLUSH ran), it
+// loads it and sends the whole pipeline once more. Each command carries its
+// own reply; the error is the pipeline's. This is the one place that
+// handles NOSCRIPT for pipelines; single calls use Script.Run, which does
+// the same for one command.
+func runScripts(ctx context.Context, c redis.UniversalClient, s *redis.Script, calls []scriptCall, extra func(redis.Pipeliner)) ([]*redis.Cmd, error) {
+	send := func() ([]*redis.Cmd, error) {
+		pipe := c.Pipeline()
+		cmds := make([]*redis.Cmd, len(calls))
+		for i, sc := range calls {
+			cmds[i] = s.EvalSha(ctx, pipe, sc.keys, sc.args...)
+		}
+		if extra != nil {
+			extra(pipe)
+		}
+		_, err := pipe.Exec(ctx)
+		return cmds, err
+	}
+	cmds, err := send()
+	if err == nil || !anyNoScript(cmds) {
+		return cmds, err
+	}
+	if err := s.Load(ctx, c).Err(); err != nil {
+		return cmds, err
+	}
+	return send()
+}
+
+// replyInts reads each command's integer reply, -1 for one that failed
+// (its outcome is unknown).
+func replyInts(cmds []*redis.Cmd) []int64 {
+	vals := make([]int64, len(cmds))
+	for i, c := range cmds {
+		v, err := c.Int64()
+		if err != nil {
+			v = -1
+		}
+		vals[i] = v
+	}
+	return vals
+}
+
+func anyNoScript(cmds []*redis.Cmd) bool {
+	for _, c := range cmds {
+		if isNoScript(c.Err()) {
+			return true
+		}
+	}
+	return false
+}
+
+func isNoScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}

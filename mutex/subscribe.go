@@ -21,6 +21,9 @@ import (
 // five) therefore never holds up Lock or its clean-up; go-redis holds a
 // PubSub's mutex while it connects, so a write from the caller could wait
 // seconds behind the receive loop's dial.
+//
+// Lock order: subscriber.mu alone; wake-ups (Locker.mu) come after it is
+// released.
 type subscriber struct {
 	l      *Locker
 	mu     sync.Mutex
@@ -133,7 +136,7 @@ func (s *subscriber) add(ch, key string) <-chan struct{} {
 			}
 			s.shards[t.name] = sh
 			s.wg.Add(1)
-			go s.writer(sh)
+			go s.writer(sh) // owned by the subscriber: close drops the shard and waits (s.wg)
 		}
 		sh.n++
 		sh.ask(ch, true)
@@ -223,7 +226,7 @@ func (s *subscriber) writer(sh *shard) {
 			if !sh.started {
 				sh.started = true
 				s.wg.Add(1)
-				go s.loop(sh)
+				go s.loop(sh) // owned by the subscriber, like the writer
 			}
 		}
 		cancel()

@@ -385,7 +385,7 @@ func (l *Locker) acquire(ctx context.Context, key, lockKey, owner string, lc *lo
 // acquireOnce is one call of the acquire script on a single deployment.
 func (l *Locker) acquireOnce(ctx context.Context, key, lockKey, owner string, lc *lockConfig, queued bool) (acquireResult, error) {
 	// Optional arguments and keys are left out when not needed: each one
-	// costs the server about a fifth of a short command.
+	// costs the server work on every call (see bench/README.md).
 	keys := []string{lockKey}
 	args := make([]any, 0, 6)
 	args = append(args, owner, lc.ttl.Milliseconds())
@@ -463,27 +463,19 @@ func (l *Locker) replicaAck(ctx context.Context, lk *Lock, lc *lockConfig) error
 		return nil
 	}
 	var acks int64
+	calls := l.extendCalls([]*Lock{lk}, []time.Duration{lc.ttl})
 	_, err := l.call(ctx, func(ctx context.Context) error {
-		pipe := l.client.Pipeline()
-		ext := extendScript.EvalSha(ctx, pipe, []string{lk.lockKey}, lk.owner, lk.tokenStr, lc.ttl.Milliseconds(), l.keyTTL(lc.ttl))
-		wait := redis.NewIntCmd(ctx, "wait", lc.replicas, lc.replicaTTL.Milliseconds())
-		_ = pipe.Process(ctx, wait)
-		_, err := pipe.Exec(ctx)
-		if isNoScript(ext.Err()) {
-			if err := extendScript.Load(ctx, l.client).Err(); err != nil {
-				return err
-			}
-			return errRetryScript
-		}
+		var wait *redis.IntCmd
+		_, err := runScripts(ctx, l.client, extendScript, calls, func(pipe redis.Pipeliner) {
+			wait = redis.NewIntCmd(ctx, "wait", lc.replicas, lc.replicaTTL.Milliseconds())
+			_ = pipe.Process(ctx, wait)
+		})
 		if err != nil {
 			return err
 		}
 		acks = wait.Val()
 		return nil
 	})
-	if errors.Is(err, errRetryScript) {
-		return l.replicaAck(ctx, lk, lc)
-	}
 	if err == nil && acks >= int64(lc.replicas) {
 		return nil
 	}
@@ -496,8 +488,6 @@ func (l *Locker) replicaAck(ctx context.Context, lk *Lock, lc *lockConfig) error
 	}
 	return errors.Join(ErrNotAcquired, &ReplicaAckError{Want: lc.replicas, Got: int(acks)})
 }
-
-var errRetryScript = errors.New("mutex: script reloaded")
 
 // ReplicaAckError says how many replicas acknowledged an acquisition made
 // with WithReplicaAck when that was too few.

@@ -19,8 +19,8 @@
 -- ARGV[1]  owner id (compared whole)
 -- ARGV[2]  lease in ms
 -- ARGV[3]  key TTL in ms (>= lease): how long the fencing counter outlives use;
---          absent: the default, one hour (WithFenceTTL's; an argument costs
---          the server ~1,900 instructions)
+--          absent: the default, one hour (WithFenceTTL's; the common call
+--          leaves it out, since every argument costs the server work)
 -- ARGV[4]  optional (Redlock): a proposed token, taken when it is at least
 --          what this node would issue, so that a quorum agrees on one token
 --          without a second round; '' for none

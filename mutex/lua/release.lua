@@ -17,7 +17,7 @@
 -- ARGV[1]  owner id
 -- ARGV[2]  token
 -- ARGV[3]  optional: the publish command, SPUBLISH on Cluster; PUBLISH when
---          absent (each argument costs the server ~1,900 instructions)
+--          absent (every argument costs the server work)
 -- The notification carries the Locker the lock is reserved for ('' = any).
 -- Returns the remaining count (0: freed), or -1 when not held.
 --
