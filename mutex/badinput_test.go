@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -161,32 +162,42 @@ func TestLongLeaseKeepsItsKey(t *testing.T) {
 }
 
 // An acquisition whose grant arrives after its lease ran out is never
-// handed out: TryLock says the server was too slow for the lease, and the
-// key is given back.
+// handed out. TryLock says the server was too slow for the lease, and the
+// key is freed behind it long before its minute-long lease could run out;
+// Lock tries again, with a fresh owner id, and returns a lock Redis holds.
 func TestGrantAfterTheLeaseIsGivenBack(t *testing.T) {
 	c, _ := testutil.Redis(t)
-	var skew time.Duration // added to the clock after the first reading
-	readings := 0
-	l := newLocker(t, c, mutex.WithClock(func() time.Time {
-		readings++
-		if readings > 1 {
-			return time.Now().Add(skew)
+	var readings atomic.Int64
+	// The second reading of the clock, the one that judges the first
+	// grant, comes two minutes late: after a one-minute lease.
+	lateOnce := mutex.WithClock(func() time.Time {
+		if readings.Add(1) == 2 {
+			return time.Now().Add(2 * time.Minute)
 		}
 		return time.Now()
-	}))
+	})
 	ctx := context.Background()
-	skew = time.Second // the reply "arrives" a second after a 100ms lease
-	_, err := l.TryLock(ctx, "slow", mutex.WithTTL(100*time.Millisecond))
+	_, err := newLocker(t, c, lateOnce).TryLock(ctx, "slow", mutex.WithTTL(time.Minute))
 	require.ErrorIs(t, err, mutex.ErrUnavailable)
 	assert.NotErrorIs(t, err, mutex.ErrNotAcquired)
 	assert.Contains(t, err.Error(), "longer than the lease")
+	other := newLocker(t, c)
+	require.Eventually(t, func() bool {
+		lk, err := other.TryLock(ctx, "slow")
+		if err != nil {
+			return false
+		}
+		require.NoError(t, lk.Unlock(ctx))
+		return true
+	}, 10*time.Second, 5*time.Millisecond, "the late grant was not given back")
 
-	// Given back: another Locker gets the key long before 100ms leases could
-	// have been renewed, or would run out on their own.
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	lk, err := newLocker(t, c).Lock(wctx, "slow")
+	readings.Store(0)
+	lk, err := newLocker(t, c, lateOnce).Lock(ctx, "slow", mutex.WithTTL(time.Minute))
 	require.NoError(t, err)
+	_, err = lk.TTL(ctx)
+	require.NoError(t, err, "Lock returned a lock Redis does not hold for it")
+	_, err = other.TryLock(ctx, "slow")
+	assert.ErrorIs(t, err, mutex.ErrNotAcquired)
 	require.NoError(t, lk.Unlock(ctx))
 }
 
@@ -408,4 +419,43 @@ func TestRedlockCloseWithAPausedNode(t *testing.T) {
 	// and slack for -race; Close once took 2 s at least, whatever the
 	// node timeout.
 	assert.Less(t, took, late.Bound(2*nodeTimeout+readTimeout+500*time.Millisecond), "Close took %v", took)
+}
+
+// Client is the deployment's client for adapters, and nil for a Redlock
+// Locker, whose data no single node holds.
+func TestClientOfEachBackend(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	assert.Equal(t, redis.UniversalClient(c), newLocker(t, c).Client())
+	clients, _ := redlockNodes(t, 3)
+	assert.Nil(t, newRedlock(t, clients).Client())
+	var nilLocker *mutex.Locker
+	assert.Nil(t, nilLocker.Client())
+}
+
+// A Redlock attempt is an outage only when the nodes that failed left too
+// few to make a quorum: a minority down with the lock held elsewhere is
+// contention, whichever nodes answered first.
+func TestQuorumErrorOutageOrContention(t *testing.T) {
+	refused := syscall.ECONNREFUSED
+	for _, tc := range []struct {
+		name   string
+		nodes  []error
+		outage bool
+	}{
+		{"held, refused, not awaited", []error{mutex.ErrNotAcquired, refused, mutex.ErrNotAwaited}, false},
+		{"refused, held, held", []error{refused, mutex.ErrNotAcquired, mutex.ErrNotAcquired}, false},
+		{"granted, held, refused", []error{nil, mutex.ErrNotAcquired, refused}, false},
+		{"refused twice", []error{refused, refused, mutex.ErrNotAwaited}, true},
+		{"granted, refused twice", []error{nil, refused, refused}, true},
+		{"five: held twice, one error, two not awaited", []error{mutex.ErrNotAcquired, mutex.ErrNotAcquired, refused, mutex.ErrNotAwaited, mutex.ErrNotAwaited}, false},
+		{"five: three errors", []error{refused, refused, refused, mutex.ErrNotAcquired, nil}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := &mutex.QuorumError{Quorum: len(tc.nodes)/2 + 1, Nodes: tc.nodes}
+			assert.Equal(t, tc.outage, errors.Is(err, mutex.ErrUnavailable))
+			assert.Equal(t, !tc.outage, errors.Is(err, mutex.ErrNotAcquired))
+		})
+	}
+	assert.True(t, errors.Is(&mutex.QuorumError{Quorum: 2, Nodes: []error{nil, nil, mutex.ErrNotAcquired}, Late: true}, mutex.ErrUnavailable),
+		"a quorum that granted too late is an outage")
 }

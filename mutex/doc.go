@@ -165,7 +165,8 @@
 //	                                                       the last attempts failed or none got an answer
 //	a call on a closed Locker                            ErrClosed
 //	Unlock, Extend or TTL of a lock no longer held       ErrNotHeld (nothing is changed)
-//	Unlock, Extend or TTL failing on the server          the server's error
+//	Unlock, Extend or TTL failing on the server          the server's error (Redlock Extend:
+//	                                                       ErrUnavailable, node by node)
 //	context.Cause(lk.Context()) after a loss / release   ErrLockLost / ErrReleased
 //	WithReplicaAck: too few replicas acknowledged        ErrNotAcquired and a *ReplicaAckError
 //

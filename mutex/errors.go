@@ -30,8 +30,8 @@ var (
 	ErrInvalid = errors.New("mutex: invalid argument")
 )
 
-// errNoMajority: a Redlock call where too few nodes answered to tell.
-var errNoMajority = errors.New("mutex: Redlock: no majority of nodes answered")
+// errNoMajority: a Redlock call that no majority of nodes confirmed.
+var errNoMajority = errors.New("mutex: Redlock: no majority of nodes confirmed")
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
@@ -58,7 +58,7 @@ func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.e
 // nodes' errors.
 type QuorumError struct {
 	Quorum int      // grants needed
-	Addrs  []string // by node, in NewRedlock's order
+	Addrs  []string // by node, in NewRedlock's order; read-only
 	// Nodes holds each node's answer: nil when it granted the lock,
 	// ErrNotAcquired when another owner held it there, otherwise its error.
 	Nodes []error
@@ -67,27 +67,31 @@ type QuorumError struct {
 	Late bool
 }
 
-func (e *QuorumError) granted() (granted, held int) {
+func (e *QuorumError) granted() (granted int) {
 	for _, err := range e.Nodes {
-		switch {
-		case err == nil:
+		if err == nil {
 			granted++
-		case err == ErrNotAcquired:
-			held++
 		}
 	}
-	return granted, held
+	return granted
 }
 
-// outage reports whether unanswered or failing nodes, not other holders,
-// kept the quorum out of reach.
+// outage reports whether failing or unanswered nodes, not other holders,
+// kept the quorum out of reach: the nodes that did not fail could not have
+// made a quorum. Nodes whose reply was not awaited (the others had decided)
+// did not fail.
 func (e *QuorumError) outage() bool {
-	granted, held := e.granted()
-	return e.Late || granted+held < e.Quorum
+	failed := 0
+	for _, err := range e.Nodes {
+		if err != nil && err != ErrNotAcquired && err != errNotAwaited {
+			failed++
+		}
+	}
+	return e.Late || len(e.Nodes)-failed < e.Quorum
 }
 
 func (e *QuorumError) Error() string {
-	granted, _ := e.granted()
+	granted := e.granted()
 	var b strings.Builder
 	b.WriteString("mutex: Redlock: ")
 	b.WriteString(strconv.Itoa(granted))

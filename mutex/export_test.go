@@ -65,3 +65,6 @@ func StartsSpans(l *Locker) bool {
 	_, skipped := span.(noop.Span)
 	return !skipped
 }
+
+// ErrNotAwaited is a Redlock node's answer when the others had decided.
+var ErrNotAwaited = errNotAwaited

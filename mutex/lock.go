@@ -139,10 +139,12 @@ func (lk *Lock) Context() context.Context {
 }
 
 // Join returns a context for work done under the lock on behalf of ctx's
-// caller: it carries the lock's context's values and ctx's deadline, and is
-// done when ctx is done (cause: ctx's) or the lock is lost or released
-// (cause: ErrLockLost or ErrReleased), whichever comes first. Call cancel
-// when the work is over. A nil ctx joins nothing: the lock's context alone.
+// caller: it carries the values of the lock's context (those of the ctx
+// given to Lock) and ctx's deadline, and is done when ctx is done (cause:
+// ctx's; context.DeadlineExceeded when its deadline passes) or the lock is
+// lost or released (cause: ErrLockLost or ErrReleased), whichever comes
+// first. Call cancel when the work is over. A nil ctx joins nothing: the
+// lock's context alone.
 func (lk *Lock) Join(ctx context.Context) (context.Context, context.CancelFunc) {
 	jctx, cancel := context.WithCancelCause(lk.Context())
 	if ctx == nil {
@@ -189,12 +191,13 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	var err error
 	if lk.l.nodes != nil {
 		var res []renewOutcome
-		res, sent = lk.l.redlockExtend(ctx, []*Lock{lk}, []time.Duration{ttl})
+		var why error
+		res, sent, why = lk.l.redlockExtend(ctx, []*Lock{lk}, []time.Duration{ttl})
 		switch res[0] {
 		case renewHeld:
 			n = 1
 		case renewUnknown:
-			err = errNoMajority
+			err = why
 		}
 	} else {
 		_, err = lk.l.call(ctx, func(ctx context.Context) error {

@@ -107,6 +107,12 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 // still holds (their contexts end with ErrReleased), makes waiting Lock calls
 // return ErrClosed, and waits for all its goroutines. Later calls return
 // ErrClosed. It returns the release errors, if any.
+//
+// A Redlock Locker's release takes at most twice the node timeout, however
+// many locks it holds and however hung a node. Waiting for its goroutines
+// also waits for calls already sent to a hung node: a client without
+// ContextTimeoutEnabled ends them only at its ReadTimeout (go-redis's
+// default is 3s), one with it at the call's deadline.
 func (l *Locker) Close() error {
 	if l == nil {
 		return nil
@@ -123,8 +129,9 @@ func (l *Locker) Close() error {
 	held := l.renew.stop()
 	var errs []error
 	if len(held) > 0 && l.err == nil && l.nodes != nil {
-		// Bounded by the node timeout, once for all locks and once for the
-		// release, whatever the number of locks and however hung a node.
+		// A node timeout once for all locks to settle and once for the
+		// release, whatever the number of locks; see Close's doc for the
+		// calls already out to a hung node.
 		var ttl time.Duration
 		for _, lk := range held {
 			lk.mu.Lock()
@@ -165,11 +172,14 @@ func (l *Locker) Close() error {
 // now is the Locker's clock (WithClock).
 func (l *Locker) now() time.Time { return l.cfg.now() }
 
-// Client returns the Redis client the Locker was built with, for adapters
-// that keep data next to their locks (httplock stores shared responses
-// there). It is nil for a nil Locker.
+// Client returns the Redis client of the one deployment the Locker locks
+// in (New), for adapters that keep data next to their locks (httplock
+// stores shared responses there, runner its slot claims). It is nil for a
+// nil Locker and for a Redlock Locker: no single client holds what a
+// Redlock lock holds, so data kept on one of its nodes would rest on that
+// node alone.
 func (l *Locker) Client() redis.UniversalClient {
-	if l == nil {
+	if l == nil || l.nodes != nil {
 		return nil
 	}
 	return l.client

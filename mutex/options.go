@@ -62,7 +62,8 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-// isNilPointer reports whether v is nil or holds a nil pointer.
+// isNilPointer reports whether v is nil or holds a nil pointer. The other
+// packages share internal/typednil; mutex imports nothing of ours.
 func isNilPointer(v any) bool {
 	if v == nil {
 		return true

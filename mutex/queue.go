@@ -80,6 +80,14 @@ type handoff struct {
 // chance; within the process the queue stays FIFO.
 const maxHandoffs = 8
 
+// renameWaiter sets the owner an Unlock hands w the lock for, when w's call
+// takes a fresh owner id for its next attempt; w is not parked then.
+func (l *Locker) renameWaiter(w *waiter, owner string) {
+	l.mu.Lock()
+	w.owner = owner
+	l.mu.Unlock()
+}
+
 // park marks w as waiting for a release, ready to be handed the lock.
 func (l *Locker) park(w *waiter) {
 	l.mu.Lock()

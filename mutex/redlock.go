@@ -3,6 +3,8 @@ package mutex
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,6 +42,14 @@ func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Locker, error
 	return l, nil
 }
 
+// nodeName names node i in errors: its index, and its address when known.
+func (l *Locker) nodeName(i int) string {
+	if l.addrs[i] == "" {
+		return strconv.Itoa(i)
+	}
+	return strconv.Itoa(i) + " (" + l.addrs[i] + ")"
+}
+
 // nodeAddrs checks that Redlock's clients are distinct standalone or
 // Sentinel clients and returns their addresses ("" for Sentinel). One
 // server twice would make one node count as two votes: a quorum of one
@@ -55,14 +65,17 @@ func nodeAddrs(clients []redis.UniversalClient) ([]string, error) {
 			if v == nil {
 				return nil, invalid("Redlock node %d is nil", i)
 			}
-			if a := v.Options().Addr; a != "FailoverClient" { // go-redis's name for a Sentinel client
+			// go-redis names a Sentinel client's Addr "FailoverClient": no
+			// address to compare. (A custom Dialer that reaches several
+			// servers under one Addr must give them distinct Addrs.)
+			if a := v.Options().Addr; a != "FailoverClient" {
 				addrs[i] = a
 			}
 		case *redis.ClusterClient:
 			return nil, invalid("Redlock node %d is a Cluster client: Redlock needs independent masters", i)
 		}
 		for j := range i {
-			if clients[j] == c {
+			if reflect.TypeOf(c).Comparable() && clients[j] == c {
 				return nil, invalid("Redlock nodes %d and %d are the same client: each node must be its own master", j, i)
 			}
 			if addrs[i] != "" && addrs[j] == addrs[i] {
@@ -385,7 +398,7 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 
 	// No lock: give back what this attempt took, at once, on every node.
 	l.redlockGiveBack(lockKey, owner, lc.owner != "", voters, tokens, replies)
-	qerr := &QuorumError{Quorum: l.quorum, Addrs: l.addrs, Nodes: answers, Late: len(voters) >= l.quorum}
+	qerr := &QuorumError{Quorum: l.quorum, Addrs: slices.Clone(l.addrs), Nodes: answers, Late: len(voters) >= l.quorum}
 	if qerr.outage() {
 		// Too few nodes answered to call it contention.
 		return acquireResult{}, qerr
@@ -461,14 +474,15 @@ func (l *Locker) redlockRelease(ctx context.Context, lk *Lock, nodes []int) (int
 
 // redlockExtend sets the lease on every node. It reports held when a majority
 // extended within the validity, gone when a majority said the lock is not
-// theirs (or too few could still confirm), and an error otherwise.
-func (l *Locker) redlockExtend(ctx context.Context, locks []*Lock, ttls []time.Duration) (results []renewOutcome, sent time.Time) {
+// theirs (or too few could still confirm), and unknown otherwise; why says,
+// node by node, what kept an unknown one from a majority (ErrUnavailable).
+func (l *Locker) redlockExtend(ctx context.Context, locks []*Lock, ttls []time.Duration) (results []renewOutcome, sent time.Time, why error) {
 	sent = l.now()
 	timeout := l.nodeTimeout(slices.Min(ttls))
 	calls := l.extendCalls(locks, ttls)
 	replies := l.fanout(ctx, timeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		cmds, _ := runScripts(ctx, c, extendScript, calls, nil) // each command's own reply says how it went
-		return replyInts(cmds), nil
+		cmds, err := runScripts(ctx, c, extendScript, calls, nil) // each command's own reply says how it went
+		return replyInts(cmds), err
 	})
 	results = make([]renewOutcome, len(locks))
 	for j := range locks {
@@ -494,7 +508,17 @@ func (l *Locker) redlockExtend(ctx context.Context, locks []*Lock, ttls []time.D
 			results[j] = renewUnknown
 		}
 	}
-	return results, sent
+	var errs []error
+	for i, r := range replies {
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %w", l.nodeName(i), r.err))
+		}
+	}
+	why = unavailable(fmt.Errorf("%w: %w", errNoMajority, errors.Join(errs...)))
+	if len(errs) == 0 {
+		why = unavailable(fmt.Errorf("%w in time: the validity ran out", errNoMajority))
+	}
+	return results, sent, why
 }
 
 type renewOutcome int

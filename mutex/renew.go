@@ -296,7 +296,7 @@ func (r *renewer) renewChunk(locks []*Lock) {
 	defer cancel()
 
 	if l.nodes != nil {
-		results, sent := l.redlockExtend(ctx, locks, ttls)
+		results, sent, _ := l.redlockExtend(ctx, locks, ttls)
 		for i, lk := range locks {
 			switch results[i] {
 			case renewHeld:

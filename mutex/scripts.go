@@ -42,33 +42,45 @@ type scriptCall struct {
 }
 
 // runScripts sends one EVALSHA of s per call in a single pipelined round
-// trip on c, followed by what extra adds to the pipeline (WAIT). When the
+// trip on c, followed by what extra adds to the pipeline (WAIT). When a
 // server lacks the script (NOSCRIPT: it restarted, or SCRIPT FLUSH ran), it
-// loads it and sends the whole pipeline once more. Each command carries its
-// own reply; the error is the pipeline's. This is the one place that
+// loads it and sends once more the calls that met NOSCRIPT, and extra,
+// never the others: on Cluster a pipeline spans masters, and a release run
+// twice would take two counts of a re-entered lock. Each command carries its
+// own reply; the error is the last pipeline's. This is the one place that
 // handles NOSCRIPT for pipelines; single calls use Script.Run, which does
 // the same for one command.
 func runScripts(ctx context.Context, c redis.UniversalClient, s *redis.Script, calls []scriptCall, extra func(redis.Pipeliner)) ([]*redis.Cmd, error) {
-	send := func() ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(calls))
+	send := func(which []int) error {
 		pipe := c.Pipeline()
-		cmds := make([]*redis.Cmd, len(calls))
-		for i, sc := range calls {
-			cmds[i] = s.EvalSha(ctx, pipe, sc.keys, sc.args...)
+		for _, i := range which {
+			cmds[i] = s.EvalSha(ctx, pipe, calls[i].keys, calls[i].args...)
 		}
 		if extra != nil {
 			extra(pipe)
 		}
 		_, err := pipe.Exec(ctx)
-		return cmds, err
+		return err
 	}
-	cmds, err := send()
-	if err == nil || !anyNoScript(cmds) {
+	all := make([]int, len(calls))
+	for i := range all {
+		all[i] = i
+	}
+	err := send(all)
+	var again []int
+	for i, cmd := range cmds {
+		if isNoScript(cmd.Err()) {
+			again = append(again, i)
+		}
+	}
+	if err == nil || len(again) == 0 {
 		return cmds, err
 	}
 	if err := s.Load(ctx, c).Err(); err != nil {
 		return cmds, err
 	}
-	return send()
+	return cmds, send(again)
 }
 
 // replyInts reads each command's integer reply, -1 for one that failed
@@ -83,15 +95,6 @@ func replyInts(cmds []*redis.Cmd) []int64 {
 		vals[i] = v
 	}
 	return vals
-}
-
-func anyNoScript(cmds []*redis.Cmd) bool {
-	for _, c := range cmds {
-		if isNoScript(c.Err()) {
-			return true
-		}
-	}
-	return false
 }
 
 func isNoScript(err error) bool {

@@ -145,12 +145,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	// giveBack frees a lock handed over just as this call gave up.
 	giveBack := func(h handoff) {
 		if h.ok {
-			// A copy: capturing owner itself, which Redlock's attempts
-			// change, would move it to the heap on every call.
-			tok, owner := strconv.FormatInt(h.token, 10), owner
-			l.afterward(nil, func(ctx context.Context) {
-				_ = releaseScript.Run(ctx, l.client, l.releaseKeys(lockKey), l.releaseArgs(owner, tok)...).Err()
-			})
+			l.releaseBehind(lockKey, owner, strconv.FormatInt(h.token, 10))
 		}
 	}
 	// Wait for our turn at the head of the local queue.
@@ -194,10 +189,13 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	for {
 		if !quiet {
 			attempts++
-			if randomOwner && l.nodes != nil && attempts > 1 {
-				// Redlock: a fresh id per attempt, so that a late clean-up of
-				// an earlier attempt can never free this one's acquisitions.
+			if randomOwner && attempts > 1 {
+				// A fresh id per attempt, so that the clean-up of an earlier
+				// attempt (a late grant given back, an abandoned call) can
+				// never free this one's acquisition, nor this one re-enter
+				// what that clean-up is about to free.
 				owner = newOwnerID()
+				l.renameWaiter(w, owner)
 			}
 			sent := l.now()
 			// A call that found no local waiter before it makes its first
@@ -206,9 +204,9 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 			// its subscription.
 			res, pending, err := l.acquire(ctx, key, lockKey, owner, &lc, wait && !(attempts == 1 && w.first))
 			if err == nil && res.status == 1 && l.nodes == nil && !l.now().Before(sent.Add(lc.ttl-l.drift(lc.ttl))) {
-				// The lease ran out before its grant arrived: give it back
-				// rather than hand out a lock that is already lost.
-				l.giveBackLate(lockKey, owner, res)
+				// The lease ran out before its grant arrived: as a failed
+				// attempt, it is freed behind us (cleanupAfter), never
+				// handed out already lost.
 				err = fmt.Errorf("the reply took %v, longer than the lease of %v allows", l.now().Sub(sent), lc.ttl)
 			}
 			switch {
@@ -332,16 +330,11 @@ func lastErrIf(err error, ctx context.Context) error {
 // errNoAnswer: a Lock gave up before any of its attempts got an answer.
 var errNoAnswer = errors.New("no answer from Redis before the context ended")
 
-// giveBackLate releases, in the background, a single-deployment
-// acquisition that came back too late to be used (Redlock checks the
-// validity of its own).
-func (l *Locker) giveBackLate(lockKey, owner string, res acquireResult) {
-	tok := res.tokenStr
-	if tok == "" {
-		tok = strconv.FormatInt(res.token, 10)
-	}
+// releaseBehind releases, in the background, a lock handed over to a call
+// that gave up meanwhile.
+func (l *Locker) releaseBehind(lockKey, owner, token string) {
 	l.afterward(nil, func(ctx context.Context) {
-		_ = releaseScript.Run(ctx, l.client, l.releaseKeys(lockKey), l.releaseArgs(owner, tok)...).Err()
+		_ = releaseScript.Run(ctx, l.client, l.releaseKeys(lockKey), l.releaseArgs(owner, token)...).Err()
 	})
 }
 

@@ -208,3 +208,17 @@ func TestLimitsRun(t *testing.T) {
 	assert.Positive(t, longRan.Load())
 	assert.Nil(t, hookErr.Load(), "no error at run time")
 }
+
+// A Redlock Locker is refused when the runner is built: its slot claims
+// would rest on one of the masters alone.
+func TestRedlockLockerRefused(t *testing.T) {
+	clients, _ := testutil.RedisN(t, 3)
+	l, err := mutex.NewRedlock(clients)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	r := runner.New(l)
+	err = testutil.Safely(t, callBound, func() error { return r.Add("nightly", time.Minute, nop) })
+	assert.ErrorIs(t, err, runner.ErrInvalid)
+	assert.ErrorContains(t, err, "Redlock")
+	assert.ErrorIs(t, testutil.Safely(t, callBound, func() error { return r.Run(context.Background()) }), runner.ErrInvalid)
+}

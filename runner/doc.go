@@ -69,7 +69,7 @@
 //
 //	situation                                              error
 //	nil locker, a Locker with a construction error,        ErrInvalid (from Add, Run, Last)
-//	  a bad Option, a nil or zero Runner
+//	  a Redlock Locker, a bad Option, a nil or zero Runner
 //	empty job name or one over MaxNameLen (256) bytes,     ErrInvalid (from Add; names also from Last)
 //	  duplicate name, nil job
 //	interval outside [MinInterval, MaxInterval]            ErrInvalid (from Add)

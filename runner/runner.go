@@ -83,7 +83,8 @@ type job struct {
 }
 
 // New returns a Runner whose jobs lock through locker and keep their slot
-// claims and last runs in the locker's Redis. A nil or broken locker or a bad
+// claims and last runs in the locker's Redis. A nil or broken locker, a
+// Redlock Locker (its masters hold no single copy of the claims) or a bad
 // option is reported by Add, Run and Last, wrapping ErrInvalid; New itself
 // does no I/O and never fails.
 func New(locker *mutex.Locker, opts ...Option) *Runner {
@@ -95,6 +96,10 @@ func New(locker *mutex.Locker, opts ...Option) *Runner {
 		r.err = fmt.Errorf("%w: %w", ErrInvalid, locker.Err())
 	case len(r.cfg.errs) > 0:
 		r.err = fmt.Errorf("%w: %w", ErrInvalid, errors.Join(r.cfg.errs...))
+	case locker.Client() == nil:
+		// Slot claims live in one Redis; on a Redlock Locker they would
+		// rest on one of its masters, silently.
+		r.err = fmt.Errorf("%w: a Redlock Locker: the runner keeps its slot claims in one Redis deployment; give it a Locker from mutex.New", ErrInvalid)
 	default:
 		r.client = locker.Client()
 	}
