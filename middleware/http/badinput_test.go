@@ -227,3 +227,17 @@ func TestRedisDown(t *testing.T) {
 	assert.Equal(t, "ok", rec.Body.String())
 	assert.Equal(t, n, redisHits.N(), "a second request called Redis")
 }
+
+// A Redlock Locker is refused when the middleware is built: its shared
+// responses would rest on one of the masters alone.
+func TestRedlockLockerRefused(t *testing.T) {
+	clients, _ := testutil.RedisN(t, 3)
+	l, err := mutex.NewRedlock(clients)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	_, err = httplock.New(l)
+	assert.ErrorIs(t, err, httplock.ErrInvalid)
+	assert.ErrorContains(t, err, "Redlock")
+	_, err = httplock.NewHandler(okHandler, l)
+	assert.ErrorIs(t, err, httplock.ErrInvalid)
+}

@@ -4,14 +4,20 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 )
 
-// capture is the leader's ResponseWriter: it writes through to the leader's
-// own client and keeps a copy for the others, up to a bound.
+// capture is the leader's ResponseWriter. While the response may still be
+// shared it only buffers: the response is stored and announced first, and
+// sent to the leader's own client after (replay), so a client that does not
+// read cannot hold up the requests waiting on it. Once the response cannot
+// be shared (a status or header the policy refuses, past the max body, a
+// flush or a hijack) the buffer is written out and the rest written through.
 //
 // Only what the handler wrote is kept. The headers w already had when the
 // handler started were set by middleware outside httplock (a request id, the
@@ -24,17 +30,20 @@ import (
 // many handlers stop at the first write error.
 type capture struct {
 	w       http.ResponseWriter
+	r       *http.Request
 	max     int64
-	outer   http.Header // w's headers before the handler ran
+	policy  func(status int, h http.Header) string // notShareable, bound to the options
+	outer   http.Header                            // w's headers before the handler ran, canonical
 	status  int
-	header  http.Header // as sent with the status line
+	header  http.Header // as sent with the status line, canonical
 	body    bytes.Buffer
 	reason  string // why this response cannot be shared; "" while it can
+	through bool   // the status line is sent: writes go to the client
 	clientE error  // first error writing to the leader's client
 }
 
-func newCapture(w http.ResponseWriter, max int64) *capture {
-	return &capture{w: w, max: max, outer: w.Header().Clone()}
+func newCapture(w http.ResponseWriter, r *http.Request, max int64, policy func(int, http.Header) string) *capture {
+	return &capture{w: w, r: r, max: max, policy: policy, outer: canonical(w.Header())}
 }
 
 func (c *capture) Header() http.Header { return c.w.Header() }
@@ -43,33 +52,68 @@ func (c *capture) WriteHeader(code int) {
 	if c.status != 0 {
 		return // net/http ignores (and logs) superfluous calls; so do we
 	}
-	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+	if code < 100 || code > 999 {
+		c.reason, c.through = "status", true
+		c.w.WriteHeader(code) // net/http panics, as it would without httplock
+		return
+	}
+	if code < 200 && code != http.StatusSwitchingProtocols {
 		c.w.WriteHeader(code) // informational: more headers follow
 		return
 	}
 	c.status = code
-	c.header = c.w.Header().Clone()
-	c.w.WriteHeader(code)
+	c.header = canonical(c.w.Header())
+	if reason := c.policy(code, c.header); reason != "" {
+		c.writeThrough(reason) // nothing to wait for: the client gets it as it comes
+	}
 }
 
 func (c *capture) Write(p []byte) (int, error) {
 	if c.status == 0 {
 		c.WriteHeader(http.StatusOK)
 	}
-	if c.reason == "" {
-		if int64(c.body.Len()+len(p)) > c.max {
-			c.reason = "oversize"
-			c.body = bytes.Buffer{}
-		} else {
+	if !c.through {
+		if int64(c.body.Len()+len(p)) <= c.max {
 			c.body.Write(p)
+			return len(p), nil
 		}
+		c.writeThrough("oversize")
 	}
-	if c.clientE == nil {
-		if _, err := c.w.Write(p); err != nil {
-			c.clientE = err
-		}
-	}
+	c.send(p)
 	return len(p), nil
+}
+
+// writeThrough makes the response the leader's own, for reason: it sends
+// the status line and what was buffered, and from then on writes through.
+func (c *capture) writeThrough(reason string) {
+	if c.reason == "" {
+		c.reason = reason
+	}
+	if c.through {
+		return
+	}
+	c.through = true
+	if c.status != 0 {
+		c.w.WriteHeader(c.status)
+	}
+	if c.body.Len() > 0 {
+		c.send(c.body.Bytes())
+	}
+	c.body = bytes.Buffer{}
+}
+
+// send writes p to the leader's client. A body longer than the handler's
+// Content-Length is no answer to share either.
+func (c *capture) send(p []byte) {
+	if c.clientE != nil {
+		return
+	}
+	if _, err := c.w.Write(p); err != nil {
+		c.clientE = err
+		if errors.Is(err, http.ErrContentLength) {
+			c.reason = "content-length"
+		}
+	}
 }
 
 // Flush streams: a streamed response is not shared (followers would get it
@@ -78,7 +122,7 @@ func (c *capture) Flush() {
 	if c.status == 0 {
 		c.WriteHeader(http.StatusOK)
 	}
-	c.reason = "streamed"
+	c.writeThrough("streamed")
 	if f, ok := c.w.(http.Flusher); ok {
 		f.Flush()
 	}
@@ -86,30 +130,74 @@ func (c *capture) Flush() {
 
 // Hijack hands the connection to the handler; nothing is shared.
 func (c *capture) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	c.reason = "hijacked"
 	h, ok := c.w.(http.Hijacker)
 	if !ok {
+		c.writeThrough("hijacked")
 		return nil, nil, errors.New("httplock: the underlying ResponseWriter cannot hijack")
 	}
+	// Nothing buffered may be written to a hijacked connection: what the
+	// handler wrote before is lost, as net/http would lose it.
+	c.reason, c.through = "hijacked", true
 	return h.Hijack()
+}
+
+// replay sends a buffered response to the leader's own client, once the
+// others have it: the status line with the headers as they were when the
+// handler wrote it (net/http ignores later changes; trailers set after the
+// body are kept), then the body. It blocks as long as the client does not
+// read. It does nothing when the response was written through.
+func (c *capture) replay() {
+	if c.through {
+		return
+	}
+	c.through = true
+	dst := c.w.Header()
+	for k := range dst {
+		if !strings.HasPrefix(k, http.TrailerPrefix) {
+			delete(dst, k)
+		}
+	}
+	maps.Copy(dst, c.header)
+	c.w.WriteHeader(c.status)
+	if c.body.Len() > 0 {
+		c.send(c.body.Bytes())
+	}
 }
 
 // entry turns the capture into what followers get, or nil when it may not
 // be shared. Whether it may is decided on the response as sent, outer
 // middleware's headers included (a cookie or no-store set outside still
 // makes it the leader's own), and so are the Vary headers a follower must
-// match; what is stored is the status, the handler's headers and the body.
-func (c *capture) entry(r *http.Request, roleHeader string, shareStatus func(int) bool) *entry {
+// match; what is stored is the status, the handler's headers and the body
+// (none for HEAD). The headers are canonical, their values merged, so that
+// "set-cookie" is seen as Set-Cookie. It leaves the capture as it was, for
+// replay.
+//
+// The entry is kept for window, or less when the response's Cache-Control
+// says it is fresh for less (see shareFor).
+func (c *capture) entry(roleHeader string, window time.Duration) *entry {
 	if c.status == 0 { // the handler wrote nothing: net/http sends 200, empty
 		c.status = http.StatusOK
-		c.header = c.w.Header().Clone()
+		c.header = canonical(c.w.Header())
 	}
-	if c.reason != "" || notShareable(c.status, c.header, shareStatus) != "" {
+	if c.reason != "" || c.policy(c.status, c.header) != "" {
 		return nil
 	}
-	dropHopByHop(c.header)
+	var body []byte
+	if bodyAllowed(c.r.Method, c.status) {
+		if !contentLengthMatches(c.header, c.body.Len()) {
+			return nil
+		}
+		body = bytes.Clone(c.body.Bytes())
+	}
+	ttl := shareFor(c.header, window)
+	if ttl < time.Millisecond {
+		return nil
+	}
+	sent := c.header.Clone()
+	dropHopByHop(sent)
 	h := http.Header{}
-	for k, v := range c.header {
+	for k, v := range sent {
 		if !slices.Equal(v, c.outer[k]) {
 			h[k] = v
 		}
@@ -117,8 +205,8 @@ func (c *capture) entry(r *http.Request, roleHeader string, shareStatus func(int
 	if roleHeader != "" {
 		h.Del(roleHeader)
 	}
-	e := &entry{Kind: kindResponse, Status: c.status, Header: h, Body: c.body.Bytes()}
-	for _, v := range c.header.Values("Vary") {
+	e := &entry{Kind: kindResponse, Status: c.status, Header: h, Body: body, ttl: ttl}
+	for _, v := range sent.Values("Vary") {
 		for _, f := range strings.Split(v, ",") {
 			name := http.CanonicalHeaderKey(strings.TrimSpace(f))
 			if name == "" {
@@ -127,8 +215,20 @@ func (c *capture) entry(r *http.Request, roleHeader string, shareStatus func(int
 			if e.Vary == nil {
 				e.Vary = map[string]string{}
 			}
-			e.Vary[name] = strings.Join(r.Header.Values(name), ", ")
+			e.Vary[name] = varyDigest(c.r.Header.Values(name))
 		}
 	}
 	return e
+}
+
+// canonical returns a copy of h with every name in canonical form, the
+// values of names that differ only in case merged (in the order of the
+// names, so that the result does not depend on map order).
+func canonical(h http.Header) http.Header {
+	out := make(http.Header, len(h))
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		ck := http.CanonicalHeaderKey(k)
+		out[ck] = append(out[ck], h[k]...)
+	}
+	return out
 }

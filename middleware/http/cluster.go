@@ -31,12 +31,13 @@ const (
 // (TryLock again every 100-200 ms) is only the fallback for a lost
 // publication or a leader that stalled past the lock age.
 //
-// Each Redis call has its own bound (the Redis timeout), so a wait may
-// overrun the wait timeout by one call. A call that fails marks Redis down
-// and sends the request to the origin; it makes no further call.
-func (h *handler) cluster(w http.ResponseWriter, r *http.Request, key string, out *outcome) string {
+// Waiting ends by deadline, the wait timeout from r's arrival. Each Redis
+// call has its own bound (the Redis timeout), so a wait may overrun it by
+// one call. A call that fails marks Redis down and sends the request to the
+// origin; it makes no further call.
+func (h *handler) cluster(w http.ResponseWriter, r *http.Request, key string, out *outcome, deadline time.Time) string {
 	detached := context.WithoutCancel(r.Context())
-	wctx, cancel := context.WithTimeout(detached, h.cfg.waitTimeout)
+	wctx, cancel := context.WithDeadline(detached, deadline)
 	defer cancel()
 	var ps *redis.PubSub
 	defer func() {
@@ -58,7 +59,9 @@ func (h *handler) cluster(w http.ResponseWriter, r *http.Request, key string, ou
 			return h.origin(w, r, RoleBypass)
 		}
 		if lk != nil {
-			return h.won(w, r, key, out, lk, ps)
+			owned := ps
+			ps = nil // won closes it
+			return h.won(w, r, key, out, lk, owned)
 		}
 		if ps == nil {
 			// Subscribe, then look again: a publication between our GET and
@@ -80,11 +83,14 @@ func (h *handler) cluster(w http.ResponseWriter, r *http.Request, key string, ou
 // won serves r once it holds key's lock: as a waiter of the leader before
 // it, whose message may still be unread (it published and released just
 // before our TryLock); from a response shared meanwhile; or as the leader.
-// ps is nil when r did not wait.
+// ps is nil when r did not wait; won closes it before anything else, as it
+// holds a connection of its own for as long as it is open.
 func (h *handler) won(w http.ResponseWriter, r *http.Request, key string, out *outcome, lk *mutex.Lock, ps *redis.PubSub) string {
 	detached := context.WithoutCancel(r.Context())
 	if ps != nil {
-		if msg := h.awaitReady(detached, ps, time.Millisecond); msg == msgNoShare || msg == msgPanic {
+		msg := h.awaitReady(detached, ps, time.Millisecond)
+		_ = ps.Close()
+		if msg == msgNoShare || msg == msgPanic {
 			h.unlock(detached, lk)
 			return h.heard(w, r, msg, out)
 		}
@@ -113,7 +119,9 @@ func (h *handler) heard(w http.ResponseWriter, r *http.Request, msg string, out 
 
 // lead calls the origin for everyone: the handler runs on a context detached
 // from the leader's client (bounded by the handler timeout), its response is
-// captured and, when finish is set, shared through Redis (see finish).
+// captured and, when finish is set, shared through Redis (see finish). A
+// response that may be shared is only buffered: it is left in out.reply for
+// the leader's client, to be sent once the waiters have it.
 func (h *handler) lead(w http.ResponseWriter, r *http.Request, key string, out *outcome, lk *mutex.Lock, finish bool) {
 	detached := context.WithoutCancel(r.Context())
 	hctx, cancel := context.WithTimeout(detached, h.cfg.handlerLimit)
@@ -130,12 +138,15 @@ func (h *handler) lead(w http.ResponseWriter, r *http.Request, key string, out *
 
 	h.setRole(w, RoleLeader) // before the capture: it is not the handler's header
 	markWaited(r)
-	c := newCapture(w, h.cfg.maxBody)
+	c := newCapture(w, r, h.cfg.maxBody, func(status int, hdr http.Header) string {
+		return notShareable(status, hdr, h.cfg.shareStatus)
+	})
 	h.tel.originCall(r.Context())
 	h.next.ServeHTTP(c, r.WithContext(hctx))
 	normal = true
 
-	out.res = c.entry(r, h.cfg.roleHeader, h.cfg.shareStatus)
+	out.reply = c
+	out.res = c.entry(h.cfg.roleHeader, h.cfg.shareWindow)
 	if finish {
 		h.finish(detached, key, lk, out.res, msgReady)
 	}
@@ -157,7 +168,7 @@ func (h *handler) finish(ctx context.Context, key string, lk *mutex.Lock, e *ent
 			h.tel.recordError(ctx, err)
 			msg = msgNoShare
 		} else if err := h.call(ctx, func(ctx context.Context) error {
-			return h.client.Set(ctx, h.cfg.prefix+key, b, h.cfg.shareWindow).Err()
+			return h.client.Set(ctx, h.cfg.prefix+key, b, e.ttl).Err()
 		}); err != nil {
 			return
 		}

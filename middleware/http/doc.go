@@ -33,35 +33,66 @@
 //
 //	In the key (requests that differ here never share)
 //	  method; TLS or not; request target: path, query (scheme if absolute)   always
-//	  Host, X-Forwarded-Host, X-Forwarded-Proto, Forwarded                    unless WithoutKeyHeaders
+//	  Host, X-Forwarded-Host, X-Forwarded-Proto, Forwarded,                   unless WithoutKeyHeaders
+//	    X-Forwarded-Scheme, X-Forwarded-Ssl, X-Forwarded-Port,
+//	    X-Forwarded-Prefix
 //	  the namespace, WithVary's headers, the WithKey part                     when set
 //	Bypass (the request calls the origin; nothing shared either way)
-//	  a method other than GET and HEAD
-//	  Authorization, Proxy-Authorization, Cookie, WithCredentialHeaders'      unless WithShareAuthorized
-//	  If-Match, If-None-Match, If-Modified-Since, If-Unmodified-Since,
+//	  a method other than GET and HEAD                                        method
+//	  a request body (Content-Length not 0, or Transfer-Encoding)             body
+//	  Authorization, Proxy-Authorization, Cookie, X-Api-Key, X-Auth-Token,    credentials,
+//	    X-Forwarded-Client-Cert, X-Forwarded-User, X-Forwarded-Email,           unless
+//	    X-Auth-Request-User, X-Auth-Request-Email,                              WithShareAuthorized
+//	    X-Auth-Request-Access-Token, X-Amzn-Oidc-Data, X-Amzn-Oidc-Identity,
+//	    Cf-Access-Jwt-Assertion, X-Goog-Iap-Jwt-Assertion,
+//	    WithCredentialHeaders', a TLS client certificate
+//	  If-Match, If-None-Match, If-Modified-Since, If-Unmodified-Since,       conditional
 //	    If-Range, Range (conditional and partial requests)
-//	  Upgrade
-//	  Redis marked down (see below)
+//	  X-Original-Url, X-Rewrite-Url, X-Http-Method-Override, X-Http-Method,  override
+//	    X-Method-Override (another URL or method than the key's)
+//	  Cache-Control no-cache or max-age=0, Pragma no-cache (a reload)        reload
+//	  Upgrade                                                                upgrade
+//	  Redis marked down (see below)                                          redis_down
 //	What the origin's answer must not depend on, unless you say so
 //	  another request header (X-Tenant, Accept-Language without Vary)         WithVary(name)
 //	  something else (the client's address: IP allow-lists, geo)             WithKey(fn)
-//	  a credential in a header of your own (X-Api-Key)                        WithCredentialHeaders(name)
+//	  a credential in a header of your own (X-Tenant-Token)                   WithCredentialHeaders(name)
 //	  nothing but the path, yet two services share a Host and a Redis         WithNamespace(name)
 //
-// A response is shared only when its status is one DefaultShareStatus
-// allows (those RFC 9111 lets a cache store heuristically: 200, 203, 204,
-// 300, 301, 308, 404, 405, 410, 414, 501; WithShareStatus changes that, but
-// never for 206, 304, 412 or 1xx), it sets no cookie, says neither
-// Cache-Control no-store nor private nor Vary: *, declares no trailers,
-// stays within WithMaxBody (default 1 MiB; the leader's client still gets all
-// of it), and the handler neither flushes (streams) nor hijacks. These
-// checks see the response as sent, outer middleware's headers included.
+// The bypass reasons are the span's redfence.http.bypass attribute.
+//
+// A response is never shared when (checked on its headers in canonical
+// form, values of names that differ in case merged, outer middleware's
+// headers included):
+//
+//	its status is not one DefaultShareStatus allows (those RFC 9111 lets a cache store
+//	  heuristically: 200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501); WithShareStatus
+//	  changes that, but never for 1xx, 206, 304, 412 or above 599
+//	it sets a cookie (Set-Cookie, Set-Cookie2)
+//	Cache-Control no-store, private, no-cache (unqualified), max-age=0 or s-maxage=0;
+//	  Pragma no-cache; an Expires in the past or that does not parse
+//	Vary: *, or trailers (declared, or http.TrailerPrefix headers)
+//	a Content-Length that does not match the body (unless HEAD, 204 or 304)
+//	a body past WithMaxBody (default 1 MiB; the leader's client still gets all of it)
+//	the handler flushes (streams) or hijacks
+//
+// A shared response is kept for the share window, or for its s-maxage, or
+// else its max-age, when shorter.
 //
 // What is stored and replayed is what the handler wrote: its status, its
-// body, and the headers it set or changed. Headers set on the ResponseWriter
-// before httplock ran (a request id from outer middleware) stay with the
-// leader's own response; every follower keeps its own. Hop-by-hop headers
-// are dropped, and every follower gets its own copy of the headers.
+// body (none for HEAD), and the headers it set or changed. Headers set on
+// the ResponseWriter before httplock ran (a request id from outer
+// middleware) stay with the leader's own response; every follower keeps its
+// own. Hop-by-hop headers are dropped, and every follower gets its own copy
+// of the headers and body. Of the request headers the response varies on,
+// only a SHA-256 of the leader's values is stored.
+//
+// The leader's response is held back from its own client until the others
+// have it, so that a client slow to read does not hold them up: while it
+// may be shared, it is only buffered; it is stored and announced, then sent
+// to the leader's client. One that may not be shared (by its status or
+// headers, past the max body, or flushed) goes to the leader's client as it
+// is written.
 //
 // A follower is served the response only when it sent the leader's values
 // for every header the response's Vary names, and its Accept-Encoding
@@ -75,8 +106,8 @@
 //
 // # Timeouts and failures
 //
-// A follower waits at most WithWaitTimeout (default 5 s), then calls the
-// origin itself. A leader that has not finished after WithLockAge (default
+// A request waits at most WithWaitTimeout (default 5 s) from its arrival,
+// however many leaders it waits on, then calls the origin itself. A leader that has not finished after WithLockAge (default
 // 5 s, nginx's proxy_cache_lock_age) loses its lock's lease and the next
 // request goes through. A leader whose handler panics: its own caller sees
 // net/http's usual behaviour (the panic goes on); the requests waiting on it
@@ -126,8 +157,9 @@
 //	span               kind      attributes
 //	redfence.httplock  INTERNAL  http.request.method, url.path, redfence.http.role (leader,
 //	                               shared, bypass, panic), redfence.wait (seconds from arrival
-//	                               to serving), redfence.http.bypass (method, credentials,
-//	                               conditional, upgrade, redis_down); Redis errors as exception
+//	                               to serving), redfence.http.bypass (method, body, credentials,
+//	                               conditional, override, reload, upgrade, redis_down); Redis
+//	                               errors as exception
 //	                               events. It wraps the user's handler: the SERVER span is
 //	                               otelhttp's.
 //
@@ -143,7 +175,8 @@
 // request goes to the origin:
 //
 //	situation                                              error
-//	nil locker, or a Locker with a construction error      ErrInvalid (New)
+//	nil locker, a Locker with a construction error,        ErrInvalid (New)
+//	  or a Redlock Locker
 //	a bad option, see the ranges below                     ErrInvalid (New)
 //	NewHandler with a nil handler (typed nil included)     ErrInvalid
 //	New's middleware applied to a nil handler              panics with an error matching ErrInvalid
@@ -163,7 +196,7 @@
 //	WithRoleHeader         "" (off) or a header name (an RFC 9110 token)
 //	WithVary               header names (RFC 9110 tokens)
 //	WithCredentialHeaders  header names (RFC 9110 tokens)
-//	WithoutKeyHeaders      Host, X-Forwarded-Host, X-Forwarded-Proto, Forwarded (any case)
+//	WithoutKeyHeaders      the default key headers above (any case)
 //	WithNamespace          any string
 //	WithPrefix             no '{' or '}'
 //	WithShareStatus        not nil

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
+	"time"
 )
 
 // An entry is a response a leader leaves in Redis for the others, for the
@@ -15,8 +15,10 @@ type entry struct {
 	Kind   kind              `json:"k"`
 	Status int               `json:"s,omitempty"`
 	Header http.Header       `json:"h,omitempty"`
-	Vary   map[string]string `json:"v,omitempty"` // the leader's values of the headers its response varies on
+	Vary   map[string]string `json:"v,omitempty"` // digests of the leader's values of the headers its response varies on (varyDigest)
 	Body   []byte            `json:"-"`
+
+	ttl time.Duration // how long it is kept: the share window, or less (shareFor)
 }
 
 type kind string
@@ -32,7 +34,7 @@ const kindResponse kind = "response"
 // Accept-Encoding).
 func (e *entry) matches(r *http.Request) bool {
 	for h, v := range e.Vary {
-		if strings.Join(r.Header.Values(h), ", ") != v {
+		if varyDigest(r.Header.Values(h)) != v {
 			return false
 		}
 	}
@@ -54,6 +56,13 @@ func (e *entry) encode() ([]byte, error) {
 
 var errCorrupt = errors.New("httplock: corrupt shared entry")
 
+// storable reports whether an entry may have status: a final status, not
+// one that answers a condition or a range (see notShareable).
+func storable(status int) bool {
+	return status >= 200 && status <= 599 && status != http.StatusPartialContent &&
+		status != http.StatusNotModified && status != http.StatusPreconditionFailed
+}
+
 func decode(b []byte) (*entry, error) {
 	if len(b) < 4 {
 		return nil, errCorrupt
@@ -66,8 +75,8 @@ func decode(b []byte) (*entry, error) {
 	if err := json.Unmarshal(b[4:4+n], e); err != nil {
 		return nil, errCorrupt
 	}
-	if e.Kind != kindResponse {
-		return nil, errCorrupt
+	if e.Kind != kindResponse || !storable(e.Status) {
+		return nil, errCorrupt // a status no leader stores would make WriteHeader panic, or answer a condition
 	}
 	e.Body = b[4+n:]
 	return e, nil

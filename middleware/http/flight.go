@@ -18,12 +18,17 @@ type flight struct {
 type outcome struct {
 	res      *entry // the response to share; nil: none, the waiters call the origin
 	panicked bool   // the leader's handler panicked
+
+	// reply is the leader's own response, still to be sent to its client
+	// once the waiters are released (nil: sent already). Not for waiters.
+	reply *capture
 }
 
 // collapse serves r as the leader of key's local flight, or as a follower
-// of the flight already there.
-func (h *handler) collapse(w http.ResponseWriter, r *http.Request, key string) string {
-	wait := time.NewTimer(h.cfg.waitTimeout)
+// of the flight already there. Waiting, here or in cluster, ends by
+// deadline, however many flights r goes through.
+func (h *handler) collapse(w http.ResponseWriter, r *http.Request, key string, deadline time.Time) string {
+	wait := time.NewTimer(time.Until(deadline))
 	defer wait.Stop()
 	for {
 		h.mu.Lock()
@@ -34,7 +39,7 @@ func (h *handler) collapse(w http.ResponseWriter, r *http.Request, key string) s
 		}
 		h.mu.Unlock()
 		if !ok {
-			return h.leadFlight(w, r, key, fl)
+			return h.leadFlight(w, r, key, fl, deadline)
 		}
 		switch h.follow(r, fl, wait.C) {
 		case flightDone:
@@ -63,18 +68,32 @@ func (h *handler) collapse(w http.ResponseWriter, r *http.Request, key string) s
 
 // leadFlight leads the local flight for key: whatever happens, including a
 // panic, the flight ends and its waiters are released with its outcome.
-func (h *handler) leadFlight(w http.ResponseWriter, r *http.Request, key string, fl *flight) string {
+// Only then does a leader that called the origin send its response to its
+// own client, which may be slow to read it.
+func (h *handler) leadFlight(w http.ResponseWriter, r *http.Request, key string, fl *flight, deadline time.Time) string {
 	var out outcome
-	defer func() {
+	released := false
+	release := func() {
+		released = true
 		h.mu.Lock()
 		if h.flights[key] == fl {
 			delete(h.flights, key)
 		}
 		h.mu.Unlock()
-		fl.out = out
+		fl.out = outcome{res: out.res, panicked: out.panicked}
 		close(fl.done)
+	}
+	defer func() {
+		if !released { // cluster panicked: the handler's panic goes on
+			release()
+		}
 	}()
-	return h.cluster(w, r, key, &out)
+	role := h.cluster(w, r, key, &out, deadline)
+	release()
+	if out.reply != nil {
+		out.reply.replay()
+	}
+	return role
 }
 
 type followOutcome int

@@ -1,6 +1,7 @@
 package httplock
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -32,7 +33,8 @@ var (
 
 // New returns middleware that collapses identical concurrent requests across
 // every replica sharing locker's Redis into one origin call. See the package
-// documentation for what is shared and when. A nil locker or a bad option is
+// documentation for what is shared and when. A nil locker, a Redlock Locker
+// (its masters hold no single copy of the responses) or a bad option is
 // reported here, wrapping ErrInvalid; New does no I/O.
 //
 // The handlers the middleware makes share one view of Redis's health: after
@@ -76,6 +78,11 @@ func build(locker *mutex.Locker, opts []Option) (config, error) {
 	}
 	if err := locker.Err(); err != nil {
 		return cfg, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if locker.Client() == nil {
+		// Shared responses live in one Redis; on a Redlock Locker they
+		// would rest on one of its masters, silently.
+		return cfg, fmt.Errorf("%w: a Redlock Locker: httplock keeps shared responses in one Redis deployment; give it a Locker from mutex.New", ErrInvalid)
 	}
 	if len(cfg.errs) > 0 {
 		return cfg, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(cfg.errs...))
@@ -138,7 +145,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		role = h.origin(w, r, RoleBypass)
 		return
 	}
-	role = h.collapse(w, r, h.key(r))
+	// The whole wait, whatever happens on the way, is bounded from here.
+	role = h.collapse(w, r, h.key(r), tm.start.Add(h.cfg.waitTimeout))
 }
 
 // use serves e to r, or calls the origin when r may not be given e (it
@@ -154,8 +162,8 @@ func (h *handler) use(w http.ResponseWriter, r *http.Request, e *entry) string {
 	}
 	h.setRole(w, RoleShared)
 	w.WriteHeader(e.Status)
-	if r.Method != http.MethodHead {
-		_, _ = w.Write(e.Body)
+	if r.Method != http.MethodHead && len(e.Body) > 0 {
+		_, _ = w.Write(bytes.Clone(e.Body)) // a writer that changes what it is given changes nobody else's
 	}
 	h.tel.collapsed(r.Context())
 	return RoleShared

@@ -14,19 +14,50 @@ import (
 // answers that request only.
 var conditional = []string{"If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since", "If-Range", "Range"}
 
+// overrides are the request headers with which frameworks and proxies let a
+// request stand for another URL or method than the one in the key.
+var overrides = []string{"X-Original-Url", "X-Rewrite-Url", "X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
+
 // ineligible says why r must not be collapsed, or "".
 func (h *handler) ineligible(r *http.Request) string {
 	switch {
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:
 		return "method"
-	case !h.cfg.shareAuth && hasAny(r.Header, h.cfg.credentials):
+	case r.ContentLength != 0 || len(r.TransferEncoding) > 0:
+		return "body" // what the origin may read is not in the key
+	case !h.cfg.shareAuth && (hasAny(r.Header, h.cfg.credentials) || clientCert(r)):
 		return "credentials"
 	case hasAny(r.Header, conditional):
 		return "conditional"
+	case hasAny(r.Header, overrides):
+		return "override"
+	case reload(r.Header):
+		return "reload"
 	case len(r.Header["Upgrade"]) > 0:
 		return "upgrade"
 	}
 	return ""
+}
+
+// clientCert reports whether r came with a client certificate (mutual
+// TLS): an identity, as a credential header is.
+func clientCert(r *http.Request) bool {
+	return r.TLS != nil && len(r.TLS.PeerCertificates) > 0
+}
+
+// reload reports whether the request asks for a response the origin makes
+// for it (RFC 9111 §5.2.1): Cache-Control no-cache or max-age=0, or Pragma
+// no-cache. A shared one would not be that.
+func reload(h http.Header) bool {
+	if hasDirective(h["Pragma"], "no-cache") {
+		return true
+	}
+	for _, d := range directives(h["Cache-Control"]) {
+		if d.name == "no-cache" || d.name == "max-age" && d.seconds() == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // hasAny reports whether h has any of names (canonical), even empty: a

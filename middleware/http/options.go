@@ -125,18 +125,20 @@ func WithVary(headers ...string) Option {
 // URLs from (redirects, links, canonical addresses). Host stands for
 // r.Host, which net/http takes from the Host header or the request line.
 func defaultKeyHeaders() []string {
-	return []string{"Host", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"}
+	return []string{"Host", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded",
+		"X-Forwarded-Scheme", "X-Forwarded-Ssl", "X-Forwarded-Port", "X-Forwarded-Prefix"}
 }
 
 // WithoutKeyHeaders takes headers out of the default key, which holds Host,
-// X-Forwarded-Host, X-Forwarded-Proto and Forwarded so that an origin
-// building URLs from them never answers one client with another's host or
-// scheme. Take one out only when the origin's answer never depends on it:
+// X-Forwarded-Host, X-Forwarded-Proto, Forwarded, X-Forwarded-Scheme,
+// X-Forwarded-Ssl, X-Forwarded-Port and X-Forwarded-Prefix so that an
+// origin building URLs from them never answers one client with another's
+// host, scheme, port or path prefix. Take one out only when the origin's answer never depends on it:
 // Host when replicas are reached under different names for one site, or
 // Forwarded when a proxy writes each client's address into it (for=), which
 // makes every client's key its own, and the origin reads neither its host
 // nor its proto (otherwise key those with WithKey). Names are
-// case-insensitive; a name outside those four is an error, as it is not in
+// case-insensitive; a name outside those is an error, as it is not in
 // the key to take out (WithVary adds headers). Default: none taken out.
 func WithoutKeyHeaders(names ...string) Option {
 	return optionFunc(func(c *config) {
@@ -164,17 +166,24 @@ func WithNamespace(ns string) Option {
 	return optionFunc(func(c *config) { c.namespace = ns })
 }
 
-// defaultCredentials are the request headers that carry credentials by
-// standard (RFC 9110 §11.6, RFC 6265): a request with any of them bypasses.
+// defaultCredentials are the request headers that carry credentials or an
+// identity: by standard (RFC 9110 §11.6, RFC 6265), by common use (API
+// keys), or as set by the authenticating proxies in front of an origin
+// (oauth2-proxy, Envoy's client certificate, AWS ALB, Cloudflare Access,
+// Google IAP). A request with any of them bypasses.
 func defaultCredentials() []string {
-	return []string{"Authorization", "Proxy-Authorization", "Cookie"}
+	return []string{"Authorization", "Proxy-Authorization", "Cookie",
+		"X-Api-Key", "X-Auth-Token", "X-Forwarded-Client-Cert", "X-Forwarded-User", "X-Forwarded-Email",
+		"X-Auth-Request-User", "X-Auth-Request-Email", "X-Auth-Request-Access-Token",
+		"X-Amzn-Oidc-Data", "X-Amzn-Oidc-Identity", "Cf-Access-Jwt-Assertion", "X-Goog-Iap-Jwt-Assertion"}
 }
 
 // WithCredentialHeaders names more request headers that carry credentials,
-// for example X-Api-Key: a request carrying any of them bypasses, as one
-// carrying Authorization, Proxy-Authorization or Cookie does (unless
-// WithShareAuthorized). Each name must be a valid header name (an RFC 9110
-// token). Default: none beyond those three.
+// for example X-Tenant-Token: a request carrying any of them bypasses, as
+// one carrying a default credential header (see the package documentation)
+// or a client certificate does (unless WithShareAuthorized). Each name must
+// be a valid header name (an RFC 9110 token). Default: none beyond the
+// defaults.
 func WithCredentialHeaders(names ...string) Option {
 	return optionFunc(func(c *config) {
 		for _, name := range names {
@@ -279,8 +288,9 @@ func WithRedisTimeout(d time.Duration) Option {
 	})
 }
 
-// WithShareAuthorized lets requests carrying credentials (Authorization,
-// Proxy-Authorization, Cookie and WithCredentialHeaders' names) collapse:
+// WithShareAuthorized lets requests carrying credentials (the default
+// credential headers, WithCredentialHeaders' names, a TLS client
+// certificate) collapse:
 // they bypass by default, their responses being usually per user. Use it
 // with WithKey or WithVary when the key must include the identity.
 func WithShareAuthorized(on bool) Option {
@@ -308,7 +318,8 @@ func DefaultShareStatus(status int) bool {
 //	httplock.WithShareStatus(func(s int) bool { return httplock.DefaultShareStatus(s) || s == 403 })
 //
 // Whatever fn says, 206, 304 and 412 (answers to a condition or a range of
-// one request) and 1xx are never shared. nil is an error.
+// one request), 1xx and statuses above 599 are never shared. nil is an
+// error.
 func WithShareStatus(fn func(status int) bool) Option {
 	return optionFunc(func(c *config) {
 		if fn == nil {

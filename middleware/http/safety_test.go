@@ -105,7 +105,16 @@ func TestRequestInputsAreInTheKey(t *testing.T) {
 				proto = v
 			}
 		}
-		http.Redirect(w, r, proto+"://"+host+"/login", http.StatusMovedPermanently)
+		if v := r.Header.Get("X-Forwarded-Scheme"); v != "" {
+			proto = v
+		}
+		if r.Header.Get("X-Forwarded-Ssl") == "off" {
+			proto = "http"
+		}
+		if v := r.Header.Get("X-Forwarded-Port"); v != "" {
+			host += ":" + v
+		}
+		http.Redirect(w, r, proto+"://"+host+r.Header.Get("X-Forwarded-Prefix")+"/login", http.StatusMovedPermanently)
 	}
 	want := "https://" + serviceHost + "/login"
 	cases := []struct {
@@ -116,6 +125,10 @@ func TestRequestInputsAreInTheKey(t *testing.T) {
 		{"Host", http.Header{"Host": {"evil.example"}}},
 		{"X-Forwarded-Proto", http.Header{"X-Forwarded-Proto": {"http"}}},
 		{"Forwarded", http.Header{"Forwarded": {"host=evil.example;proto=http"}}},
+		{"X-Forwarded-Scheme", http.Header{"X-Forwarded-Scheme": {"http"}}},
+		{"X-Forwarded-Ssl", http.Header{"X-Forwarded-Ssl": {"off"}}},
+		{"X-Forwarded-Port", http.Header{"X-Forwarded-Port": {"8443"}}},
+		{"X-Forwarded-Prefix", http.Header{"X-Forwarded-Prefix": {"/evil"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -133,6 +146,11 @@ func TestRequestInputsAreInTheKey(t *testing.T) {
 		_, b := p.send(t, noFollow(t), "/account", cases[0].hdr, nil)
 		assert.Equal(t, httplock.RoleShared, b.role)
 		assert.Equal(t, "https://evil.example/login", b.header.Get("Location"))
+	})
+	t.Run("WithoutKeyHeaders X-Forwarded-Prefix", func(t *testing.T) {
+		p := newPair(t, login, httplock.WithoutKeyHeaders("X-Forwarded-Prefix"))
+		_, b := p.send(t, noFollow(t), "/account", http.Header{"X-Forwarded-Prefix": {"/evil"}}, nil)
+		assert.Equal(t, httplock.RoleShared, b.role)
 	})
 }
 

@@ -22,7 +22,8 @@ const (
 	attrRole   = attribute.Key("redfence.http.role")
 	attrWait   = attribute.Key("redfence.wait") // seconds
 	// attrBypass says why a request bypassed before any flight: method,
-	// credentials, conditional, upgrade or redis_down.
+	// body, credentials, conditional, override, reload, upgrade or
+	// redis_down.
 	attrBypass = attribute.Key("redfence.http.bypass")
 )
 
