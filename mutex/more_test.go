@@ -187,6 +187,8 @@ func TestLeaseOverBeforeTheReply(t *testing.T) {
 	_, srv := testutil.Redis(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
+	sent := &sentHook{at: make(chan struct{}, 1)}
+	c.AddHook(sent)
 	l := mutex.New(c)
 	ctx := context.Background()
 	warm, err := l.Lock(ctx, "late")
@@ -194,6 +196,7 @@ func TestLeaseOverBeforeTheReply(t *testing.T) {
 	require.NoError(t, warm.Unlock(ctx))
 
 	srv.Pause()
+	sent.armed.Store(true)
 	type result struct {
 		lk       *mutex.Lock
 		err      error
@@ -204,6 +207,7 @@ func TestLeaseOverBeforeTheReply(t *testing.T) {
 		lk, err := l.Lock(ctx, "late", mutex.WithTTL(50*time.Millisecond))
 		got <- result{lk, err, time.Now()}
 	}()
+	<-sent.at                          // the acquire is on its way to the paused server
 	time.Sleep(200 * time.Millisecond) // the pause: four leases long
 	srv.Resume()
 	r := <-got
@@ -219,6 +223,25 @@ func TestLeaseOverBeforeTheReply(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("Close hung")
 	}
+}
+
+// sentHook signals once armed, when the next command is sent.
+type sentHook struct {
+	armed atomic.Bool
+	at    chan struct{} // buffered, one
+}
+
+func (h *sentHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *sentHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.armed.CompareAndSwap(true, false) {
+			h.at <- struct{}{}
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *sentHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // pipelines counts pipelined round trips (renewal batches).
