@@ -110,6 +110,13 @@ func (l *Locker) unpark(w *waiter) (handoff, bool) {
 	return <-w.offer, true
 }
 
+// served ends w's wait after it received its offer while still parked.
+func (l *Locker) served(w *waiter) {
+	l.mu.Lock()
+	w.parked, w.reserved = false, false
+	l.mu.Unlock()
+}
+
 // reserveHandoff returns the parked head waiting for key, reserved for a
 // hand-off, or nil when there is none (or the streak is at its cap).
 func (l *Locker) reserveHandoff(key string) *waiter {
