@@ -3,7 +3,6 @@ package mutex
 import (
 	"context"
 	"errors"
-	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
@@ -100,151 +99,55 @@ func (l *Locker) nodeTimeout(ttl time.Duration) time.Duration {
 	return min(max(ttl/20, 5*time.Millisecond), 500*time.Millisecond)
 }
 
-// nodeReply is one node's answer to a fan-out call. pending is set when the
-// node did not answer in time: it reports the call's eventual end, so clean-up
-// can come after whatever the call did on that node.
-type nodeReply struct {
-	vals    []int64
-	err     error
-	pending <-chan error
-	late    *[]int64 // with pending: the call's values, to read once pending is done
-}
-
-// fanout runs fn on every node at once, each under ctx bounded by timeout,
-// and returns when all answered or the timeout passed. Calls that did not
-// answer in time are left to finish in goroutines the Locker owns (Close waits
-// for them); go-redis bounds them by its own read timeout.
-func (l *Locker) fanout(ctx context.Context, timeout time.Duration, nodes []int, fn func(ctx context.Context, c redis.UniversalClient) ([]int64, error)) []nodeReply {
-	return l.fanoutUntil(ctx, timeout, nodes, fn, nil)
-}
-
-// fanoutUntil is fanout that also stops waiting as soon as enough says the
-// replies so far decide the outcome; the nodes still out are reported like
-// those that timed out (with pending set).
-func (l *Locker) fanoutUntil(ctx context.Context, timeout time.Duration, nodes []int, fn func(ctx context.Context, c redis.UniversalClient) ([]int64, error), enough func([]nodeReply, []bool) bool) []nodeReply {
-	// The calls run on a context of their own, ended by the caller's ctx or
-	// the timeout but not by an early return: a call abandoned early still
-	// completes, and its pending channel says when.
-	callCtx, cancelCalls, stopWatch := callContext(ctx, timeout)
-	left := atomic.Int32{}
-	left.Store(int32(len(nodes)))
-	type result struct {
-		i    int
-		vals []int64
-		err  error
-	}
-	out := make([]nodeReply, len(l.nodes))
-	results := make(chan result, len(nodes))
-	done := make([]chan error, len(l.nodes))
-	late := make([][]int64, len(l.nodes))
-	for _, i := range nodes {
-		done[i] = make(chan error, 1)
-		l.goBg(func() {
-			vals, err := fn(callCtx, l.nodes[i])
-			late[i] = vals // read only after done[i]
-			done[i] <- err
-			results <- result{i, vals, err}
-			if left.Add(-1) == 0 {
-				stopWatch()
-				cancelCalls()
-			}
-		})
-	}
-	answered := make([]bool, len(l.nodes))
-	decided := false
-	// callCtx (one timer for both) ends at the timeout, with the caller's
-	// ctx, or once every call returned; in that last case, and in a race
-	// with the others, replies already sent are still taken.
-wait:
-	for n := 0; n < len(nodes); n++ {
-		var r result
-		select {
-		case r = <-results:
-		case <-callCtx.Done():
-			select {
-			case r = <-results:
-			default:
-				break wait
-			}
-		}
-		if r.err != nil && callCtx.Err() != nil && (errors.Is(r.err, context.DeadlineExceeded) || errors.Is(r.err, context.Canceled)) {
-			r.err = timedOut(ctx, timeout) // the call returned its context's end
-		}
-		out[r.i] = nodeReply{vals: r.vals, err: r.err}
-		answered[r.i] = true
-		if enough != nil && enough(out, answered) {
-			decided = true
-			break
-		}
-	}
-	// Why a node has no reply: not awaited, the caller's ctx, or the timeout.
-	why := errNotAwaited
-	if !decided {
-		why = timedOut(ctx, timeout)
-	}
-	for _, i := range nodes {
-		if !answered[i] {
-			out[i] = nodeReply{err: why, pending: done[i], late: &late[i]}
-		}
-	}
-	return out
-}
-
-// errNotAwaited: a node whose reply a fan-out did not wait for, since the
-// others' had decided.
-var errNotAwaited = errors.New("reply not awaited: the other nodes decided")
-
-// timedOut is why a node's call ended unanswered: the caller's ctx, or
-// else the node timeout.
-func timedOut(ctx context.Context, timeout time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return &noReplyError{timeout}
-}
-
-// noReplyError: a node that did not answer within the node timeout.
-type noReplyError struct{ timeout time.Duration }
-
-func (e *noReplyError) Error() string   { return "no reply within " + e.timeout.String() }
-func (e *noReplyError) Timeout() bool   { return true }
-func (e *noReplyError) Temporary() bool { return true }
-
-// callContext is the context of a fan-out's calls: ctx's values, ended at
-// the timeout or with ctx, but not by the fan-out's early return. A ctx that
-// can never end (no Done channel) needs neither WithoutCancel nor AfterFunc:
-// three allocations fewer per fan-out.
-func callContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc, func() bool) {
-	if ctx.Done() == nil {
-		callCtx, cancel := context.WithTimeout(ctx, timeout)
-		return callCtx, cancel, noWatch
-	}
-	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	return callCtx, cancel, context.AfterFunc(ctx, cancel)
-}
-
-func noWatch() bool { return true }
-
-func allNodes(n int) []int {
-	s := make([]int, n)
-	for i := range s {
-		s[i] = i
-	}
-	return s
-}
-
 // redlockAcquire is one Redlock attempt: acquire on every node, and with a
 // majority inside the validity, raise the majority's tokens to the highest
 // and require a majority to confirm. Otherwise it releases what it took, on
-// a fresh bounded context, and reports contention (or an error when too few
-// nodes answered to tell).
+// a fresh bounded context, and reports contention, or an outage (a
+// *QuorumError) when too few nodes answered to tell.
 func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *lockConfig, waiting bool) (acquireResult, error) {
 	span := trace.SpanFromContext(ctx)
 	start := l.now()
-	timeout := l.nodeTimeout(lc.ttl)
 	keys := []string{lockKey}
-	// Stop waiting once the replies decide: a majority granted, or too many
-	// refused or failed for a majority to remain possible.
+	replies := l.redlockAsk(ctx, keys, owner, lc, waiting)
+	v := l.tally(replies)
+	validity := lc.ttl - l.now().Sub(start) - l.drift(lc.ttl)
+	if span.IsRecording() {
+		span.AddEvent("redlock.acquire", trace.WithAttributes(
+			attribute.Int("redfence.redlock.votes", len(v.voters)),
+			attribute.Int("redfence.redlock.quorum", l.quorum),
+			attribute.String("redfence.redlock.nodes", strings.Join(v.outcomes, ",")),
+			attribute.Float64("redfence.redlock.validity", validity.Seconds())))
+	}
+	if len(v.voters) >= l.quorum && validity > 0 {
+		chosen, confirmed := l.redlockConfirm(ctx, span, keys, owner, lc, &v)
+		validity = lc.ttl - l.now().Sub(start) - l.drift(lc.ttl)
+		if confirmed >= l.quorum && validity > 0 {
+			res := acquireResult{status: 1, token: chosen}
+			if v.reentered >= l.quorum {
+				res.status = 2
+			}
+			l.settleLate(replies, keys, owner, chosen, &res)
+			return res, nil
+		}
+	}
+
+	// No lock: give back what this attempt took, at once, on every node.
+	l.redlockGiveBack(lockKey, owner, lc.owner != "", v.voters, v.tokens, replies)
+	qerr := &QuorumError{Quorum: l.quorum, Addrs: slices.Clone(l.addrs), Nodes: v.answers, Late: len(v.voters) >= l.quorum}
+	if qerr.outage() {
+		return acquireResult{}, qerr
+	}
+	remaining := v.remaining
+	if remaining == 0 {
+		remaining = lc.retryMin
+	}
+	return acquireResult{status: 0, remaining: remaining, why: qerr}, nil
+}
+
+// redlockAsk runs the acquire script on every node, and stops waiting once
+// the replies decide: a majority granted, or too many refused or failed for
+// a majority to remain possible.
+func (l *Locker) redlockAsk(ctx context.Context, keys []string, owner string, lc *lockConfig, waiting bool) []nodeReply {
 	decided := func(out []nodeReply, answered []bool) bool {
 		yes, no := 0, 0
 		for i, r := range out {
@@ -273,7 +176,7 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 	if waiting {
 		args = append(args, l.id) // marks the lock waited-for, so that its release publishes
 	}
-	replies := l.fanoutUntil(ctx, timeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
+	return l.fanoutUntil(ctx, l.nodeTimeout(lc.ttl), allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
 		reply, err := acquireScript.Run(ctx, c, keys, args...).Result()
 		if err != nil {
 			return nil, err
@@ -281,132 +184,109 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 		n, _, err := parseAcquire(reply)
 		return n[:], err
 	}, decided)
-	var (
-		voters    []int
-		tokens    = make([]int64, len(l.nodes))
-		reentered = 0
-		remaining time.Duration
-		answers   = make([]error, len(l.nodes)) // a QuorumError's Nodes
-		outcomes  = make([]string, len(l.nodes))
-	)
+}
+
+// votes are a Redlock attempt's replies, counted.
+type votes struct {
+	voters    []int         // nodes that granted
+	tokens    []int64       // by node: the token it issued
+	reentered int           // nodes that granted a re-entry
+	remaining time.Duration // the longest lease left of another holder
+	answers   []error       // by node, a QuorumError's Nodes
+	outcomes  []string      // by node, for the span
+}
+
+func (l *Locker) tally(replies []nodeReply) votes {
+	v := votes{tokens: make([]int64, len(l.nodes)), answers: make([]error, len(l.nodes)), outcomes: make([]string, len(l.nodes))}
 	for i, r := range replies {
 		switch {
 		case r.err != nil:
-			answers[i] = r.err
-			outcomes[i] = "error"
+			v.answers[i], v.outcomes[i] = r.err, "error"
 			if r.pending != nil {
-				outcomes[i] = "timeout"
+				v.outcomes[i] = "timeout"
 			}
 		case len(r.vals) != 3:
-			answers[i] = errors.New("mutex: unexpected reply from the acquire script")
-			outcomes[i] = "error"
+			v.answers[i], v.outcomes[i] = errors.New("mutex: unexpected reply from the acquire script"), "error"
 		case r.vals[0] == 0:
-			answers[i] = ErrNotAcquired
-			remaining = max(remaining, time.Duration(r.vals[2])*time.Millisecond)
-			outcomes[i] = "held"
+			v.answers[i], v.outcomes[i] = ErrNotAcquired, "held"
+			v.remaining = max(v.remaining, time.Duration(r.vals[2])*time.Millisecond)
 		default:
-			voters = append(voters, i)
-			tokens[i] = r.vals[1]
+			v.voters = append(v.voters, i)
+			v.tokens[i], v.outcomes[i] = r.vals[1], "acquired"
 			if r.vals[0] == 2 {
-				reentered++
+				v.reentered++
 			}
-			outcomes[i] = "acquired"
 		}
 	}
-	validity := lc.ttl - l.now().Sub(start) - l.drift(lc.ttl)
-	recording := span.IsRecording()
-	if recording {
-		span.AddEvent("redlock.acquire", trace.WithAttributes(
-			attribute.Int("redfence.redlock.votes", len(voters)),
-			attribute.Int("redfence.redlock.quorum", l.quorum),
-			attribute.String("redfence.redlock.nodes", strings.Join(outcomes, ",")),
-			attribute.Float64("redfence.redlock.validity", validity.Seconds())))
-	}
+	return v
+}
 
-	if len(voters) >= l.quorum && validity > 0 {
-		var chosen int64
-		for _, i := range voters {
-			chosen = max(chosen, tokens[i])
-		}
+// redlockConfirm makes the voters carry one token, the highest any issued:
+// when they issued different ones, a second round raises the others, and
+// only those that confirm count.
+func (l *Locker) redlockConfirm(ctx context.Context, span trace.Span, keys []string, owner string, lc *lockConfig, v *votes) (chosen int64, confirmed int) {
+	for _, i := range v.voters {
+		chosen = max(chosen, v.tokens[i])
+	}
+	agreed := true
+	for _, i := range v.voters {
+		agreed = agreed && v.tokens[i] == chosen
+	}
+	confirmed = len(v.voters)
+	if !agreed {
 		chosenStr := strconv.FormatInt(chosen, 10)
-		agreed := true
-		for _, i := range voters {
-			agreed = agreed && tokens[i] == chosen
-		}
-		confirmed := len(voters)
-		if !agreed {
-			raised := l.fanout(ctx, timeout, voters, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-				n, err := raiseScript.Run(ctx, c, keys, owner, chosenStr).Int64()
-				return []int64{n}, err
-			})
-			confirmed = 0
-			for _, i := range voters {
-				if r := raised[i]; r.err == nil && len(r.vals) == 1 && r.vals[0] == 1 {
-					confirmed++
-					tokens[i] = chosen
-				}
+		raised := l.fanout(ctx, l.nodeTimeout(lc.ttl), v.voters, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
+			n, err := raiseScript.Run(ctx, c, keys, owner, chosenStr).Int64()
+			return []int64{n}, err
+		})
+		confirmed = 0
+		for _, i := range v.voters {
+			if r := raised[i]; r.err == nil && len(r.vals) == 1 && r.vals[0] == 1 {
+				confirmed++
+				v.tokens[i] = chosen
 			}
-		}
-		validity = lc.ttl - l.now().Sub(start) - l.drift(lc.ttl)
-		if recording {
-			span.AddEvent("redlock.token", trace.WithAttributes(
-				attribute.Bool("redfence.redlock.agreed", agreed),
-				attribute.Int("redfence.redlock.confirmed", confirmed),
-				attribute.Int64("redfence.token", chosen)))
-		}
-		if confirmed >= l.quorum && validity > 0 {
-			// Nodes still answering may grant the lock late. One goroutine
-			// waits for them; a node that granted with another token is
-			// raised to the chosen one (with the proposal taken everywhere,
-			// none is), so that Unlock's token matches there as well.
-			var lateNodes []int
-			for i, r := range replies {
-				if r.pending != nil {
-					lateNodes = append(lateNodes, i)
-				}
-			}
-			var settled chan struct{}
-			var lateDone []atomic.Bool
-			if len(lateNodes) > 0 {
-				settled = make(chan struct{})
-				lateDone = make([]atomic.Bool, len(l.nodes))
-				l.goBg(func() {
-					defer close(settled)
-					for _, i := range lateNodes {
-						r := replies[i]
-						err := <-r.pending
-						if v := *r.late; err == nil && len(v) == 3 && v[0] != 0 && v[1] != chosen {
-							ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-							_ = raiseScript.Run(ctx, l.nodes[i], keys, owner, chosenStr).Err()
-							cancel()
-						}
-						lateDone[i].Store(true)
-					}
-				})
-			}
-			status := int64(1)
-			if reentered >= l.quorum {
-				status = 2
-			}
-			res := acquireResult{status: status, token: chosen, lateNodes: lateNodes, lateDone: lateDone}
-			if settled != nil {
-				res.settled = settled
-			}
-			return res, nil
 		}
 	}
+	if span.IsRecording() {
+		span.AddEvent("redlock.token", trace.WithAttributes(
+			attribute.Bool("redfence.redlock.agreed", agreed),
+			attribute.Int("redfence.redlock.confirmed", confirmed),
+			attribute.Int64("redfence.token", chosen)))
+	}
+	return chosen, confirmed
+}
 
-	// No lock: give back what this attempt took, at once, on every node.
-	l.redlockGiveBack(lockKey, owner, lc.owner != "", voters, tokens, replies)
-	qerr := &QuorumError{Quorum: l.quorum, Addrs: slices.Clone(l.addrs), Nodes: answers, Late: len(voters) >= l.quorum}
-	if qerr.outage() {
-		// Too few nodes answered to call it contention.
-		return acquireResult{}, qerr
+// settleLate looks after the nodes still answering when the lock was won:
+// they may grant it late. One goroutine waits for them and raises a node
+// that granted with another token to the chosen one (with the proposal
+// taken everywhere, none is), so that Unlock's token matches there as well;
+// res.settled closes when it is done.
+func (l *Locker) settleLate(replies []nodeReply, keys []string, owner string, chosen int64, res *acquireResult) {
+	for i, r := range replies {
+		if r.pending != nil {
+			res.lateNodes = append(res.lateNodes, i)
+		}
 	}
-	if remaining == 0 {
-		remaining = lc.retryMin
+	if len(res.lateNodes) == 0 {
+		return
 	}
-	return acquireResult{status: 0, remaining: remaining, why: qerr}, nil
+	settled := make(chan struct{})
+	res.settled = settled
+	res.lateDone = make([]atomic.Bool, len(l.nodes))
+	lateNodes, lateDone, chosenStr := res.lateNodes, res.lateDone, strconv.FormatInt(chosen, 10)
+	l.goBg(func() {
+		defer close(settled)
+		for _, i := range lateNodes {
+			r := replies[i]
+			err := <-r.pending
+			if v := *r.late; err == nil && len(v) == 3 && v[0] != 0 && v[1] != chosen {
+				ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+				_ = raiseScript.Run(ctx, l.nodes[i], keys, owner, chosenStr).Err()
+				cancel()
+			}
+			lateDone[i].Store(true)
+		}
+	})
 }
 
 // redlockGiveBack releases a failed attempt's partial acquisitions: exactly
@@ -434,187 +314,4 @@ func (l *Locker) redlockGiveBack(lockKey, owner string, explicitOwner bool, vote
 			_ = abandonScript.Run(ctx, c, keys, owner, l.keyTTL(0), l.publish).Err()
 		})
 	}
-}
-
-// redlockRelease takes one count on every node. It returns the largest count
-// left (0: freed), -1 when no node held the lock, or an error when no node
-// confirmed and some failed.
-func (l *Locker) redlockRelease(ctx context.Context, lk *Lock, nodes []int) (int64, error) {
-	keys := lk.keys()
-	// Done once a majority released: no quorum can form for the old holder
-	// any more, and the other nodes finish in the background.
-	decided := func(out []nodeReply, answered []bool) bool {
-		freed := 0
-		for i, r := range out {
-			if answered[i] && r.err == nil && len(r.vals) == 1 && r.vals[0] == 0 {
-				freed++
-			}
-		}
-		return freed >= l.quorum
-	}
-	replies := l.fanoutUntil(ctx, l.nodeTimeout(lk.ttl), nodes, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		n, err := releaseScript.Run(ctx, c, keys, l.releaseArgs(lk.owner, lk.tokenStr)...).Int64()
-		return []int64{n}, err
-	}, decided)
-	left := int64(-1)
-	var errs []error
-	for _, i := range nodes {
-		r := replies[i]
-		if r.err != nil {
-			errs = append(errs, r.err)
-			continue
-		}
-		left = max(left, r.vals[0])
-	}
-	if left < 0 && len(errs) > 0 {
-		return 0, errors.Join(errs...)
-	}
-	return left, nil
-}
-
-// redlockExtend sets the lease on every node. It reports held when a majority
-// extended within the validity, gone when a majority said the lock is not
-// theirs (or too few could still confirm), and unknown otherwise; why says,
-// node by node, what kept an unknown one from a majority (ErrUnavailable).
-func (l *Locker) redlockExtend(ctx context.Context, locks []*Lock, ttls []time.Duration) (results []renewOutcome, sent time.Time, why error) {
-	sent = l.now()
-	timeout := l.nodeTimeout(slices.Min(ttls))
-	calls := l.extendCalls(locks, ttls)
-	replies := l.fanout(ctx, timeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		cmds, err := runScripts(ctx, c, extendScript, calls, nil) // each command's own reply says how it went
-		return replyInts(cmds), err
-	})
-	results = make([]renewOutcome, len(locks))
-	for j := range locks {
-		yes, no := 0, 0
-		for _, r := range replies {
-			if r.vals == nil || j >= len(r.vals) {
-				continue
-			}
-			switch r.vals[j] {
-			case 1:
-				yes++
-			case 0:
-				no++
-			}
-		}
-		valid := ttls[j]-l.now().Sub(sent)-l.drift(ttls[j]) > 0
-		switch {
-		case yes >= l.quorum && valid:
-			results[j] = renewHeld
-		case no > len(l.nodes)-l.quorum:
-			results[j] = renewGone // a majority can no longer confirm
-		default:
-			results[j] = renewUnknown
-		}
-	}
-	var errs []error
-	for i, r := range replies {
-		if r.err != nil {
-			errs = append(errs, fmt.Errorf("node %s: %w", l.nodeName(i), r.err))
-		}
-	}
-	why = unavailable(fmt.Errorf("%w: %w", errNoMajority, errors.Join(errs...)))
-	if len(errs) == 0 {
-		why = unavailable(fmt.Errorf("%w in time: the validity ran out", errNoMajority))
-	}
-	return results, sent, why
-}
-
-type renewOutcome int
-
-const (
-	renewUnknown renewOutcome = iota
-	renewHeld
-	renewGone
-)
-
-// redlockTTL is the lease a majority still guarantees: the quorum-th longest
-// remaining lease over the nodes that hold the lock.
-func (l *Locker) redlockTTL(ctx context.Context, lk *Lock) (time.Duration, error) {
-	keys := []string{lk.lockKey}
-	replies := l.fanout(ctx, l.nodeTimeout(lk.ttl), allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		n, err := ttlScript.Run(ctx, c, keys, lk.owner, lk.tokenStr).Int64()
-		return []int64{n}, err
-	})
-	var left []int64
-	var errs []error
-	for _, r := range replies {
-		switch {
-		case r.err != nil:
-			errs = append(errs, r.err)
-		case r.vals[0] >= 0:
-			left = append(left, r.vals[0])
-		}
-	}
-	if len(left) >= l.quorum {
-		slices.Sort(left)
-		slices.Reverse(left)
-		return time.Duration(left[l.quorum-1]) * time.Microsecond, nil
-	}
-	if len(left)+len(errs) >= l.quorum {
-		return 0, errors.Join(errs...) // cannot tell
-	}
-	return -1, nil
-}
-
-// redlockReleaseAll releases locks on every node, pipelined per node, each
-// node bounded by timeout (Close).
-func (l *Locker) redlockReleaseAll(ctx context.Context, timeout time.Duration, locks []*Lock) error {
-	calls := l.releaseCalls(locks)
-	replies := l.fanout(ctx, timeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		_, err := runScripts(ctx, c, releaseScript, calls, nil)
-		return nil, err
-	})
-	var errs []error
-	for _, r := range replies {
-		if r.err != nil && !errors.Is(r.err, redis.Nil) {
-			errs = append(errs, r.err)
-		}
-	}
-	if len(errs) > len(l.nodes)-l.quorum {
-		return errors.Join(errs...)
-	}
-	return nil
-}
-
-// unsettled splits the nodes for an Unlock: those to release now, and
-// those still answering the acquisition (late), to release once they have
-// (releaseLate): a release sent now could reach such a node before the
-// acquisition and find nothing, leaving it held until the lease ran out.
-func (lk *Lock) unsettled() (now, later []int) {
-	if lk.isSettled() {
-		return allNodes(len(lk.l.nodes)), nil
-	}
-	for i := range lk.l.nodes {
-		if slices.Contains(lk.lateNodes, i) && !lk.lateDone[i].Load() {
-			later = append(later, i)
-		} else {
-			now = append(now, i)
-		}
-	}
-	return now, later
-}
-
-// releaseLate releases lk, in the background, on nodes that granted it after
-// the quorum was reached, once they carry its token (see unsettled). Each
-// node is released once: a second release would take a second count of a
-// re-entered lock.
-func (l *Locker) releaseLate(lk *Lock, nodes []int) {
-	l.goBg(func() {
-		t := time.NewTimer(cleanupTimeout)
-		defer t.Stop()
-		select {
-		case <-lk.settled:
-		case <-t.C:
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		defer cancel()
-		keys := lk.keys()
-		l.fanout(ctx, cleanupTimeout, nodes, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-			n, err := releaseScript.Run(ctx, c, keys, l.releaseArgs(lk.owner, lk.tokenStr)...).Int64()
-			return []int64{n}, err
-		})
-	})
 }

@@ -1,0 +1,152 @@
+package mutex
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Unlock takes one count of the lock. An inner Unlock (after a re-entry
+// through the context) only counts down and touches nothing in Redis; the
+// last one releases the lock in Redis, wakes waiters and ends the lock's
+// context with ErrReleased. When the lock was already lost or released it
+// returns ErrNotHeld and changes nothing. On a server error the lock is
+// given up locally all the same (renewal stops, so the lease runs out within
+// one TTL), one more release is tried in the background, and the error is
+// returned.
+func (lk *Lock) Unlock(ctx context.Context) error {
+	if err := lk.usable(ctx); err != nil {
+		return err
+	}
+	lk.mu.Lock()
+	if lk.count > 1 {
+		lk.count--
+		lk.mu.Unlock()
+		return nil
+	}
+	// The release script does not refuse a lease that ran out on the server
+	// (see release.lua); the local deadline, which ends first, does.
+	expired := !lk.l.now().Before(lk.deadline)
+	lk.mu.Unlock()
+	if expired {
+		lk.lose("lease deadline passed")
+		return ErrNotHeld
+	}
+
+	l := lk.l
+	ctx, span := l.tel.startSpan(ctx, "redfence.Unlock", lk.key, lk.token)
+	if l.nodes == nil {
+		if w := l.reserveHandoff(lk.key); w != nil {
+			return lk.handOff(ctx, w, span)
+		}
+	}
+	var n int64
+	var err error
+	var pending <-chan error
+	if l.nodes != nil {
+		var later []int
+		lk.releaseNodes, later = lk.unsettled()
+		n, err = l.redlockRelease(ctx, lk, lk.releaseNodes)
+		if len(later) > 0 {
+			l.releaseLate(lk, later)
+		}
+	} else if l.direct(ctx) { // no closure: the uncontended path allocates less
+		n, err = releaseScript.Run(ctx, l.client, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...).Int64()
+	} else {
+		var r int64
+		pending, err = l.call(ctx, func(ctx context.Context) error {
+			var err error
+			r, err = releaseScript.Run(ctx, l.client, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...).Int64()
+			return err
+		})
+		if pending == nil { // else the abandoned call may still write r
+			n = r
+		}
+	}
+	switch {
+	case err != nil:
+		if lk.finish(ErrReleased, "") {
+			l.retryRelease(lk, pending)
+		}
+		endSpan(span, "error", err)
+		return err
+	case n < 0:
+		lk.lose("unlock found the lock gone")
+		endSpan(span, "not_held", ErrNotHeld)
+		return ErrNotHeld
+	}
+	lk.finish(ErrReleased, "")
+	l.wakeLocal(lk.key)
+	endSpan(span, "released", nil)
+	return nil
+}
+
+func (lk *Lock) isSettled() bool {
+	if lk.settled == nil {
+		return true
+	}
+	select {
+	case <-lk.settled:
+		return true
+	default:
+		return false
+	}
+}
+
+// handOff releases lk and takes the lock for w, the next local waiter, in
+// one round trip. w was reserved and gets exactly one offer, whatever
+// happens here.
+func (lk *Lock) handOff(ctx context.Context, w *waiter, span trace.Span) error {
+	l := lk.l
+	sent := l.now()
+	var vals []int64
+	pending, err := l.call(ctx, func(ctx context.Context) error {
+		v, err := handoffScript.Run(ctx, l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr,
+			w.owner, w.lc.ttl.Milliseconds(), l.keyTTL(w.lc.ttl)).Int64Slice()
+		if err == nil && len(v) != 2 {
+			err = errors.New("mutex: unexpected reply from the handoff script")
+		}
+		vals = v
+		return err
+	})
+	switch {
+	case err != nil:
+		w.offer <- handoff{}
+		// Unknown outcome: if it landed, the waiter's owner holds the lock
+		// unused and its lease runs out; release ours once more if not.
+		if lk.finish(ErrReleased, "") {
+			l.retryRelease(lk, pending)
+		}
+		endSpan(span, "error", err)
+		return err
+	case vals[0] < 0:
+		w.offer <- handoff{}
+		lk.lose("unlock found the lock gone")
+		endSpan(span, "not_held", ErrNotHeld)
+		return ErrNotHeld
+	case vals[0] > 0: // still held through a re-entry in Redis
+		w.offer <- handoff{}
+		lk.finish(ErrReleased, "")
+		endSpan(span, "released", nil)
+		return nil
+	}
+	lk.finish(ErrReleased, "")
+	w.offer <- handoff{ok: true, token: vals[1], sent: sent}
+	endSpan(span, "handed_off", nil)
+	return nil
+}
+
+// awaitSettled waits, until timeout fires, for the Redlock nodes that
+// granted the lock after the quorum was reached to carry its token as well,
+// so that a release frees them too instead of leaving them to the lease.
+func (lk *Lock) awaitSettled(timeout <-chan time.Time) {
+	if lk.settled == nil {
+		return
+	}
+	select {
+	case <-lk.settled:
+	case <-timeout:
+	}
+}
