@@ -87,14 +87,18 @@ wait:
 		}
 	}
 	// Why a node has no reply: not awaited, the caller's ctx, or the timeout.
-	why := errNotAwaited
-	if !decided {
-		why = timedOut(ctx, timeout)
-	}
+	var why error
 	for _, i := range nodes {
-		if !answered[i] {
-			out[i] = nodeReply{err: why, pending: done[i], late: &late[i]}
+		if answered[i] {
+			continue
 		}
+		if why == nil {
+			why = errNotAwaited
+			if !decided {
+				why = timedOut(ctx, timeout)
+			}
+		}
+		out[i] = nodeReply{err: why, pending: done[i], late: &late[i]}
 	}
 	return out
 }
