@@ -17,7 +17,8 @@ import (
 // sent to the leader's own client after (replay), so a client that does not
 // read cannot hold up the requests waiting on it. Once the response cannot
 // be shared (a status or header the policy refuses, past the max body, a
-// flush or a hijack) the buffer is written out and the rest written through.
+// flush or a hijack) unshared is called, before anything reaches the
+// client, and the buffer is written out and the rest written through.
 //
 // Only what the handler wrote is kept. The headers w already had when the
 // handler started were set by middleware outside httplock (a request id, the
@@ -29,21 +30,22 @@ import (
 // reported to the handler: it must finish the response for the followers, and
 // many handlers stop at the first write error.
 type capture struct {
-	w       http.ResponseWriter
-	r       *http.Request
-	max     int64
-	policy  func(status int, h http.Header) string // notShareable, bound to the options
-	outer   http.Header                            // w's headers before the handler ran, canonical
-	status  int
-	header  http.Header // as sent with the status line, canonical
-	body    bytes.Buffer
-	reason  string // why this response cannot be shared; "" while it can
-	through bool   // the status line is sent: writes go to the client
-	clientE error  // first error writing to the leader's client
+	w        http.ResponseWriter
+	r        *http.Request
+	max      int64
+	policy   func(status int, h http.Header) string // notShareable, bound to the options
+	unshared func()                                 // called once, while the handler runs, as the response is found unshareable
+	outer    http.Header                            // w's headers before the handler ran, canonical
+	status   int
+	header   http.Header // as sent with the status line, canonical
+	body     bytes.Buffer
+	reason   string // why this response cannot be shared; "" while it can
+	through  bool   // the status line is sent: writes go to the client
+	clientE  error  // first error writing to the leader's client
 }
 
-func newCapture(w http.ResponseWriter, r *http.Request, max int64, policy func(int, http.Header) string) *capture {
-	return &capture{w: w, r: r, max: max, policy: policy, outer: canonical(w.Header())}
+func newCapture(w http.ResponseWriter, r *http.Request, max int64, policy func(int, http.Header) string, unshared func()) *capture {
+	return &capture{w: w, r: r, max: max, policy: policy, unshared: unshared, outer: canonical(w.Header())}
 }
 
 func (c *capture) Header() http.Header { return c.w.Header() }
@@ -83,8 +85,9 @@ func (c *capture) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// writeThrough makes the response the leader's own, for reason: it sends
-// the status line and what was buffered, and from then on writes through.
+// writeThrough makes the response the leader's own, for reason: it calls
+// unshared (the waiters need not wait for the rest), then sends the status
+// line and what was buffered, and from then on writes through.
 func (c *capture) writeThrough(reason string) {
 	if c.reason == "" {
 		c.reason = reason
@@ -93,6 +96,7 @@ func (c *capture) writeThrough(reason string) {
 		return
 	}
 	c.through = true
+	c.unshared()
 	if c.status != 0 {
 		c.w.WriteHeader(c.status)
 	}
@@ -137,6 +141,9 @@ func (c *capture) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	}
 	// Nothing buffered may be written to a hijacked connection: what the
 	// handler wrote before is lost, as net/http would lose it.
+	if !c.through {
+		c.unshared()
+	}
 	c.reason, c.through = "hijacked", true
 	return h.Hijack()
 }

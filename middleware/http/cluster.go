@@ -35,7 +35,8 @@ const (
 // call has its own bound (the Redis timeout), so a wait may overrun it by
 // one call. A call that fails marks Redis down and sends the request to the
 // origin; it makes no further call.
-func (h *handler) cluster(w http.ResponseWriter, r *http.Request, key string, out *outcome, deadline time.Time) string {
+func (h *handler) cluster(w http.ResponseWriter, r *http.Request, ld *leader, deadline time.Time) string {
+	key := ld.key
 	detached := context.WithoutCancel(r.Context())
 	wctx, cancel := context.WithDeadline(detached, deadline)
 	defer cancel()
@@ -51,7 +52,7 @@ func (h *handler) cluster(w http.ResponseWriter, r *http.Request, key string, ou
 			return h.origin(w, r, RoleBypass)
 		}
 		if e != nil {
-			out.res = e
+			ld.out.res = e
 			return h.use(w, r, e)
 		}
 		lk, err := h.tryLock(detached, key)
@@ -61,7 +62,7 @@ func (h *handler) cluster(w http.ResponseWriter, r *http.Request, key string, ou
 		if lk != nil {
 			owned := ps
 			ps = nil // won closes it
-			return h.won(w, r, key, out, lk, owned)
+			return h.won(w, r, ld, lk, owned)
 		}
 		if ps == nil {
 			// Subscribe, then look again: a publication between our GET and
@@ -72,7 +73,7 @@ func (h *handler) cluster(w http.ResponseWriter, r *http.Request, key string, ou
 			continue
 		}
 		if msg := h.awaitReady(wctx, ps, pollMin+rand.N(pollMax-pollMin)); msg == msgNoShare || msg == msgPanic {
-			return h.heard(w, r, msg, out)
+			return h.heard(w, r, msg, ld)
 		}
 		if wctx.Err() != nil {
 			return h.origin(w, r, RoleBypass)
@@ -85,33 +86,35 @@ func (h *handler) cluster(w http.ResponseWriter, r *http.Request, key string, ou
 // before our TryLock); from a response shared meanwhile; or as the leader.
 // ps is nil when r did not wait; won closes it before anything else, as it
 // holds a connection of its own for as long as it is open.
-func (h *handler) won(w http.ResponseWriter, r *http.Request, key string, out *outcome, lk *mutex.Lock, ps *redis.PubSub) string {
+func (h *handler) won(w http.ResponseWriter, r *http.Request, ld *leader, lk *mutex.Lock, ps *redis.PubSub) string {
 	detached := context.WithoutCancel(r.Context())
 	if ps != nil {
 		msg := h.awaitReady(detached, ps, time.Millisecond)
 		_ = ps.Close()
 		if msg == msgNoShare || msg == msgPanic {
 			h.unlock(detached, lk)
-			return h.heard(w, r, msg, out)
+			return h.heard(w, r, msg, ld)
 		}
 	}
-	e, err := h.load(detached, key)
+	e, err := h.load(detached, ld.key)
 	if e != nil {
 		h.unlock(detached, lk)
-		out.res = e
+		ld.out.res = e
 		return h.use(w, r, e)
 	}
 	// After a failed call the lock is left to its lease: Redis is down,
 	// and more calls would only add to this request's time.
-	h.lead(w, r, key, out, lk, err == nil)
+	h.lead(w, r, ld, lk, err == nil)
 	return RoleLeader
 }
 
-// heard serves r as a leader's msgNoShare or msgPanic says, and records it
-// for r's own local followers.
-func (h *handler) heard(w http.ResponseWriter, r *http.Request, msg string, out *outcome) string {
-	if msg == msgPanic {
-		out.panicked = true
+// heard serves r as a leader's msgNoShare or msgPanic says. It releases
+// r's own local followers first, with the same news: they call the origin
+// (or answer WithPanicStatus) at once, not after r's origin call.
+func (h *handler) heard(w http.ResponseWriter, r *http.Request, msg string, ld *leader) string {
+	ld.out.panicked = msg == msgPanic
+	h.end(context.WithoutCancel(r.Context()), ld)
+	if ld.out.panicked {
 		return h.afterPanic(w, r)
 	}
 	return h.origin(w, r, RoleBypass)
@@ -120,19 +123,22 @@ func (h *handler) heard(w http.ResponseWriter, r *http.Request, msg string, out 
 // lead calls the origin for everyone: the handler runs on a context detached
 // from the leader's client (bounded by the handler timeout), its response is
 // captured and, when finish is set, shared through Redis (see finish). A
-// response that may be shared is only buffered: it is left in out.reply for
-// the leader's client, to be sent once the waiters have it.
-func (h *handler) lead(w http.ResponseWriter, r *http.Request, key string, out *outcome, lk *mutex.Lock, finish bool) {
+// response that may be shared is only buffered: it is left in ld.out.reply
+// for the leader's client, to be sent once the waiters have it. One found
+// unshareable while the handler runs ends the flight there and then (end):
+// the waiters do not wait for the rest of a stream or a large body.
+func (h *handler) lead(w http.ResponseWriter, r *http.Request, ld *leader, lk *mutex.Lock, finish bool) {
 	detached := context.WithoutCancel(r.Context())
 	hctx, cancel := context.WithTimeout(detached, h.cfg.handlerLimit)
 	defer cancel()
+	if finish {
+		ld.lk = lk // end announces and unlocks
+	}
 	normal := false
 	defer func() {
 		if !normal { // the handler panicked (or called runtime.Goexit)
-			out.panicked = true
-			if finish {
-				h.finish(detached, key, lk, nil, msgPanic)
-			}
+			ld.out.panicked = true
+			h.end(detached, ld) // nothing, if it was told already
 		}
 	}()
 
@@ -140,16 +146,14 @@ func (h *handler) lead(w http.ResponseWriter, r *http.Request, key string, out *
 	markWaited(r)
 	c := newCapture(w, r, h.cfg.maxBody, func(status int, hdr http.Header) string {
 		return notShareable(status, hdr, h.cfg.shareStatus)
-	})
+	}, func() { h.end(detached, ld) }) // ld.out.res is nil: msgNoShare
 	h.tel.originCall(r.Context())
 	h.next.ServeHTTP(c, r.WithContext(hctx))
 	normal = true
 
-	out.reply = c
-	out.res = c.entry(h.cfg.roleHeader, h.cfg.shareWindow)
-	if finish {
-		h.finish(detached, key, lk, out.res, msgReady)
-	}
+	ld.out.reply = c
+	ld.out.res = c.entry(h.cfg.roleHeader, h.cfg.shareWindow)
+	h.end(detached, ld)
 }
 
 // finish ends a leader's flight in Redis: it stores e for the share window

@@ -112,7 +112,11 @@
 // request goes through. A leader whose handler panics: its own caller sees
 // net/http's usual behaviour (the panic goes on); the requests waiting on it
 // are released at once and call the origin, or answer WithPanicStatus (say
-// 502). Requests that arrive later lead a flight of their own.
+// 502). Requests that arrive later lead a flight of their own. A leader
+// whose response turns out not to be shared while its handler still runs
+// (its status or headers, past WithMaxBody, a flush or a hijack) releases
+// its waiters then, not when the handler returns: a stream, a long poll or
+// a large download holds no one up.
 //
 // The role header (default "Redfence-Role") says leader, shared, bypass or
 // panic. Stale-while-revalidate is not implemented.

@@ -1,8 +1,11 @@
 package httplock
 
 import (
+	"context"
 	"net/http"
 	"time"
+
+	"github.com/redfence/redfence/mutex"
 )
 
 // A flight is one in-process collapse: the first request for a key leads it,
@@ -66,34 +69,58 @@ func (h *handler) collapse(w http.ResponseWriter, r *http.Request, key string, d
 	}
 }
 
+// A leader is the request leading a local flight, at work: what it has
+// found out for the requests waiting on it, and whether it has told them.
+// Only the leader's goroutine uses it, and the handler it runs, which is
+// done with it before it returns.
+type leader struct {
+	key   string
+	fl    *flight
+	out   outcome
+	lk    *mutex.Lock // the key's lock, while held and owed an announcement (see end)
+	ended bool        // the waiters are told: fl.done is closed
+}
+
 // leadFlight leads the local flight for key: whatever happens, including a
 // panic, the flight ends and its waiters are released with its outcome.
 // Only then does a leader that called the origin send its response to its
 // own client, which may be slow to read it.
 func (h *handler) leadFlight(w http.ResponseWriter, r *http.Request, key string, fl *flight, deadline time.Time) string {
-	var out outcome
-	released := false
-	release := func() {
-		released = true
-		h.mu.Lock()
-		if h.flights[key] == fl {
-			delete(h.flights, key)
-		}
-		h.mu.Unlock()
-		fl.out = outcome{res: out.res, panicked: out.panicked}
-		close(fl.done)
-	}
-	defer func() {
-		if !released { // cluster panicked: the handler's panic goes on
-			release()
-		}
-	}()
-	role := h.cluster(w, r, key, &out, deadline)
-	release()
-	if out.reply != nil {
-		out.reply.replay()
+	ld := &leader{key: key, fl: fl}
+	detached := context.WithoutCancel(r.Context())
+	defer h.end(detached, ld) // cluster panicked: the handler's panic goes on
+	role := h.cluster(w, r, ld, deadline)
+	h.end(detached, ld)
+	if ld.out.reply != nil {
+		ld.out.reply.replay()
 	}
 	return role
+}
+
+// end tells ld's waiters how its flight ended, as ld.out says now, once:
+// later calls do nothing, and what the waiters were told stands. When ld
+// holds the key's lock, the other replicas' are told first (see finish);
+// then the flight is retired and its local waiters released. It may run
+// while the handler still runs, as soon as its response cannot be shared.
+func (h *handler) end(ctx context.Context, ld *leader) {
+	if ld.ended {
+		return
+	}
+	ld.ended = true
+	if ld.lk != nil {
+		msg := msgReady // msgNoShare when there is no response
+		if ld.out.panicked {
+			msg = msgPanic
+		}
+		h.finish(ctx, ld.key, ld.lk, ld.out.res, msg)
+	}
+	h.mu.Lock()
+	if h.flights[ld.key] == ld.fl {
+		delete(h.flights, ld.key)
+	}
+	h.mu.Unlock()
+	ld.fl.out = outcome{res: ld.out.res, panicked: ld.out.panicked}
+	close(ld.fl.done)
 }
 
 type followOutcome int

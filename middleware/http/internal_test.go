@@ -144,10 +144,16 @@ func TestCorruptEntryIsAMiss(t *testing.T) {
 // TestCapturedEntry: what a leader's capture leaves to share, for
 // responses whose Content-Length, method or Cache-Control decide it.
 func TestCapturedEntry(t *testing.T) {
+	unshared := 0 // calls of the capture's unshared, made while the handler ran
 	run := func(method string, handle func(w http.ResponseWriter)) (*entry, *httptest.ResponseRecorder) {
 		rec := httptest.NewRecorder()
+		unshared = 0
 		c := newCapture(rec, httptest.NewRequest(method, "/", nil), DefaultMaxBody,
-			func(s int, h http.Header) string { return notShareable(s, h, DefaultShareStatus) })
+			func(s int, h http.Header) string { return notShareable(s, h, DefaultShareStatus) },
+			func() {
+				assert.False(t, rec.Flushed || rec.Body.Len() > 0, "unshared comes before anything reaches the client")
+				unshared++
+			})
 		handle(c)
 		e := c.entry(DefaultRoleHeader, DefaultShareWindow)
 		c.replay()
@@ -178,6 +184,7 @@ func TestCapturedEntry(t *testing.T) {
 	} {
 		e, rec := run(tc.method, tc.handle)
 		assert.Equal(t, tc.shared, e != nil, tc.name)
+		assert.Zero(t, unshared, "%s: decided when the handler returns", tc.name)
 		assert.Equal(t, http.StatusOK, rec.Code, "%s: the leader's client gets its response", tc.name)
 	}
 
@@ -192,6 +199,16 @@ func TestCapturedEntry(t *testing.T) {
 	})
 	require.NotNil(t, e)
 	assert.Equal(t, time.Second, e.ttl, "kept for its max-age when shorter than the window")
+
+	e, rec = run(http.MethodGet, func(w http.ResponseWriter) {
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = w.Write([]byte("a"))
+		w.(http.Flusher).Flush()
+		_, _ = w.Write([]byte("b"))
+	})
+	assert.Nil(t, e)
+	assert.Equal(t, 1, unshared, "told once, at the first sign")
+	assert.Equal(t, "ab", rec.Body.String())
 }
 
 // TestFollowersGetTheirOwnBody: a follower's writer that changes the bytes
