@@ -28,7 +28,8 @@ import (
 // pass a ctx with a deadline. Attempts that fail on the server are retried
 // with the backoff, counted (redfence.lock.attempt.errors) and recorded on the
 // span. When ctx ends first, returns errors.Join(ErrNotAcquired, ctx.Err())
-// and, when the last attempts failed on the server or none got an answer, an
+// and, when the last attempts failed on the server or the last went
+// unanswered (none ever answered, or it waited past the shortest poll), an
 // error matching ErrUnavailable that wraps the server's. Whatever an attempt
 // cut short may have taken is freed on a context of its own.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
@@ -198,7 +199,7 @@ func (a *acquisition) try() (lk *Lock, ended bool, err error) {
 	}
 	switch {
 	case err != nil:
-		return a.failed(err, pending)
+		return a.failed(err, pending, sent)
 	case res.status == 0:
 		l.tel.contention.Add(context.Background(), 1)
 		a.lastErr, a.answered = nil, true
@@ -223,17 +224,20 @@ func (a *acquisition) try() (lk *Lock, ended bool, err error) {
 	return lk, true, err
 }
 
-// failed handles an attempt that failed on the way to or on the server.
-func (a *acquisition) failed(err error, pending <-chan error) (*Lock, bool, error) {
+// failed handles an attempt, sent at sent, that failed on the way to or on
+// the server.
+func (a *acquisition) failed(err error, pending <-chan error, sent time.Time) (*Lock, bool, error) {
 	if a.randomOwner && a.l.nodes == nil { // Redlock's attempt cleaned up after itself
 		a.l.cleanupAfter(a.lockKey, a.owner, pending)
 	}
 	if a.ctx.Err() != nil {
-		// Cut short: an earlier attempt's failure, or the lack of any
-		// answer, still says why none succeeded.
+		// Cut short: an earlier attempt's failure, or the lack of an
+		// answer, still says why none succeeded. An attempt that went
+		// unanswered longer than the shortest poll is an outage even after
+		// earlier answers said "held": a healthy server answers far sooner.
 		if e := lastErrIf(err, a.ctx); e != nil {
 			a.lastErr = unavailable(e)
-		} else if a.lastErr == nil && !a.answered {
+		} else if a.lastErr == nil && (!a.answered || a.l.now().Sub(sent) >= a.lc.retryMin) {
 			a.lastErr = unavailable(errNoAnswer)
 		}
 		lk, err := a.end(nil, "timeout", errors.Join(ErrNotAcquired, a.ctx.Err(), a.lastErr))

@@ -459,3 +459,34 @@ func TestQuorumErrorOutageOrContention(t *testing.T) {
 	assert.True(t, errors.Is(&mutex.QuorumError{Quorum: 2, Nodes: []error{nil, nil, mutex.ErrNotAcquired}, Late: true}, mutex.ErrUnavailable),
 		"a quorum that granted too late is an outage")
 }
+
+// A server that hangs after it answered "held" is still an outage when
+// Lock gives up: the attempt it left unanswered went on past the shortest
+// poll, which a healthy server never takes.
+func TestHungAfterContentionIsAnOutage(t *testing.T) {
+	c, srv := testutil.Redis(t)
+	holder := newLocker(t, c)
+	ctx := context.Background()
+	lk, err := holder.Lock(ctx, "hang")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lk.Unlock(ctx) })
+
+	waiter := redis.NewClient(&redis.Options{Addr: srv.Addr()}) // go-redis's 3 s read timeout
+	t.Cleanup(func() { _ = waiter.Close() })
+	w := newLocker(t, waiter)
+	got := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := w.Lock(wctx, "hang", mutex.WithRetry(50*time.Millisecond, 100*time.Millisecond))
+		got <- err
+	}()
+	awaitQueued(t, c, mutex.QueueOf(mutex.LockKeyOf(holder, "hang")), 1) // answered "held"
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	err = <-got
+	srv.Resume()
+	assert.ErrorIs(t, err, mutex.ErrNotAcquired)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorIs(t, err, mutex.ErrUnavailable, "a hung server reported as a busy key: %v", err)
+}

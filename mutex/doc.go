@@ -162,7 +162,7 @@
 //	  (Redlock: too few nodes answered)                    (Redlock: a *QuorumError, node by node)
 //	Lock: ctx ended first                                ErrNotAcquired and ctx.Err(), joined; also
 //	                                                       ErrUnavailable and the server's error when
-//	                                                       the last attempts failed or none got an answer
+//	                                                       the last attempts failed or went unanswered
 //	a call on a closed Locker                            ErrClosed
 //	Unlock, Extend or TTL of a lock no longer held       ErrNotHeld (nothing is changed)
 //	Unlock, Extend or TTL failing on the server          the server's error (Redlock Extend:
