@@ -204,8 +204,8 @@ func TestBadInput(t *testing.T) {
 	assert.Zero(t, redisHits.N(), "building the middleware reached Redis")
 }
 
-// TestRedisDown: with Redis unreachable a request goes to the origin, marked
-// bypass, rather than failing or panicking.
+// TestRedisDown: with Redis unreachable a request goes to the origin, as
+// its local flight's leader, rather than failing or panicking.
 func TestRedisDown(t *testing.T) {
 	l, redisHits := deadLocker(t)
 	h, err := httplock.NewHandler(okHandler, l, httplock.WithWaitTimeout(time.Second))
@@ -217,7 +217,7 @@ func TestRedisDown(t *testing.T) {
 	}))
 	assert.Equal(t, http.StatusOK, rec.Code)
 	assert.Equal(t, "ok", rec.Body.String())
-	assert.Equal(t, httplock.RoleBypass, rec.Header().Get(httplock.DefaultRoleHeader))
+	assert.Equal(t, httplock.RoleLeader, rec.Header().Get(httplock.DefaultRoleHeader))
 	assert.Positive(t, redisHits.N(), "the request did try Redis")
 
 	// Redis is now marked down: the next request goes straight to the origin.

@@ -33,8 +33,9 @@ const (
 //
 // Waiting ends by deadline, the wait timeout from r's arrival. Each Redis
 // call has its own bound (the Redis timeout), so a wait may overrun it by
-// one call. A call that fails marks Redis down and sends the request to the
-// origin; it makes no further call.
+// one call. A call that fails marks Redis down, and r leads its local
+// flight without Redis (leadLocal): it makes no further call, and its local
+// followers still get its response.
 func (h *handler) cluster(w http.ResponseWriter, r *http.Request, ld *leader, deadline time.Time) string {
 	key := ld.key
 	detached := context.WithoutCancel(r.Context())
@@ -46,10 +47,19 @@ func (h *handler) cluster(w http.ResponseWriter, r *http.Request, ld *leader, de
 			_ = ps.Close()
 		}
 	}()
+	// A failed call has marked Redis down: r leads its local flight alone,
+	// the subscription's connection given back first.
+	local := func() string {
+		if ps != nil {
+			_ = ps.Close()
+			ps = nil
+		}
+		return h.leadLocal(w, r, ld)
+	}
 	for {
 		e, err := h.load(detached, key)
 		if err != nil {
-			return h.origin(w, r, RoleBypass)
+			return local()
 		}
 		if e != nil {
 			ld.out.res = e
@@ -57,7 +67,7 @@ func (h *handler) cluster(w http.ResponseWriter, r *http.Request, ld *leader, de
 		}
 		lk, err := h.tryLock(detached, key)
 		if err != nil {
-			return h.origin(w, r, RoleBypass)
+			return local()
 		}
 		if lk != nil {
 			owned := ps
@@ -68,7 +78,7 @@ func (h *handler) cluster(w http.ResponseWriter, r *http.Request, ld *leader, de
 			// Subscribe, then look again: a publication between our GET and
 			// the subscription is not missed.
 			if ps, err = h.subscribe(detached, key); err != nil {
-				return h.origin(w, r, RoleBypass)
+				return local()
 			}
 			continue
 		}
@@ -171,7 +181,7 @@ func (h *handler) finish(ctx context.Context, key string, lk *mutex.Lock, e *ent
 		if err != nil {
 			h.tel.recordError(ctx, err)
 			msg = msgNoShare
-		} else if err := h.call(ctx, func(ctx context.Context) error {
+		} else if err := h.callWithin(ctx, h.cfg.redisTimeout+setAllowance(len(b)), func(ctx context.Context) error {
 			return h.client.Set(ctx, h.cfg.prefix+key, b, e.ttl).Err()
 		}); err != nil {
 			return

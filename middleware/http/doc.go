@@ -52,14 +52,15 @@
 //	    X-Method-Override (another URL or method than the key's)
 //	  Cache-Control no-cache or max-age=0, Pragma no-cache (a reload)        reload
 //	  Upgrade                                                                upgrade
-//	  Redis marked down (see below)                                          redis_down
 //	What the origin's answer must not depend on, unless you say so
 //	  another request header (X-Tenant, Accept-Language without Vary)         WithVary(name)
 //	  something else (the client's address: IP allow-lists, geo)             WithKey(fn)
 //	  a credential in a header of your own (X-Tenant-Token)                   WithCredentialHeaders(name)
 //	  nothing but the path, yet two services share a Host and a Redis         WithNamespace(name)
 //
-// The bypass reasons are the span's redfence.http.bypass attribute.
+// The bypass reasons are the span's redfence.http.bypass attribute. One more
+// value, redis_down, is set on a leader that skipped only the cross-replica
+// step (see "Redis down or hung").
 //
 // A response is never shared when (checked on its headers in canonical
 // form, values of names that differ in case merged, outer middleware's
@@ -124,32 +125,41 @@
 // # Redis down or hung
 //
 // Redis is up, or marked down. A Redis call made for a request that fails,
-// or gets no answer within WithRedisTimeout (default 1 s), marks it down and
-// sends that request to the origin. From then on every request goes straight
-// to the origin (role bypass) without any Redis call, and a probe in the
-// background, one PING at a time about once a second (jittered), looks for
-// Redis again; when it answers, the requests that follow use it. What httplock adds
-// to a request's latency, in each state:
+// or gets no answer within WithRedisTimeout (default 1 s), marks it down;
+// that request then calls the origin as the leader of its local flight. From
+// then on requests make no Redis call: identical requests still collapse
+// in-process, one origin call per key per replica, the followers served the
+// leader's response as when Redis is up (role shared), the leader marked
+// leader with redfence.http.bypass=redis_down on its span. Nothing is stored
+// or announced, so each replica makes its own origin call. A probe in the
+// background, one PING about once a second (jittered), looks for Redis
+// again; when it answers, the requests that follow use it. What httplock
+// adds to a request's latency, in each state:
 //
 //	Up, leader               about 6 Redis round trips (GET, TryLock, GET; SET, PUBLISH, unlock)
 //	Up, follower             the wait for the leader, then 1 GET
 //	Up, within the window    1 GET
 //	Bypass (ineligible)      none
 //	Becoming down            the requests already calling Redis: up to WithRedisTimeout per
-//	                         call, and one failed call is enough; but with a client that
-//	                         does not apply context deadlines to its sockets (go-redis's
-//	                         default, ContextTimeoutEnabled false), a GET, SET or PUBLISH
-//	                         to a hung server waits the client's ReadTimeout
-//	Down                     none: no Redis call on the request's path
+//	                         call (a SET, plus 1 ms per 64 KiB of the response), and one failed
+//	                         call is enough; but with a client that does not apply context
+//	                         deadlines to its sockets (go-redis's default, ContextTimeoutEnabled
+//	                         false), a GET, SET or PUBLISH to a hung server waits the client's
+//	                         ReadTimeout. Their local followers wait for them, as when Redis is up
+//	Down, leader             none: no Redis call on the request's path
+//	Down, follower           the wait for its replica's leader, none for Redis
 //	Coming back              none: the probe runs beside the requests, which use Redis
 //	                         again once it has been answered
 //
 // Ownership: while Redis is up, or no request comes, the middleware runs no
 // goroutine. While it is down, a request that finds a probe due starts one
-// on a goroutine of its own and does not wait for it; at most one runs at a
-// time, and it ends with its PING (bounded by WithRedisTimeout, or by the
-// client's ReadTimeout as above). There is nothing to close: closing the
-// Locker's client ends a running probe at once.
+// on a goroutine of its own and does not wait for it. The probe's PING is
+// bounded by WithRedisTimeout, or by the client's ReadTimeout as above; a
+// probe still running twice WithRedisTimeout after it started is counted as
+// lost (its answer ignored) and the next may start, but never while another
+// lost one runs: at most two probe goroutines per middleware, the current one
+// and one lost. There is nothing to close: closing the Locker's client ends
+// running probes at once.
 //
 // # Telemetry
 //
@@ -162,7 +172,8 @@
 //	redfence.httplock  INTERNAL  http.request.method, url.path, redfence.http.role (leader,
 //	                               shared, bypass, panic), redfence.wait (seconds from arrival
 //	                               to serving), redfence.http.bypass (method, body, credentials,
-//	                               conditional, override, reload, upgrade, redis_down); Redis
+//	                               conditional, override, reload, upgrade; redis_down on a
+//	                               leader that collapsed in-process only); Redis
 //	                               errors as exception
 //	                               events. It wraps the user's handler: the SERVER span is
 //	                               otelhttp's.
@@ -184,8 +195,8 @@
 //	a bad option, see the ranges below                     ErrInvalid (New)
 //	NewHandler with a nil handler (typed nil included)     ErrInvalid
 //	New's middleware applied to a nil handler              panics with an error matching ErrInvalid
-//	Redis unreachable or failing while serving             no error: RoleBypass, recorded on the span,
-//	                                                         Redis marked down
+//	Redis unreachable or failing while serving             no error: collapsed in-process only (RoleLeader,
+//	                                                         redis_down), recorded on the span, Redis marked down
 //
 // The options' ranges (nil options are ignored; nil or typed-nil providers
 // mean the globals):

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/redfence/redfence/mutex"
 )
 
@@ -89,12 +91,29 @@ func (h *handler) leadFlight(w http.ResponseWriter, r *http.Request, key string,
 	ld := &leader{key: key, fl: fl}
 	detached := context.WithoutCancel(r.Context())
 	defer h.end(detached, ld) // cluster panicked: the handler's panic goes on
-	role := h.cluster(w, r, ld, deadline)
+	var role string
+	if h.health.up() {
+		role = h.cluster(w, r, ld, deadline)
+	} else {
+		role = h.leadLocal(w, r, ld)
+	}
 	h.end(detached, ld)
 	if ld.out.reply != nil {
 		ld.out.reply.replay()
 	}
 	return role
+}
+
+// leadLocal calls the origin for ld's local flight alone, without a Redis
+// call: Redis is marked down, or a call made for this flight has just failed
+// (and marked it down). ld's waiters get its response as from any leader;
+// the other replicas hear nothing of it, and nothing is stored. The span
+// says why: redfence.http.bypass=redis_down (the cross-replica step was
+// skipped), with role leader.
+func (h *handler) leadLocal(w http.ResponseWriter, r *http.Request, ld *leader) string {
+	trace.SpanFromContext(r.Context()).SetAttributes(attrBypass.String(bypassRedisDown))
+	h.lead(w, r, ld, nil, false)
+	return RoleLeader
 }
 
 // end tells ld's waiters how its flight ended, as ld.out says now, once:

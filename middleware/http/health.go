@@ -12,17 +12,23 @@ import (
 
 // health is what one middleware knows of its Redis: up, or down from the
 // moment a Redis call made for a request fails until a probe is answered.
-// While it is down, requests go straight to the origin and call nothing.
+// While it is down, requests collapse in-process only and call nothing.
 //
-// The probe is one PING on a goroutine of its own, started by the first
-// request that finds Redis down after the probe time (jittered, so that
-// replicas do not probe in step) and never waited for by that request. At
-// most one runs at a time, and it ends with its PING, which the Redis
-// timeout bounds (a client that does not apply context deadlines to its
-// sockets waits its own read timeout on a hung server, then gives up too).
+// The probe is one PING on a goroutine of its own, started by a request that
+// finds Redis down after the probe time (jittered, so that replicas do not
+// probe in step) and never waited for by that request. One probe is current
+// at a time. Its PING is bounded by the Redis timeout, but a client that does
+// not apply context deadlines to its sockets waits its own read timeout on a
+// hung server, or longer: so a probe still running twice the Redis timeout
+// after it started is counted as lost, and a new one may start. A lost
+// probe's answer, when it comes, is ignored. At most one lost probe is let
+// run beside the current one: while one is, a stuck current probe is waited
+// for, so a middleware never runs more than two probe goroutines.
+//
 // So probe goroutines exist only while Redis is down and requests come, each
-// for one bounded call: there is nothing to close, and a middleware whose
-// service stops receiving requests leaves nothing running.
+// for one call that the client ends: there is nothing to close (closing the
+// Locker's client ends them at once), and a middleware whose service stops
+// receiving requests leaves nothing running once they return.
 //
 // Lock order: mu, then nothing.
 type health struct {
@@ -31,10 +37,13 @@ type health struct {
 
 	down atomic.Bool // read by every request, without mu
 
-	mu      sync.Mutex // guards the fields below; down changes under it too
-	next    time.Time  // no probe starts before it
-	probing bool
-	probes  sync.WaitGroup // the running probe, for tests
+	mu      sync.Mutex     // guards the fields below; down changes under it too
+	next    time.Time      // no probe starts before it
+	probing bool           // the current probe runs
+	started time.Time      // when the current probe started
+	gen     uint64         // the current probe's number; a probe with another is lost
+	lost    bool           // a lost probe still runs
+	probes  sync.WaitGroup // every running probe, for tests
 }
 
 // probeMin and probeMax bound the time between probes while Redis is down:
@@ -64,28 +73,43 @@ func (s *health) fail() {
 }
 
 // probeIfDue starts a probe when Redis is down, the probe time has come and
-// none is running. It does not block.
+// no current probe runs, or the current one is lost (older than twice the
+// Redis timeout) and no other lost one still runs. It does not block.
 func (s *health) probeIfDue() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.down.Load() || s.probing || time.Now().Before(s.next) {
+	now := time.Now()
+	if !s.down.Load() || now.Before(s.next) {
 		return
 	}
+	if s.probing {
+		if s.lost || now.Sub(s.started) < 2*s.timeout {
+			return
+		}
+		s.lost = true // the current probe is given up on
+	}
 	s.probing = true
+	s.started = now
+	s.gen++
 	s.probes.Add(1)
-	go s.probe()
+	go s.probe(s.gen)
 }
 
-// probe PINGs Redis once, on a context of its own (nothing of a request's),
-// and marks it up when answered; otherwise the next probe is due a jittered
-// interval later.
-func (s *health) probe() {
+// probe PINGs Redis once, on a context of its own (nothing of a request's).
+// If it is still the current probe (gen) when answered, it marks Redis up,
+// or else the next probe is due a jittered interval later; if it was lost
+// meanwhile, it only makes room for another lost one.
+func (s *health) probe(gen uint64) {
 	defer s.probes.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	err := s.client.Ping(ctx).Err()
 	cancel()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if gen != s.gen {
+		s.lost = false
+		return
+	}
 	s.probing = false
 	s.next = time.Now().Add(probeDelay())
 	if err == nil {

@@ -18,9 +18,9 @@ import (
 
 // Roles, as set in the role header and on the span.
 const (
-	RoleLeader = "leader" // this request called the origin and shared the result
+	RoleLeader = "leader" // this request called the origin and shared the result (in-process only while Redis is down)
 	RoleShared = "shared" // served a response another request made
-	RoleBypass = "bypass" // called the origin without sharing (not eligible, not shareable, timed out, Redis down)
+	RoleBypass = "bypass" // called the origin without sharing (not eligible, not shareable, timed out)
 	RolePanic  = "panic"  // the leader it waited on panicked; answered with WithPanicStatus
 )
 
@@ -138,12 +138,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !h.health.up() {
-		// Nothing on this request's path touches Redis; at most, it lets a
-		// probe start in the background.
+		// Redis is not called on this request's path (leadFlight collapses
+		// in-process only); at most, a probe starts in the background.
 		h.health.probeIfDue()
-		span.SetAttributes(attrBypass.String("redis_down"))
-		role = h.origin(w, r, RoleBypass)
-		return
 	}
 	// The whole wait, whatever happens on the way, is bounded from here.
 	role = h.collapse(w, r, h.key(r), tm.start.Add(h.cfg.waitTimeout))

@@ -272,10 +272,11 @@ func WithMaxBody(n int64) Option {
 }
 
 // WithRedisTimeout bounds each Redis call made for a request. A call that
-// fails or takes longer marks Redis down: from then on requests go straight
-// to the origin, with no Redis call, until a probe in the background gets
-// an answer again (see the package documentation). Default 1 s; at least
-// 1 ms. A client that does not apply context deadlines to its sockets
+// fails or takes longer marks Redis down: from then on requests make no
+// Redis call and collapse in-process only (one origin call per key per
+// replica), until a probe in the background gets an answer again (see the
+// package documentation). A SET of a shared response is given 1 ms more for
+// every 64 KiB of it. Default 1 s; at least 1 ms. A client that does not apply context deadlines to its sockets
 // (go-redis's default: ContextTimeoutEnabled false) still waits its own
 // ReadTimeout on a hung server for a GET, SET or PUBLISH; lock and
 // subscription calls are bounded either way.

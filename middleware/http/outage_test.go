@@ -53,8 +53,9 @@ func (h *pathHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // TestRedisDownOrHung ("Redis down or hung"): Redis stopped, or paused
 // (SIGSTOP: connections open, nothing answers), behind go-redis clients
 // with default options. The first request on each replica finds out and
-// goes to the origin; the next ones make no Redis call at all; when Redis is
-// back, the probe notices and requests collapse again.
+// goes to the origin as its local flight's leader; the next ones make no
+// Redis call at all; when Redis is back, the probe notices and requests
+// collapse across replicas again.
 func TestRedisDownOrHung(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -107,14 +108,14 @@ func TestRedisDownOrHung(t *testing.T) {
 			// client's read timeout).
 			var wg sync.WaitGroup
 			for _, s := range servers {
-				wg.Go(func() { assert.Equal(t, httplock.RoleBypass, send(s, "/first").role) })
+				wg.Go(func() { assert.Equal(t, httplock.RoleLeader, send(s, "/first").role) })
 			}
 			wg.Wait()
 			before := hook.onPath.Load()
 			begin := time.Now()
 			for i := range 20 {
 				r := send(servers[i%2], fmt.Sprintf("/down/%d", i))
-				assert.Equal(t, httplock.RoleBypass, r.role)
+				assert.Equal(t, httplock.RoleLeader, r.role, "its local flight's leader")
 			}
 			t.Logf("20 requests while Redis is down: %v", time.Since(begin))
 			assert.Equal(t, before, hook.onPath.Load(), "a Redis call on a request's path after Redis was found down")
@@ -136,10 +137,15 @@ func TestRedisDownOrHung(t *testing.T) {
 
 			tc.heal(srv)
 			// Requests go on, each to the origin, until a probe finds Redis
-			// back; then each replica collapses again.
+			// back; then each replica shares through it again: the second of
+			// two requests in a row is served what the first stored.
 			for i, s := range servers {
+				n := 0
 				require.Eventually(t, func() bool {
-					return send(s, fmt.Sprintf("/back/%d", i)).role != httplock.RoleBypass
+					n++
+					path := fmt.Sprintf("/back/%d/%d", i, n)
+					send(s, path)
+					return send(s, path).role == httplock.RoleShared
 				}, 15*time.Second, 20*time.Millisecond, "replica %d never found Redis back", i)
 			}
 			n := calls.Load()
@@ -147,6 +153,46 @@ func TestRedisDownOrHung(t *testing.T) {
 			assert.Equal(t, n+1, calls.Load(), "one origin call for the burst once Redis is back")
 			assert.Equal(t, map[string]int{httplock.RoleLeader: 1, httplock.RoleShared: len(rs) - 1}, roles(rs))
 		})
+	}
+}
+
+// TestRedisDownStillCollapsesInProcess: with Redis stopped and marked down,
+// a burst of identical requests to one replica costs one origin call, every
+// other request is served its response, and no request calls Redis.
+func TestRedisDownStillCollapsesInProcess(t *testing.T) {
+	srv := testutil.StartRedis(t)
+	var calls atomic.Int64
+	hook := &pathHook{}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	rdb.AddHook(hook)
+	l := mutex.New(rdb)
+	h, err := httplock.NewHandler(slowOrigin(&calls, 200*time.Millisecond), l)
+	require.NoError(t, err)
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), onPath{}, true)))
+	}))
+	t.Cleanup(func() {
+		s.Close()
+		httplock.WaitProbe(h)
+		_ = l.Close()
+		_ = rdb.Close()
+	})
+
+	srv.Kill()
+	first := get(context.Background(), client(t), http.MethodGet, s.URL+"/first", nil)
+	require.NoError(t, first.err)
+	require.Positive(t, hook.onPath.Load(), "the first request found Redis down")
+
+	const n = 20
+	before, origin := hook.onPath.Load(), calls.Load()
+	rs := burst(t, []*httptest.Server{s}, n, http.MethodGet, "/burst", nil)
+	assert.Equal(t, origin+1, calls.Load(), "one origin call for the burst on one replica")
+	assert.Equal(t, before, hook.onPath.Load(), "a Redis call on a request's path while Redis was down")
+	assert.Equal(t, map[string]int{httplock.RoleLeader: 1, httplock.RoleShared: n - 1}, roles(rs))
+	for i, r := range rs {
+		require.NoError(t, r.err, "request %d", i)
+		assert.Equal(t, http.StatusOK, r.status)
+		assert.Equal(t, rs[0].body, r.body, "request %d", i)
 	}
 }
 
@@ -165,7 +211,7 @@ func TestProbeEndsWhenTheClientCloses(t *testing.T) {
 	}
 	require.NotEqual(t, httplock.RoleBypass, serve())
 	srv.Pause()
-	require.Equal(t, httplock.RoleBypass, serve(), "finds Redis hung")
+	require.Equal(t, httplock.RoleLeader, serve(), "finds Redis hung: serves as its local leader")
 	// Requests until one starts a probe, which hangs on the paused server.
 	require.Eventually(t, func() bool {
 		serve()

@@ -19,7 +19,13 @@ import (
 // Redis cannot be relied on: it is marked down, so that the requests after
 // this one do not call it, and the error is recorded on the request's span.
 func (h *handler) call(ctx context.Context, fn func(ctx context.Context) error) error {
-	cctx, cancel := context.WithTimeout(ctx, h.cfg.redisTimeout)
+	return h.callWithin(ctx, h.cfg.redisTimeout, fn)
+}
+
+// callWithin is call with its own bound, for a call whose time grows with
+// what it sends (see setAllowance).
+func (h *handler) callWithin(ctx context.Context, timeout time.Duration, fn func(ctx context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	err := fn(cctx)
 	if err != nil {
@@ -28,6 +34,15 @@ func (h *handler) call(ctx context.Context, fn func(ctx context.Context) error) 
 	}
 	return err
 }
+
+// setAllowance is the time a SET of n bytes is given beyond the Redis
+// timeout, 1 ms for every 64 KiB begun, so that a large body on a slow link
+// does not pass for an outage and mark Redis down.
+func setAllowance(n int) time.Duration {
+	return time.Duration((n+setChunk-1)/setChunk) * time.Millisecond
+}
+
+const setChunk = 64 << 10
 
 // load returns the response shared for key, or nil when there is none (a
 // corrupt one counts as none, and is recorded). An error means the call

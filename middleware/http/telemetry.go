@@ -21,11 +21,16 @@ const (
 	attrPath   = attribute.Key("url.path")
 	attrRole   = attribute.Key("redfence.http.role")
 	attrWait   = attribute.Key("redfence.wait") // seconds
-	// attrBypass says why a request bypassed before any flight: method,
-	// body, credentials, conditional, override, reload, upgrade or
-	// redis_down.
+	// attrBypass says why a request bypassed before any flight (method,
+	// body, credentials, conditional, override, reload, upgrade), or, on a
+	// flight's leader, that it skipped the cross-replica step because Redis
+	// is down (redis_down).
 	attrBypass = attribute.Key("redfence.http.bypass")
 )
+
+// bypassRedisDown is attrBypass's value on a leader that collapsed its local
+// flight only: Redis was marked down, or failed on its path.
+const bypassRedisDown = "redis_down"
 
 type telemetry struct {
 	tracer   trace.Tracer
@@ -54,7 +59,7 @@ func (t telemetry) originCall(ctx context.Context) { t.origin.Add(ctx, 1) }
 func (t telemetry) collapsed(ctx context.Context)  { t.collapse.Add(ctx, 1) }
 
 // recordError notes a Redis problem on the request's span: the request goes
-// on without protection rather than failing.
+// on, without cross-replica protection, rather than failing.
 func (t telemetry) recordError(ctx context.Context, err error) {
 	trace.SpanFromContext(ctx).RecordError(err)
 }
