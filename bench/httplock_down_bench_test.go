@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,6 +40,8 @@ func BenchmarkHTTPLockRedisDown(b *testing.B) {
 		b.Run(state.name, func(b *testing.B) {
 			srv := testutil.StartRedis(b)
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()}) // go-redis's defaults
+			stores := &setCounter{}
+			rdb.AddHook(stores)
 			l := mutex.New(rdb)
 			mw, err := httplock.New(l)
 			if err != nil {
@@ -78,7 +82,7 @@ func BenchmarkHTTPLockRedisDown(b *testing.B) {
 				op++
 				state.fail(srv)
 				d, role := fetch(fmt.Sprintf("%s/first/%d", wrapped.URL, op))
-				if role != httplock.RoleBypass {
+				if role != httplock.RoleLeader {
 					b.Fatalf("first request with Redis %s: role %q", state.name, role)
 				}
 				first = append(first, d)
@@ -92,17 +96,19 @@ func BenchmarkHTTPLockRedisDown(b *testing.B) {
 						dw, role = fetch(wrapped.URL + path)
 						db, _ = fetch(bare.URL + path)
 					}
-					if role != httplock.RoleBypass {
+					if role != httplock.RoleLeader {
 						b.Fatalf("request %d with Redis %s: role %q", i, state.name, role)
 					}
 					added = append(added, dw-db)
 					plain = append(plain, db)
 				}
 				state.heal(srv)
-				// Requests let the probe start; the op ends when one uses Redis.
+				// Requests let the probe start; the op ends when one stores its
+				// response in Redis again.
 				deadline := time.Now().Add(30 * time.Second)
 				for n := 0; ; n++ {
-					if _, role := fetch(fmt.Sprintf("%s/back/%d/%d", wrapped.URL, op, n)); role != httplock.RoleBypass {
+					before := stores.n.Load()
+					if fetch(fmt.Sprintf("%s/back/%d/%d", wrapped.URL, op, n)); stores.n.Load() > before {
 						break
 					}
 					if time.Now().After(deadline) {
@@ -125,4 +131,20 @@ func BenchmarkHTTPLockRedisDown(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// setCounter counts the SET commands a client sends: shared responses stored.
+type setCounter struct{ n atomic.Int64 }
+
+func (h *setCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *setCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "set" {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *setCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
