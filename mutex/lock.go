@@ -224,30 +224,15 @@ func (lk *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := lk.usable(ctx); err != nil {
 		return 0, err
 	}
-	var us int64
-	var err error
-	if lk.l.nodes != nil {
-		var d time.Duration
-		d, err = lk.l.redlockTTL(ctx, lk)
-		us = d.Microseconds()
-		if d < 0 {
-			us = -1
-		}
-	} else {
-		_, err = lk.l.call(ctx, func(ctx context.Context) error {
-			var err error
-			us, err = ttlScript.Run(ctx, lk.l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr).Int64()
-			return err
-		})
-	}
+	d, err := lk.l.be.ttl(ctx, lk)
 	if err != nil {
 		return 0, err
 	}
-	if us < 0 {
+	if d < 0 {
 		lk.lose("ttl found the lock gone")
 		return 0, ErrNotHeld
 	}
-	return time.Duration(us) * time.Microsecond, nil
+	return d, nil
 }
 
 func (lk *Lock) usable(ctx context.Context) error {

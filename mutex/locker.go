@@ -37,6 +37,7 @@ type Locker struct {
 
 	// Redlock (NewRedlock): the independent masters, all of them including
 	// client; nil for a single deployment.
+	be     backend // where the locks are held: single, or redlock
 	nodes  []redis.UniversalClient
 	addrs  []string // by node, for errors; "" where unknown
 	quorum int
@@ -98,6 +99,7 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 		}
 	}
 	l.tel = newTelemetry(l.cfg.tp, l.cfg.mp)
+	l.be = single{l}
 	l.subs = newSubscriber(l)
 	l.renew = newRenewer(l)
 	return l
@@ -128,38 +130,11 @@ func (l *Locker) Close() error {
 
 	held := l.renew.stop()
 	var errs []error
-	if len(held) > 0 && l.err == nil && l.nodes != nil {
-		// A node timeout once for all locks to settle and once for the
-		// release, whatever the number of locks; see Close's doc for the
-		// calls already out to a hung node.
-		var ttl time.Duration
-		for _, lk := range held {
-			lk.mu.Lock()
-			ttl = max(ttl, lk.ttl)
-			lk.mu.Unlock()
-		}
-		timeout := l.nodeTimeout(ttl)
-		settle := time.NewTimer(timeout)
-		for _, lk := range held {
-			lk.awaitSettled(settle.C)
-		}
-		settle.Stop()
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		if err := l.redlockReleaseAll(ctx, timeout, held); err != nil {
+	if len(held) > 0 && l.err == nil {
+		if err := l.be.releaseAll(held); err != nil {
 			errs = append(errs, err)
 		}
-		cancel()
 		for _, lk := range held {
-			lk.finish(ErrReleased, "")
-		}
-	} else if len(held) > 0 && l.err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		cmds, _ := runScripts(ctx, l.client, releaseScript, l.releaseCalls(held), nil)
-		cancel()
-		for i, lk := range held {
-			if err := cmds[i].Err(); err != nil {
-				errs = append(errs, err)
-			}
 			lk.finish(ErrReleased, "")
 		}
 	}
@@ -179,10 +154,10 @@ func (l *Locker) now() time.Time { return l.cfg.now() }
 // Redlock lock holds, so data kept on one of its nodes would rest on that
 // node alone.
 func (l *Locker) Client() redis.UniversalClient {
-	if l == nil || l.nodes != nil {
+	if l == nil || l.be == nil {
 		return nil
 	}
-	return l.client
+	return l.be.client()
 }
 
 // Err returns the construction error (wrapping ErrInvalid) that every call

@@ -36,6 +36,7 @@ func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Locker, error
 		return nil, err
 	}
 	l.nodes = slices.Clone(clients)
+	l.be = redlock{l}
 	l.addrs = addrs
 	l.quorum = len(clients)/2 + 1
 	return l, nil

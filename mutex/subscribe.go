@@ -2,7 +2,6 @@ package mutex
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"time"
 
@@ -96,19 +95,7 @@ type target struct {
 // targets lists where ch is subscribed: the one connection of a standalone
 // deployment, the channel's own sharded subscription on Cluster, every node
 // for Redlock (a release publishes on each node that held the lock).
-func (s *subscriber) targets(ch string) []target {
-	switch {
-	case s.l.cluster:
-		return []target{{name: ch, c: s.l.client}}
-	case s.l.nodes != nil:
-		out := make([]target, len(s.l.nodes))
-		for i, c := range s.l.nodes {
-			out[i] = target{name: "node" + strconv.Itoa(i), c: c}
-		}
-		return out
-	}
-	return []target{{name: "", c: s.l.client}}
-}
+func (s *subscriber) targets(ch string) []target { return s.l.be.targets(ch) }
 
 // add asks for ch on every target and returns a channel closed at the first
 // confirmation (nil once the subscriber is closed). It never blocks on the

@@ -1,0 +1,104 @@
+package mutex
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// backend is what a Locker needs of the servers that hold its locks: one
+// deployment (single) or N independent masters (redlock). The Locker's
+// local machinery (queue, hand-off, reentrancy, lease deadline, renewal,
+// loss signal, telemetry) is the same for both. docs/architecture.md states
+// what every backend keeps; the seam is being drawn (issue 21), and the
+// calls still behind l.nodes checks are listed there.
+type backend interface {
+	// ttl is lk's remaining lease as the servers see it; negative when they
+	// do not hold it.
+	ttl(ctx context.Context, lk *Lock) (time.Duration, error)
+	// releaseAll releases the locks Close found held, bounded in time.
+	releaseAll(locks []*Lock) error
+	// targets are where the release channel ch is subscribed.
+	targets(ch string) []target
+	// client is the deployment's client for adapters, nil when no single
+	// deployment holds the locks' data.
+	client() redis.UniversalClient
+}
+
+// single is one Redis deployment: standalone, Sentinel or Cluster.
+type single struct{ l *Locker }
+
+func (b single) ttl(ctx context.Context, lk *Lock) (time.Duration, error) {
+	var us int64
+	_, err := b.l.call(ctx, func(ctx context.Context) error {
+		var err error
+		us, err = ttlScript.Run(ctx, b.l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr).Int64()
+		return err
+	})
+	return time.Duration(us) * time.Microsecond, err
+}
+
+func (b single) releaseAll(locks []*Lock) error {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	cmds, _ := runScripts(ctx, b.l.client, releaseScript, b.l.releaseCalls(locks), nil)
+	var errs []error
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (b single) targets(ch string) []target {
+	if b.l.cluster {
+		return []target{{name: ch, c: b.l.client}} // the channel's own sharded subscription
+	}
+	return []target{{name: "", c: b.l.client}}
+}
+
+func (b single) client() redis.UniversalClient { return b.l.client }
+
+// redlock is N independent masters (NewRedlock).
+type redlock struct{ l *Locker }
+
+func (b redlock) ttl(ctx context.Context, lk *Lock) (time.Duration, error) {
+	return b.l.redlockTTL(ctx, lk)
+}
+
+// releaseAll waits a node timeout once for all locks to settle and once for
+// the release, whatever the number of locks; see Close's doc for the calls
+// already out to a hung node.
+func (b redlock) releaseAll(locks []*Lock) error {
+	var ttl time.Duration
+	for _, lk := range locks {
+		lk.mu.Lock()
+		ttl = max(ttl, lk.ttl)
+		lk.mu.Unlock()
+	}
+	timeout := b.l.nodeTimeout(ttl)
+	settle := time.NewTimer(timeout)
+	for _, lk := range locks {
+		lk.awaitSettled(settle.C)
+	}
+	settle.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return b.l.redlockReleaseAll(ctx, timeout, locks)
+}
+
+// targets: every node, since a release publishes on each node that held
+// the lock.
+func (b redlock) targets(string) []target {
+	out := make([]target, len(b.l.nodes))
+	for i, c := range b.l.nodes {
+		out[i] = target{name: "node" + strconv.Itoa(i), c: c}
+	}
+	return out
+}
+
+func (b redlock) client() redis.UniversalClient { return nil }
