@@ -16,6 +16,11 @@ import (
 // what every backend keeps; the seam is being drawn (issue 21), and the
 // calls still behind l.nodes checks are listed there.
 type backend interface {
+	// extend sets the lease of each lock to its ttl: held, gone (the lock is
+	// not the holder's any more), or unknown, with why for the unknown ones.
+	// sent is when the extension was sent: the new lease deadlines run from
+	// it.
+	extend(ctx context.Context, locks []*Lock, ttls []time.Duration) (results []renewOutcome, sent time.Time, why error)
 	// ttl is lk's remaining lease as the servers see it; negative when they
 	// do not hold it.
 	ttl(ctx context.Context, lk *Lock) (time.Duration, error)
@@ -30,6 +35,35 @@ type backend interface {
 
 // single is one Redis deployment: standalone, Sentinel or Cluster.
 type single struct{ l *Locker }
+
+// extend sends the extensions in one pipelined round trip. Its replies are
+// read only when the call returned: one the caller stopped waiting for (a
+// client without ContextTimeoutEnabled, a hung server) may still be
+// running. The send time of the first try stands for a resend after
+// NOSCRIPT too: an earlier start only moves the new deadline earlier.
+func (b single) extend(ctx context.Context, locks []*Lock, ttls []time.Duration) ([]renewOutcome, time.Time, error) {
+	sent := b.l.now()
+	calls := b.l.extendCalls(locks, ttls)
+	var cmds []*redis.Cmd
+	var perr error
+	pending, err := b.l.call(ctx, func(ctx context.Context) error {
+		cmds, perr = runScripts(ctx, b.l.client, extendScript, calls, nil)
+		return nil
+	})
+	results := make([]renewOutcome, len(locks)) // renewUnknown
+	if err != nil || pending != nil {
+		return results, sent, err
+	}
+	for i, v := range replyInts(cmds) {
+		switch v {
+		case 1:
+			results[i] = renewHeld
+		case 0:
+			results[i] = renewGone
+		}
+	}
+	return results, sent, perr
+}
 
 func (b single) ttl(ctx context.Context, lk *Lock) (time.Duration, error) {
 	var us int64
@@ -65,6 +99,10 @@ func (b single) client() redis.UniversalClient { return b.l.client }
 
 // redlock is N independent masters (NewRedlock).
 type redlock struct{ l *Locker }
+
+func (b redlock) extend(ctx context.Context, locks []*Lock, ttls []time.Duration) ([]renewOutcome, time.Time, error) {
+	return b.l.redlockExtend(ctx, locks, ttls)
+}
 
 func (b redlock) ttl(ctx context.Context, lk *Lock) (time.Duration, error) {
 	return b.l.redlockTTL(ctx, lk)

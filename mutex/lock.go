@@ -184,31 +184,15 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	ttl = ttl.Truncate(time.Millisecond)
 	ctx, span := lk.l.tel.startSpan(ctx, "redfence.Extend", lk.key, lk.token)
-	sent := lk.l.now()
-	var n int64
-	var err error
-	if lk.l.nodes != nil {
-		var res []renewOutcome
-		var why error
-		res, sent, why = lk.l.redlockExtend(ctx, []*Lock{lk}, []time.Duration{ttl})
-		switch res[0] {
-		case renewHeld:
-			n = 1
-		case renewUnknown:
-			err = why
+	res, sent, why := lk.l.be.extend(ctx, []*Lock{lk}, []time.Duration{ttl})
+	switch res[0] {
+	case renewUnknown:
+		if why == nil {
+			why = unavailable(errNoAnswer)
 		}
-	} else {
-		_, err = lk.l.call(ctx, func(ctx context.Context) error {
-			var err error
-			n, err = extendScript.Run(ctx, lk.l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr, ttl.Milliseconds(), lk.l.keyTTL(ttl)).Int64()
-			return err
-		})
-	}
-	switch {
-	case err != nil:
-		endSpan(span, "error", err)
-		return err
-	case n == 0:
+		endSpan(span, "error", why)
+		return why
+	case renewGone:
 		lk.lose("extend found the lock gone")
 		endSpan(span, "not_held", ErrNotHeld)
 		return ErrNotHeld

@@ -295,47 +295,15 @@ func (r *renewer) renewChunk(locks []*Lock) {
 	ctx, cancel := context.WithDeadline(r.closing, deadline)
 	defer cancel()
 
-	if l.nodes != nil {
-		results, sent, _ := l.redlockExtend(ctx, locks, ttls)
-		for i, lk := range locks {
-			switch results[i] {
-			case renewHeld:
-				lk.renewed(sent, ttls[i])
-			case renewGone:
-				lk.lose("renewal found the lock gone on a majority")
-			default:
-				r.retrySoon(lk) // no majority yet: the lease deadline decides
-			}
-		}
-		return
-	}
-	// run publishes its replies only by returning: when call gives up on it
-	// (a client without ContextTimeoutEnabled, a hung server), it may still
-	// be running, and its replies must not be read. -1: unknown.
-	// The send time of the first try stands for a resend after NOSCRIPT
-	// too: an earlier start only moves the new deadline earlier.
-	sent := l.now()
-	calls := l.extendCalls(locks, ttls)
-	var vals []int64
-	pending, err := l.call(ctx, func(ctx context.Context) error {
-		cmds, _ := runScripts(ctx, l.client, extendScript, calls, nil) // each command's own reply counts
-		vals = replyInts(cmds)
-		return nil
-	})
-	if err != nil || pending != nil {
-		for _, lk := range locks {
-			r.retrySoon(lk) // outcome unknown: the lease deadline decides
-		}
-		return
-	}
+	results, sent, _ := l.be.extend(ctx, locks, ttls)
 	for i, lk := range locks {
-		switch vals[i] {
-		case -1:
-			r.retrySoon(lk) // outcome unknown: the lease deadline decides
-		case 1:
+		switch results[i] {
+		case renewHeld:
 			lk.renewed(sent, ttls[i])
-		default:
+		case renewGone:
 			lk.lose("renewal found the lock gone")
+		default:
+			r.retrySoon(lk) // outcome unknown: the lease deadline decides
 		}
 	}
 }
