@@ -3,7 +3,6 @@ package mutex
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -190,16 +189,10 @@ func (a *acquisition) try() (lk *Lock, ended bool, err error) {
 	// A call that found no local waiter before it makes its first attempt
 	// as a TryLock would (fewer arguments); only when that finds the lock
 	// held does it queue, with the retry that follows its subscription.
-	res, pending, err := l.acquire(a.ctx, a.key, a.lockKey, a.owner, a.lc, a.wait && !(a.attempts == 1 && a.w.first))
-	if err == nil && res.status == 1 && l.nodes == nil && !l.now().Before(sent.Add(a.lc.ttl-l.drift(a.lc.ttl))) {
-		// The lease ran out before its grant arrived: as a failed attempt,
-		// it is freed behind us (cleanupAfter), never handed out already
-		// lost.
-		err = fmt.Errorf("the reply took %v, longer than the lease of %v allows", l.now().Sub(sent), a.lc.ttl)
-	}
+	res, err := l.be.acquire(a.ctx, a.key, a.lockKey, a.owner, a.lc, a.wait && !(a.attempts == 1 && a.w.first), sent)
 	switch {
 	case err != nil:
-		return a.failed(err, pending, sent)
+		return a.failed(err, sent)
 	case res.status == 0:
 		l.tel.contention.Add(context.Background(), 1)
 		a.lastErr, a.answered = nil, true
@@ -226,10 +219,7 @@ func (a *acquisition) try() (lk *Lock, ended bool, err error) {
 
 // failed handles an attempt, sent at sent, that failed on the way to or on
 // the server.
-func (a *acquisition) failed(err error, pending <-chan error, sent time.Time) (*Lock, bool, error) {
-	if a.randomOwner && a.l.nodes == nil { // Redlock's attempt cleaned up after itself
-		a.l.cleanupAfter(a.lockKey, a.owner, pending)
-	}
+func (a *acquisition) failed(err error, sent time.Time) (*Lock, bool, error) {
 	if a.ctx.Err() != nil {
 		// Cut short: an earlier attempt's failure, or the lack of an
 		// answer, still says why none succeeded. An attempt that went
@@ -303,7 +293,7 @@ func (a *acquisition) waitFor(turn, wake <-chan struct{}, poll <-chan time.Time,
 func (a *acquisition) take(lk *Lock, outcome string) (*Lock, error) {
 	if err := a.l.renew.add(lk); err != nil {
 		lk.finish(ErrReleased, "")
-		a.l.cleanupAfter(a.lockKey, a.owner, nil)
+		a.l.be.abandon(a.lockKey, a.owner)
 		return a.end(nil, "closed", err)
 	}
 	if err := a.l.replicaAck(a.ctx, lk, a.lc); err != nil {

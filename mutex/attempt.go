@@ -30,10 +30,6 @@ type acquireResult struct {
 // the lock is held, so that a release reserves it for us in turn, and marks
 // the lock waited-for, so that its release notifies.
 func (l *Locker) acquire(ctx context.Context, key, lockKey, owner string, lc *lockConfig, queued bool) (acquireResult, <-chan error, error) {
-	if l.nodes != nil {
-		res, err := l.redlockAcquire(ctx, lockKey, owner, lc, queued)
-		return res, nil, err
-	}
 	var (
 		res     acquireResult
 		err     error

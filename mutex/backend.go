@@ -3,6 +3,7 @@ package mutex
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -16,6 +17,15 @@ import (
 // what every backend keeps; the seam is being drawn (issue 21), and the
 // calls still behind l.nodes checks are listed there.
 type backend interface {
+	// acquire makes one attempt, sent at sent, for owner: granted (status
+	// 1, or 2 re-entered), held by another (0, with the remaining lease), or
+	// failed. A backend frees what a failed attempt of a random owner (lc
+	// has none) may have taken, after the abandoned call ends, and refuses a
+	// grant that arrives after its lease ran out.
+	acquire(ctx context.Context, key, lockKey, owner string, lc *lockConfig, queued bool, sent time.Time) (acquireResult, error)
+	// abandon frees, in the background, what owner (a random id) may hold
+	// of lockKey.
+	abandon(lockKey, owner string)
 	// extend sets the lease of each lock to its ttl: held, gone (the lock is
 	// not the holder's any more), or unknown, with why for the unknown ones.
 	// sent is when the extension was sent: the new lease deadlines run from
@@ -35,6 +45,22 @@ type backend interface {
 
 // single is one Redis deployment: standalone, Sentinel or Cluster.
 type single struct{ l *Locker }
+
+func (b single) acquire(ctx context.Context, key, lockKey, owner string, lc *lockConfig, queued bool, sent time.Time) (acquireResult, error) {
+	l := b.l
+	res, pending, err := l.acquire(ctx, key, lockKey, owner, lc, queued)
+	if err == nil && res.status == 1 && !l.now().Before(sent.Add(lc.ttl-l.drift(lc.ttl))) {
+		// The lease ran out before its grant arrived: a failed attempt,
+		// freed below, never handed out already lost.
+		err = fmt.Errorf("the reply took %v, longer than the lease of %v allows", l.now().Sub(sent), lc.ttl)
+	}
+	if err != nil && lc.owner == "" {
+		l.cleanupAfter(lockKey, owner, pending)
+	}
+	return res, err
+}
+
+func (b single) abandon(lockKey, owner string) { b.l.cleanupAfter(lockKey, owner, nil) }
 
 // extend sends the extensions in one pipelined round trip. Its replies are
 // read only when the call returned: one the caller stopped waiting for (a
@@ -99,6 +125,22 @@ func (b single) client() redis.UniversalClient { return b.l.client }
 
 // redlock is N independent masters (NewRedlock).
 type redlock struct{ l *Locker }
+
+// acquire: a Redlock attempt gives back what it took itself, and checks
+// its validity (TTL − elapsed − drift) before it counts a quorum.
+func (b redlock) acquire(ctx context.Context, _, lockKey, owner string, lc *lockConfig, queued bool, _ time.Time) (acquireResult, error) {
+	return b.l.redlockAcquire(ctx, lockKey, owner, lc, queued)
+}
+
+// abandon runs the abandon script on every node.
+func (b redlock) abandon(lockKey, owner string) {
+	keys := []string{lockKey, channelOf(lockKey)}
+	for _, c := range b.l.nodes {
+		b.l.afterward(nil, func(ctx context.Context) {
+			_ = abandonScript.Run(ctx, c, keys, owner, b.l.keyTTL(0), b.l.publish).Err()
+		})
+	}
+}
 
 func (b redlock) extend(ctx context.Context, locks []*Lock, ttls []time.Duration) ([]renewOutcome, time.Time, error) {
 	return b.l.redlockExtend(ctx, locks, ttls)
