@@ -26,6 +26,12 @@ type backend interface {
 	// abandon frees, in the background, what owner (a random id) may hold
 	// of lockKey.
 	abandon(lockKey, owner string)
+	// release takes one count of lk: the count left (0: freed), or -1 when
+	// it was not held. pending, when set, reports the end of a call the
+	// caller stopped waiting for.
+	release(ctx context.Context, lk *Lock) (left int64, pending <-chan error, err error)
+	// releaseAgain tries once more after a release failed on the server.
+	releaseAgain(ctx context.Context, lk *Lock) error
 	// extend sets the lease of each lock to its ttl: held, gone (the lock is
 	// not the holder's any more), or unknown, with why for the unknown ones.
 	// sent is when the extension was sent: the new lease deadlines run from
@@ -61,6 +67,28 @@ func (b single) acquire(ctx context.Context, key, lockKey, owner string, lc *loc
 }
 
 func (b single) abandon(lockKey, owner string) { b.l.cleanupAfter(lockKey, owner, nil) }
+
+func (b single) release(ctx context.Context, lk *Lock) (int64, <-chan error, error) {
+	l := b.l
+	if l.direct(ctx) { // no closure: the uncontended path allocates less
+		n, err := releaseScript.Run(ctx, l.client, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...).Int64()
+		return n, nil, err
+	}
+	var n int64
+	pending, err := l.call(ctx, func(ctx context.Context) error {
+		var err error
+		n, err = releaseScript.Run(ctx, l.client, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...).Int64()
+		return err
+	})
+	if pending != nil {
+		return 0, pending, err // the abandoned call may still write n
+	}
+	return n, nil, err
+}
+
+func (b single) releaseAgain(ctx context.Context, lk *Lock) error {
+	return releaseScript.Run(ctx, b.l.client, lk.keys(), b.l.releaseArgs(lk.owner, lk.tokenStr)...).Err()
+}
 
 // extend sends the extensions in one pipelined round trip. Its replies are
 // read only when the call returned: one the caller stopped waiting for (a
@@ -140,6 +168,26 @@ func (b redlock) abandon(lockKey, owner string) {
 			_ = abandonScript.Run(ctx, c, keys, owner, b.l.keyTTL(0), b.l.publish).Err()
 		})
 	}
+}
+
+// release releases the nodes that carry lk's token now, and those still
+// answering its acquisition once they have (releaseLate).
+func (b redlock) release(ctx context.Context, lk *Lock) (int64, <-chan error, error) {
+	var later []int
+	lk.releaseNodes, later = lk.unsettled()
+	n, err := b.l.redlockRelease(ctx, lk, lk.releaseNodes)
+	if len(later) > 0 {
+		b.l.releaseLate(lk, later)
+	}
+	return n, nil, err
+}
+
+// releaseAgain releases once more the nodes of the release that failed;
+// the late ones are releaseLate's, and a second release there would take a
+// second count.
+func (b redlock) releaseAgain(ctx context.Context, lk *Lock) error {
+	_, err := b.l.redlockRelease(ctx, lk, lk.releaseNodes)
+	return err
 }
 
 func (b redlock) extend(ctx context.Context, locks []*Lock, ttls []time.Duration) ([]renewOutcome, time.Time, error) {

@@ -265,13 +265,7 @@ func (l *Locker) cleanupAfter(lockKey, owner string, pending <-chan error) {
 // server.
 func (l *Locker) retryRelease(lk *Lock, pending <-chan error) {
 	l.afterward(pending, func(ctx context.Context) {
-		if l.nodes != nil {
-			if _, err := l.redlockRelease(ctx, lk, lk.releaseNodes); err == nil {
-				l.wakeLocal(lk.key)
-			}
-			return
-		}
-		if releaseScript.Run(ctx, l.client, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...).Err() == nil {
+		if l.be.releaseAgain(ctx, lk) == nil {
 			l.wakeLocal(lk.key)
 		}
 	})

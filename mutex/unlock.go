@@ -37,34 +37,12 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 
 	l := lk.l
 	ctx, span := l.tel.startSpan(ctx, "redfence.Unlock", lk.key, lk.token)
-	if l.nodes == nil {
-		if w := l.reserveHandoff(lk.key); w != nil {
-			return lk.handOff(ctx, w, span)
-		}
+	// Only a waiter that can be handed the lock is reserved: none of a
+	// backend without hand-off (Redlock) ever is (see enqueue).
+	if w := l.reserveHandoff(lk.key); w != nil {
+		return lk.handOff(ctx, w, span)
 	}
-	var n int64
-	var err error
-	var pending <-chan error
-	if l.nodes != nil {
-		var later []int
-		lk.releaseNodes, later = lk.unsettled()
-		n, err = l.redlockRelease(ctx, lk, lk.releaseNodes)
-		if len(later) > 0 {
-			l.releaseLate(lk, later)
-		}
-	} else if l.direct(ctx) { // no closure: the uncontended path allocates less
-		n, err = releaseScript.Run(ctx, l.client, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...).Int64()
-	} else {
-		var r int64
-		pending, err = l.call(ctx, func(ctx context.Context) error {
-			var err error
-			r, err = releaseScript.Run(ctx, l.client, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...).Int64()
-			return err
-		})
-		if pending == nil { // else the abandoned call may still write r
-			n = r
-		}
-	}
+	n, pending, err := l.be.release(ctx, lk)
 	switch {
 	case err != nil:
 		if lk.finish(ErrReleased, "") {
