@@ -79,7 +79,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	if lc.err != nil {
 		return nil, lc.err
 	}
-	if l.nodes != nil && lc.replicas > 0 {
+	if lc.replicas > 0 && !l.be.replicaAck() {
 		return nil, invalid("WithReplicaAck does not apply to Redlock, whose nodes are independent masters")
 	}
 	a := acquisition{l: l, key: key, wait: wait, lc: &lc, start: time.Now()}
@@ -96,7 +96,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	}
 	a.lockKey = l.lockKey(key)
 	var handoffTo *lockConfig
-	if l.nodes == nil && lc.replicas == 0 {
+	if l.be.handOff() && lc.replicas == 0 {
 		handoffTo = &lc // a local Unlock may hand the lock straight to us
 	}
 	w, err := l.enqueue(key, wait, a.owner, handoffTo)
@@ -347,6 +347,7 @@ var errNoAnswer = errors.New("no answer from Redis before the context ended")
 // that gave up meanwhile.
 func (l *Locker) releaseBehind(lockKey, owner, token string) {
 	l.afterward(nil, func(ctx context.Context) {
-		_ = releaseScript.Run(ctx, l.client, l.releaseKeys(lockKey), l.releaseArgs(owner, token)...).Err()
+		keys, n := l.be.releaseKeys(lockKey)
+		_ = releaseScript.Run(ctx, l.client, keys[:n], l.releaseArgs(owner, token)...).Err()
 	})
 }

@@ -32,6 +32,14 @@ type backend interface {
 	release(ctx context.Context, lk *Lock) (left int64, pending <-chan error, err error)
 	// releaseAgain tries once more after a release failed on the server.
 	releaseAgain(ctx context.Context, lk *Lock) error
+	// releaseKeys are the release script's keys for lockKey, the first n
+	// of keys (an array: no allocation on every Lock).
+	releaseKeys(lockKey string) (keys [2]string, n int)
+	// handOff: an Unlock may release and take the lock for the next local
+	// waiter in one round trip (the handoff script).
+	handOff() bool
+	// replicaAck: WithReplicaAck applies (the servers have replicas).
+	replicaAck() bool
 	// extend sets the lease of each lock to its ttl: held, gone (the lock is
 	// not the holder's any more), or unknown, with why for the unknown ones.
 	// sent is when the extension was sent: the new lease deadlines run from
@@ -67,6 +75,14 @@ func (b single) acquire(ctx context.Context, key, lockKey, owner string, lc *loc
 }
 
 func (b single) abandon(lockKey, owner string) { b.l.cleanupAfter(lockKey, owner, nil) }
+
+// releaseKeys: the lock, and the queue of Lockers waiting for it.
+func (b single) releaseKeys(lockKey string) ([2]string, int) {
+	return [2]string{lockKey, queueOf(lockKey)}, 2
+}
+
+func (b single) handOff() bool    { return true }
+func (b single) replicaAck() bool { return true }
 
 func (b single) release(ctx context.Context, lk *Lock) (int64, <-chan error, error) {
 	l := b.l
@@ -159,6 +175,10 @@ type redlock struct{ l *Locker }
 func (b redlock) acquire(ctx context.Context, _, lockKey, owner string, lc *lockConfig, queued bool, _ time.Time) (acquireResult, error) {
 	return b.l.redlockAcquire(ctx, lockKey, owner, lc, queued)
 }
+
+func (b redlock) releaseKeys(lockKey string) ([2]string, int) { return [2]string{lockKey}, 1 }
+func (b redlock) handOff() bool                               { return false }
+func (b redlock) replicaAck() bool                            { return false } // independent masters
 
 // abandon runs the abandon script on every node.
 func (b redlock) abandon(lockKey, owner string) {

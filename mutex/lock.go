@@ -28,6 +28,7 @@ type Lock struct {
 	lateDone     []atomic.Bool   // by node: that late node carries it
 	releaseNodes []int           // Unlock's own release went to these (the others: releaseLate)
 	relKeys      [2]string       // the release script's keys (keys)
+	nRelKeys     int             // how many of relKeys
 
 	mu        sync.Mutex // after renewer.mu in the lock order; takes nothing under it
 	count     int        // local re-entries through the context, plus one
@@ -77,7 +78,7 @@ func newLock(caller context.Context, l *Locker, key, lockKey, owner string, toke
 	// The lock's context carries no caller cancellation, only the lock's own
 	// lifetime; it keeps the caller's values (trace span, held locks) so that
 	// Lock(lk.Context(), key) re-enters.
-	copy(lk.relKeys[:], l.releaseKeys(lockKey))
+	lk.relKeys, lk.nRelKeys = l.be.releaseKeys(lockKey)
 	lk.values = lockValues{parent: caller, lk: lk}
 	lk.ctx, lk.cancel = context.WithCancelCause(&lk.values)
 	lk.mu.Lock()
@@ -234,23 +235,9 @@ func (lk *Lock) usable(ctx context.Context) error {
 	return nil
 }
 
-// keys are the release script's keys (see releaseKeys), kept in the Lock:
-// Unlock allocates no slice for them.
-func (lk *Lock) keys() []string {
-	if lk.l.nodes != nil {
-		return lk.relKeys[:1]
-	}
-	return lk.relKeys[:]
-}
-
-// releaseKeys are the release script's keys: the lock and, on a single
-// deployment, the queue of waiting Lockers.
-func (l *Locker) releaseKeys(lockKey string) []string {
-	if l.nodes != nil {
-		return []string{lockKey}
-	}
-	return []string{lockKey, queueOf(lockKey)}
-}
+// keys are the release script's keys (the backend's releaseKeys), kept in
+// the Lock: Unlock allocates no slice for them.
+func (lk *Lock) keys() []string { return lk.relKeys[:lk.nRelKeys] }
 
 // releaseCalls are the release script's calls for locks (Close).
 func (l *Locker) releaseCalls(locks []*Lock) []scriptCall {

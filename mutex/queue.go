@@ -205,7 +205,7 @@ func (l *Locker) dequeue(key string, w *waiter, acquired bool) {
 	}
 	var unsubscribe string
 	if len(q.waiters) == 0 {
-		if q.inRedis && l.nodes == nil && !l.closed {
+		if q.inRedis && !l.closed { // only a single deployment queues Lockers in Redis
 			// Nobody here waits for key any more: leave the Redis queue, so
 			// a release is not reserved for us in vain. (An acquisition by
 			// the acquire script left it already; one by a local hand-off,
