@@ -107,6 +107,9 @@ func (s *subscriber) add(ch, key string) <-chan struct{} {
 		return nil
 	}
 	ts := s.targets(ch)
+	if len(ts) == 0 {
+		return nil // a backend without notifications: the poll covers it
+	}
 	sub := &subscription{key: key, ready: make(chan struct{}), expect: len(ts)}
 	s.chans[ch] = sub
 	for _, t := range ts {
