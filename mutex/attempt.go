@@ -155,7 +155,7 @@ func (l *Locker) replicaAck(ctx context.Context, lk *Lock, lc *lockConfig) error
 	}
 	lk.finish(ErrReleased, "")
 	uctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-	_ = releaseScript.Run(uctx, l.client, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...).Err()
+	_ = l.releaseLock(uctx, l.client, lk).Err()
 	cancel()
 	if err != nil {
 		return errors.Join(ErrNotAcquired, err)

@@ -87,13 +87,13 @@ func (b single) replicaAck() bool { return true }
 func (b single) release(ctx context.Context, lk *Lock) (int64, <-chan error, error) {
 	l := b.l
 	if l.direct(ctx) { // no closure: the uncontended path allocates less
-		n, err := releaseScript.Run(ctx, l.client, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...).Int64()
+		n, err := l.releaseLock(ctx, l.client, lk).Int64()
 		return n, nil, err
 	}
 	var n int64
 	pending, err := l.call(ctx, func(ctx context.Context) error {
 		var err error
-		n, err = releaseScript.Run(ctx, l.client, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...).Int64()
+		n, err = l.releaseLock(ctx, l.client, lk).Int64()
 		return err
 	})
 	if pending != nil {
@@ -103,7 +103,7 @@ func (b single) release(ctx context.Context, lk *Lock) (int64, <-chan error, err
 }
 
 func (b single) releaseAgain(ctx context.Context, lk *Lock) error {
-	return releaseScript.Run(ctx, b.l.client, lk.keys(), b.l.releaseArgs(lk.owner, lk.tokenStr)...).Err()
+	return b.l.releaseLock(ctx, b.l.client, lk).Err()
 }
 
 // extend sends the extensions in one pipelined round trip. Its replies are

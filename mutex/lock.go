@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Lock is one held lock. Its methods are safe for concurrent use; methods on
@@ -255,6 +257,12 @@ func (l *Locker) extendCalls(locks []*Lock, ttls []time.Duration) []scriptCall {
 		calls[i] = scriptCall{[]string{lk.lockKey}, []any{lk.owner, lk.tokenStr, ttls[i].Milliseconds(), l.keyTTL(ttls[i])}}
 	}
 	return calls
+}
+
+// releaseLock runs the release script for lk on c: one count taken, the
+// count left (0: freed) or -1 when lk no longer holds it.
+func (l *Locker) releaseLock(ctx context.Context, c redis.UniversalClient, lk *Lock) *redis.Cmd {
+	return releaseScript.Run(ctx, c, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...)
 }
 
 // releaseArgs are the release script's arguments. The publish command is

@@ -14,7 +14,6 @@ import (
 // left (0: freed), -1 when no node held the lock, or an error when no node
 // confirmed and some failed.
 func (l *Locker) redlockRelease(ctx context.Context, lk *Lock, nodes []int) (int64, error) {
-	keys := lk.keys()
 	// Done once a majority released: no quorum can form for the old holder
 	// any more, and the other nodes finish in the background.
 	decided := func(out []nodeReply, answered []bool) bool {
@@ -27,7 +26,7 @@ func (l *Locker) redlockRelease(ctx context.Context, lk *Lock, nodes []int) (int
 		return freed >= l.quorum
 	}
 	replies := l.fanoutUntil(ctx, l.nodeTimeout(lk.ttl), nodes, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		n, err := releaseScript.Run(ctx, c, keys, l.releaseArgs(lk.owner, lk.tokenStr)...).Int64()
+		n, err := l.releaseLock(ctx, c, lk).Int64()
 		return []int64{n}, err
 	}, decided)
 	left := int64(-1)
@@ -185,9 +184,8 @@ func (l *Locker) releaseLate(lk *Lock, nodes []int) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
-		keys := lk.keys()
 		l.fanout(ctx, cleanupTimeout, nodes, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-			n, err := releaseScript.Run(ctx, c, keys, l.releaseArgs(lk.owner, lk.tokenStr)...).Int64()
+			n, err := l.releaseLock(ctx, c, lk).Int64()
 			return []int64{n}, err
 		})
 	})
