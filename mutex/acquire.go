@@ -80,7 +80,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 		return nil, lc.err
 	}
 	if lc.replicas > 0 && !l.be.replicaAck() {
-		return nil, invalid("WithReplicaAck does not apply to Redlock, whose nodes are independent masters")
+		return nil, invalid("WithReplicaAck applies to a single Redis deployment (New) alone; this Locker's servers have no replicas to wait for")
 	}
 	a := acquisition{l: l, key: key, wait: wait, lc: &lc, start: time.Now()}
 	a.ctx, a.span = l.tel.startSpan(ctx, spanName, key, 0)
@@ -94,7 +94,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	if a.randomOwner {
 		a.owner = newOwnerID()
 	}
-	a.lockKey = l.lockKey(key)
+	a.lockKey = l.be.name(key)
 	var handoffTo *lockConfig
 	if l.be.handOff() && lc.replicas == 0 {
 		handoffTo = &lc // a local Unlock may hand the lock straight to us
@@ -161,7 +161,7 @@ func (a *acquisition) run() (*Lock, error) {
 			}
 			if !a.subscribed {
 				a.subscribed = true
-				a.l.subscribe(a.ctx, a.key, a.lockKey, a.w)
+				a.l.subscribe(a.ctx, a.key, a.lockKey)
 				continue
 			}
 		}

@@ -37,7 +37,7 @@ type Locker struct {
 
 	// Redlock (NewRedlock): the independent masters, all of them including
 	// client; nil for a single deployment.
-	be     backend // where the locks are held: single, or redlock
+	be     store // where the locks are held: single, or redlock
 	nodes  []redis.UniversalClient
 	addrs  []string // by node, for errors; "" where unknown
 	quorum int
@@ -71,16 +71,8 @@ type Locker struct {
 // read timeout on a hung server); with it enabled, calls run without the
 // extra goroutine that enforcement needs.
 func New(client redis.UniversalClient, opts ...Option) *Locker {
-	l := &Locker{
-		client:  client,
-		cfg:     newConfig(opts),
-		publish: "PUBLISH",
-		id:      newOwnerID(),
-		done:    make(chan struct{}),
-		queues:  map[string]*queue{},
-	}
-	l.err = l.cfg.err
-	l.fenceTTLMs = strconv.FormatInt(l.cfg.fenceTTL.Milliseconds(), 10)
+	l := newLocker(opts)
+	l.client = client
 	switch c := client.(type) {
 	case nil:
 		l.err = invalid("nil redis client")
@@ -98,8 +90,23 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 			l.ctxAware = c.Options().ContextTimeoutEnabled
 		}
 	}
-	l.tel = newTelemetry(l.cfg.tp, l.cfg.mp)
 	l.be = single{l}
+	return l
+}
+
+// newLocker is the local machinery every backend shares; the caller sets
+// the backend.
+func newLocker(opts []Option) *Locker {
+	l := &Locker{
+		cfg:     newConfig(opts),
+		publish: "PUBLISH",
+		id:      newOwnerID(),
+		done:    make(chan struct{}),
+		queues:  map[string]*queue{},
+	}
+	l.err = l.cfg.err
+	l.fenceTTLMs = strconv.FormatInt(l.cfg.fenceTTL.Milliseconds(), 10)
+	l.tel = newTelemetry(l.cfg.tp, l.cfg.mp)
 	l.subs = newSubscriber(l)
 	l.renew = newRenewer(l)
 	return l

@@ -22,13 +22,13 @@ func TestMain(m *testing.M) {
 	testutil.MainWithEnv(m, []string{testutil.EnvRedisAddr, testutil.EnvRedlockAddrs})
 }
 
-// backend is a Redis deployment the lock suite runs against.
-type backend struct {
+// deployment is a Redis deployment the lock suite runs against.
+type deployment struct {
 	name   string
 	client func(t *testing.T) redis.UniversalClient
 }
 
-var backends = []backend{
+var backends = []deployment{
 	{"standalone", func(t *testing.T) redis.UniversalClient { c, _ := testutil.Redis(t); return c }},
 	{"cluster", func(t *testing.T) redis.UniversalClient { return testutil.RedisCluster(t, 3).Client }},
 }

@@ -11,8 +11,8 @@ type queue struct {
 	waiters    []*waiter
 	slot       [1]*waiter // the waiters' first storage: one waiter needs no allocation
 	first      waiter     // the first waiter's storage, likewise
-	subscribed bool       // the head subscribed to the key's release channel
-	channel    string     // that channel
+	subscribed bool       // the head asked the backend for the key's release notifications
+	unwatch    func()     // ends them; nil until the backend's watch returned
 	handoffs   int        // hand-offs in a row; capped so other processes get a turn
 	inRedis    bool       // this Locker is in the key's waiting queue in Redis
 }
@@ -203,26 +203,24 @@ func (l *Locker) dequeue(key string, w *waiter, acquired bool) {
 		}
 		break
 	}
-	var unsubscribe string
+	var unwatch func()
 	if len(q.waiters) == 0 {
 		if q.inRedis && !l.closed { // only a single deployment queues Lockers in Redis
 			// Nobody here waits for key any more: leave the Redis queue, so
 			// a release is not reserved for us in vain. (An acquisition by
 			// the acquire script left it already; one by a local hand-off,
 			// or none, did not.)
-			lockKey := l.lockKey(key)
+			lockKey := l.be.name(key)
 			l.afterward(nil, func(ctx context.Context) {
 				_ = l.client.ZRem(ctx, queueOf(lockKey), l.id).Err()
 			})
 		}
 		delete(l.queues, key)
-		if q.subscribed {
-			unsubscribe = q.channel
-		}
+		unwatch = q.unwatch
 	}
 	l.mu.Unlock()
-	if unsubscribe != "" {
-		l.subs.remove(unsubscribe)
+	if unwatch != nil {
+		unwatch()
 	}
 }
 

@@ -1,158 +1,224 @@
-package mutex
+package mutex_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend"
 )
 
-// memory is a deliberately simple backend, in memory: the Locker's local
-// machinery (queue, reentrancy, lease deadline, renewal, loss signal) runs
-// over the seam alone, with no Redis and no notifications (the poll covers
-// them), and keeps the contract of docs/architecture.md.
+// memory is a deliberately simple backend.Backend, in memory and outside
+// package mutex: the Locker's behaviour (exclusion, waiting order, hand-off,
+// reentrancy, renewal, the loss signal) runs through the exported seam alone,
+// with no Redis. It keeps package backend's contract; watch says whether it
+// is also a backend.Watcher.
 type memory struct {
-	mu      sync.Mutex
-	locks   map[string]*memLock
-	last    int64 // the last token issued
-	extends atomic.Int64
+	mu       sync.Mutex
+	locks    map[string]*memLock
+	last     int64 // the last token issued
+	watchers map[string]map[*func()]bool
+	extends  atomic.Int64
+	abandons chan string // owners abandoned, when not nil
+	fail     error       // every Acquire fails with it, when set
+	grant    *backend.Grant
 }
 
 type memLock struct {
 	owner string
 	token int64
-	count int
+	count int64
 	until time.Time
 }
 
-type memBackend struct {
-	m *memory
-	l *Locker
+func newMemory() *memory {
+	return &memory{locks: map[string]*memLock{}, watchers: map[string]map[*func()]bool{}}
 }
 
-// memLocker is a Locker over m and nothing else.
-func memLocker(t *testing.T, m *memory, opts ...Option) *Locker {
-	l := New(nil, opts...)
-	l.err, l.be = l.cfg.err, memBackend{m, l}
-	t.Cleanup(func() { assert.NoError(t, l.Close()) })
-	return l
-}
-
-// held returns the live lock on lockKey, under m.mu.
-func (m *memory) held(lockKey string) *memLock {
-	k := m.locks[lockKey]
+// held returns the live lock on key, under m.mu.
+func (m *memory) held(key string) *memLock {
+	k := m.locks[key]
 	if k == nil || !time.Now().Before(k.until) {
 		return nil
 	}
 	return k
 }
 
-func (b memBackend) acquire(_ context.Context, _, lockKey, owner string, lc *lockConfig, _ bool, _ time.Time) (acquireResult, error) {
-	m := b.m
+func (m *memory) holds(l backend.Lease) *memLock {
+	if k := m.held(l.Key); k != nil && k.owner == l.Owner && k.token == l.Token {
+		return k
+	}
+	return nil
+}
+
+// free deletes key and wakes its watchers, under m.mu.
+func (m *memory) free(key string) {
+	delete(m.locks, key)
+	for wake := range m.watchers[key] {
+		(*wake)()
+	}
+}
+
+func (m *memory) Acquire(_ context.Context, a backend.Attempt) (backend.Grant, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if k := m.held(lockKey); k != nil {
-		if k.owner != owner {
-			return acquireResult{status: 0, remaining: time.Until(k.until)}, nil
+	if m.fail != nil {
+		return backend.Grant{}, m.fail
+	}
+	if m.grant != nil {
+		return *m.grant, nil
+	}
+	if k := m.held(a.Key); k != nil {
+		if k.owner != a.Owner {
+			return backend.Grant{Status: backend.Held, Remaining: time.Until(k.until)}, nil
 		}
 		k.count++
-		k.until = time.Now().Add(lc.ttl)
-		return acquireResult{status: 2, token: k.token}, nil
+		k.until = time.Now().Add(a.TTL)
+		return backend.Grant{Status: backend.Reentered, Token: k.token}, nil
 	}
 	m.last++
-	m.locks[lockKey] = &memLock{owner: owner, token: m.last, count: 1, until: time.Now().Add(lc.ttl)}
-	return acquireResult{status: 1, token: m.last}, nil
+	m.locks[a.Key] = &memLock{owner: a.Owner, token: m.last, count: 1, until: time.Now().Add(a.TTL)}
+	return backend.Grant{Status: backend.Acquired, Token: m.last}, nil
 }
 
-func (b memBackend) abandon(lockKey, owner string) {
-	b.m.mu.Lock()
-	defer b.m.mu.Unlock()
-	if k := b.m.held(lockKey); k != nil && k.owner == owner {
-		delete(b.m.locks, lockKey)
-	}
-}
-
-func (b memBackend) release(_ context.Context, lk *Lock) (int64, <-chan error, error) {
-	m := b.m
+func (m *memory) Release(_ context.Context, l backend.Lease) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := m.held(lk.lockKey)
-	if k == nil || k.owner != lk.owner || k.token != lk.token {
-		return -1, nil, nil
+	k := m.holds(l)
+	if k == nil {
+		return -1, nil
 	}
 	if k.count--; k.count == 0 {
-		delete(m.locks, lk.lockKey)
+		m.free(l.Key)
 	}
-	return int64(k.count), nil, nil
+	return k.count, nil
 }
 
-func (b memBackend) releaseAgain(ctx context.Context, lk *Lock) error {
-	_, _, err := b.release(ctx, lk)
-	return err
-}
-
-func (b memBackend) extend(_ context.Context, locks []*Lock, ttls []time.Duration) ([]renewOutcome, time.Time, error) {
-	m := b.m
+func (m *memory) Extend(_ context.Context, leases []backend.Lease) ([]backend.Renewal, error) {
 	m.extends.Add(1)
 	sent := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]renewOutcome, len(locks))
-	for i, lk := range locks {
-		if k := m.held(lk.lockKey); k != nil && k.owner == lk.owner && k.token == lk.token {
-			k.until = sent.Add(ttls[i])
-			out[i] = renewHeld
-		} else {
-			out[i] = renewGone
+	out := make([]backend.Renewal, len(leases))
+	for i, l := range leases {
+		out[i] = backend.Gone
+		if k := m.holds(l); k != nil {
+			k.until = sent.Add(l.TTL)
+			out[i] = backend.Renewed
 		}
 	}
-	return out, sent, nil
+	return out, nil
 }
 
-func (b memBackend) ttl(_ context.Context, lk *Lock) (time.Duration, error) {
-	b.m.mu.Lock()
-	defer b.m.mu.Unlock()
-	if k := b.m.held(lk.lockKey); k != nil && k.owner == lk.owner && k.token == lk.token {
+func (m *memory) TTL(_ context.Context, l backend.Lease) (time.Duration, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if k := m.holds(l); k != nil {
 		return time.Until(k.until), nil
 	}
 	return -1, nil
 }
 
-func (b memBackend) releaseAll(locks []*Lock) error {
-	for _, lk := range locks {
-		_, _, _ = b.release(context.Background(), lk)
+func (m *memory) Abandon(_ context.Context, key, owner string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if k := m.held(key); k != nil && k.owner == owner {
+		m.free(key)
+	}
+	if m.abandons != nil {
+		m.abandons <- owner
 	}
 	return nil
 }
 
-func (b memBackend) targets(string) []target                     { return nil }
-func (b memBackend) client() redis.UniversalClient               { return nil }
-func (b memBackend) releaseKeys(lockKey string) ([2]string, int) { return [2]string{lockKey}, 1 }
-func (b memBackend) handOff() bool                               { return false }
-func (b memBackend) replicaAck() bool                            { return false }
+// drop takes key away from its holder, as an expiry or another's forced
+// release would.
+func (m *memory) drop(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.free(key)
+}
 
-func newMemory() *memory { return &memory{locks: map[string]*memLock{}} }
+func (m *memory) holder(key string) (owner string, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if k := m.held(key); k != nil {
+		return k.owner, true
+	}
+	return "", false
+}
 
-// Through the seam alone: two Lockers on one memory backend exclude each
-// other, and every token is larger than the one before.
+// watching is a memory that is also a backend.Watcher.
+type watching struct{ *memory }
+
+func (w watching) Watch(key string, wake func()) func() {
+	m := w.memory
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := &wake
+	if m.watchers[key] == nil {
+		m.watchers[key] = map[*func()]bool{}
+	}
+	m.watchers[key][p] = true
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		delete(m.watchers[key], p)
+	}
+}
+
+// watched counts the watches of every key.
+func (w watching) watched() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, ws := range w.watchers {
+		n += len(ws)
+	}
+	return n
+}
+
+var (
+	_ backend.Backend = (*memory)(nil)
+	_ backend.Watcher = watching{}
+)
+
+// memLocker is a Locker over b and nothing else; its keys reach b as
+// "t:" + key.
+func memLocker(t *testing.T, b backend.Backend, opts ...mutex.Option) *mutex.Locker {
+	l := mutex.NewWithBackend(b, append([]mutex.Option{mutex.WithPrefix("t:")}, opts...)...)
+	require.NoError(t, l.Err())
+	t.Cleanup(func() { assert.NoError(t, l.Close()) })
+	return l
+}
+
+func seamCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Two Lockers on one backend exclude each other, and every token is larger
+// than the one before.
 func TestSeamMutualExclusion(t *testing.T) {
-	m := newMemory()
-	lockers := []*Locker{memLocker(t, m), memLocker(t, m)}
+	m := watching{newMemory()}
+	lockers := []*mutex.Locker{memLocker(t, m), memLocker(t, m)}
+	ctx := seamCtx(t)
 	var inside atomic.Int32
 	var last int64
 	var wg sync.WaitGroup
 	for _, l := range lockers {
 		for range 4 {
 			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
 				for range 30 {
-					lk, err := l.Lock(ctx, "x", WithRetry(time.Millisecond, 5*time.Millisecond))
+					lk, err := l.Lock(ctx, "x", mutex.WithRetry(time.Millisecond, 5*time.Millisecond))
 					if !assert.NoError(t, err) {
 						return
 					}
@@ -168,24 +234,24 @@ func TestSeamMutualExclusion(t *testing.T) {
 	wg.Wait()
 }
 
-// Waiters of one Locker get the lock in arrival order, woken by the local
-// Unlock.
-func TestSeamWaitingOrder(t *testing.T) {
+// Waiters of one Locker get the lock in arrival order, each handed it by
+// the Unlock before it: the poll (an hour) could not have.
+func TestSeamWaitingOrderAndHandOff(t *testing.T) {
 	l := memLocker(t, newMemory())
-	ctx := context.Background()
+	ctx := seamCtx(t)
 	lk, err := l.Lock(ctx, "q")
 	require.NoError(t, err)
 	order := make(chan int, 5)
 	var wg sync.WaitGroup
 	for i := range 5 {
 		wg.Go(func() {
-			w, err := l.Lock(ctx, "q", WithRetry(time.Second, time.Second))
+			w, err := l.Lock(ctx, "q", mutex.WithRetry(time.Hour, time.Hour), mutex.WithTTL(time.Hour))
 			if assert.NoError(t, err) {
 				order <- i
 				assert.NoError(t, w.Unlock(ctx))
 			}
 		})
-		require.Eventually(t, func() bool { return waiters(l, "q") == i+1 }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return mutex.WaitersOf(l, "q") == i+1 }, 10*time.Second, time.Millisecond)
 	}
 	require.NoError(t, lk.Unlock(ctx))
 	wg.Wait()
@@ -197,22 +263,52 @@ func TestSeamWaitingOrder(t *testing.T) {
 	}
 }
 
-// waiters counts the calls of l queued for key.
-func waiters(l *Locker, key string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if q := l.queues[key]; q != nil {
-		return len(q.waiters)
-	}
-	return 0
+// A waiter of another Locker is woken by the backend's Watcher when the
+// holder releases: its poll, bounded by the holder's lease of an hour,
+// would not come within the test's minute. The watch ends with the wait.
+func TestSeamWatcherWakesOtherLockers(t *testing.T) {
+	m := watching{newMemory()}
+	a, b := memLocker(t, m), memLocker(t, m)
+	ctx := seamCtx(t)
+	lk, err := a.Lock(ctx, "w", mutex.WithTTL(time.Hour))
+	require.NoError(t, err)
+	got, errs := make(chan *mutex.Lock, 1), make(chan error, 1)
+	go func() {
+		w, err := b.Lock(ctx, "w", mutex.WithRetry(time.Hour, time.Hour))
+		errs <- err
+		got <- w
+	}()
+	require.Eventually(t, func() bool { return m.watched() == 1 }, 10*time.Second, time.Millisecond,
+		"the waiter asked the backend to watch the key")
+	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, <-errs)
+	w := <-got
+	assert.Greater(t, w.Token(), lk.Token())
+	assert.Zero(t, m.watched(), "nobody waits: the watch stopped")
+	require.NoError(t, w.Unlock(ctx))
+}
+
+// Without a Watcher, a waiter of another Locker polls, each poll bounded by
+// the holder's remaining lease, not by its hour-long retry.
+func TestSeamPollWithoutWatcher(t *testing.T) {
+	m := newMemory()
+	a, b := memLocker(t, m), memLocker(t, m)
+	ctx := seamCtx(t)
+	lk, err := a.Lock(ctx, "p", mutex.WithTTL(100*time.Millisecond), mutex.WithAutoRenew(false))
+	require.NoError(t, err)
+	w, err := b.Lock(ctx, "p", mutex.WithRetry(time.Hour, time.Hour))
+	require.NoError(t, err, "the poll found the lease over")
+	assert.Greater(t, w.Token(), lk.Token())
+	assert.ErrorIs(t, lk.Unlock(ctx), mutex.ErrNotHeld, "the first lease ran out")
+	require.NoError(t, w.Unlock(ctx))
 }
 
 // Reentrancy, through the context (locally) and through an owner id (in the
-// backend): the same token, and the last Unlock releases.
+// backend): the same token, and only the last Unlock releases.
 func TestSeamReentrancy(t *testing.T) {
 	m := newMemory()
 	a, b := memLocker(t, m), memLocker(t, m)
-	ctx := context.Background()
+	ctx := seamCtx(t)
 	lk, err := a.Lock(ctx, "r")
 	require.NoError(t, err)
 	again, err := a.Lock(lk.Context(), "r")
@@ -220,16 +316,21 @@ func TestSeamReentrancy(t *testing.T) {
 	assert.Same(t, lk, again)
 	require.NoError(t, again.Unlock(ctx))
 	_, err = b.TryLock(ctx, "r")
-	assert.ErrorIs(t, err, ErrNotAcquired, "the inner Unlock released")
+	assert.ErrorIs(t, err, mutex.ErrNotAcquired, "the inner Unlock kept the lock")
 	require.NoError(t, lk.Unlock(ctx))
 
-	o1, err := a.Lock(ctx, "o", WithOwner("job-7"))
+	o1, err := a.Lock(ctx, "o", mutex.WithOwner("job-7"))
 	require.NoError(t, err)
-	o2, err := b.Lock(ctx, "o", WithOwner("job-7"))
+	o2, err := b.Lock(ctx, "o", mutex.WithOwner("job-7"))
 	require.NoError(t, err)
 	assert.Equal(t, o1.Token(), o2.Token())
 	require.NoError(t, o2.Unlock(ctx))
+	owner, held := m.holder("t:o")
+	assert.True(t, held, "one count left")
+	assert.Equal(t, "job-7", owner)
 	require.NoError(t, o1.Unlock(ctx))
+	_, held = m.holder("t:o")
+	assert.False(t, held)
 }
 
 // Renewal keeps a lock past many leases; when the backend no longer holds
@@ -237,22 +338,84 @@ func TestSeamReentrancy(t *testing.T) {
 func TestSeamRenewalAndLoss(t *testing.T) {
 	m := newMemory()
 	l := memLocker(t, m)
-	ctx := context.Background()
-	lk, err := l.Lock(ctx, "n", WithTTL(60*time.Millisecond))
+	ctx := seamCtx(t)
+	lk, err := l.Lock(ctx, "n", mutex.WithTTL(60*time.Millisecond))
 	require.NoError(t, err)
 	start := m.extends.Load()
-	require.Eventually(t, func() bool { return m.extends.Load() >= start+5 }, 10*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return m.extends.Load() >= start+5 }, 30*time.Second, time.Millisecond,
 		"renewals through the seam")
 	require.NoError(t, lk.Context().Err(), "renewed: still held after five renewals of a 60ms lease")
+	left, err := lk.TTL(ctx)
+	require.NoError(t, err)
+	assert.Positive(t, left)
 
-	m.mu.Lock()
-	delete(m.locks, lk.lockKey)
-	m.mu.Unlock()
+	m.drop("t:n")
 	select {
 	case <-lk.Context().Done():
-	case <-time.After(10 * time.Second):
+	case <-ctx.Done():
 		t.Fatal("the loss was never signalled")
 	}
-	assert.ErrorIs(t, context.Cause(lk.Context()), ErrLockLost)
-	assert.ErrorIs(t, lk.Unlock(ctx), ErrNotHeld)
+	assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrLockLost)
+	assert.ErrorIs(t, lk.Unlock(ctx), mutex.ErrNotHeld)
+}
+
+// Keys reach the backend with the Locker's prefix and nothing else, and
+// Close releases what the Locker holds there.
+func TestSeamPrefixAndClose(t *testing.T) {
+	m := newMemory()
+	l := mutex.NewWithBackend(m, mutex.WithPrefix("app:"))
+	lk, err := l.Lock(seamCtx(t), "k")
+	require.NoError(t, err)
+	_, held := m.holder("app:k")
+	assert.True(t, held)
+	require.NoError(t, l.Close())
+	_, held = m.holder("app:k")
+	assert.False(t, held, "Close released it")
+	assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrReleased)
+	assert.Nil(t, l.Client(), "no Redis client to lend adapters")
+}
+
+// A backend that fails is an outage, with its error; what the failed
+// attempt might have taken is abandoned under that attempt's owner.
+func TestSeamBackendErrors(t *testing.T) {
+	boom := errors.New("store unreachable")
+	m := newMemory()
+	m.fail, m.abandons = boom, make(chan string, 1)
+	l := memLocker(t, m)
+	ctx := seamCtx(t)
+	_, err := l.TryLock(ctx, "e")
+	assert.ErrorIs(t, err, mutex.ErrUnavailable)
+	assert.ErrorIs(t, err, boom)
+	assert.NotEmpty(t, <-m.abandons, "the attempt's owner was abandoned")
+
+	// A grant without a token would break every fence: refused, abandoned.
+	m.mu.Lock()
+	m.fail, m.grant = nil, &backend.Grant{Status: backend.Acquired}
+	m.mu.Unlock()
+	_, err = l.TryLock(ctx, "e")
+	assert.ErrorIs(t, err, mutex.ErrUnavailable)
+	assert.ErrorContains(t, err, "token 0")
+	assert.NotEmpty(t, <-m.abandons)
+
+	m.mu.Lock()
+	m.grant = &backend.Grant{Status: 7, Token: 1}
+	m.mu.Unlock()
+	_, err = l.TryLock(ctx, "e")
+	assert.ErrorContains(t, err, "status 7")
+	<-m.abandons
+}
+
+func TestSeamNilBackend(t *testing.T) {
+	for name, b := range map[string]backend.Backend{"nil": nil, "typed nil": (*memory)(nil)} {
+		t.Run(name, func(t *testing.T) {
+			l := mutex.NewWithBackend(b)
+			assert.ErrorIs(t, l.Err(), mutex.ErrInvalid)
+			_, err := l.TryLock(context.Background(), "k")
+			assert.ErrorIs(t, err, mutex.ErrInvalid)
+			assert.NoError(t, l.Close())
+		})
+	}
+	l := memLocker(t, newMemory())
+	_, err := l.TryLock(context.Background(), "k", mutex.WithReplicaAck(1, time.Second))
+	assert.ErrorIs(t, err, mutex.ErrInvalid)
 }

@@ -57,22 +57,30 @@ func newSubscriber(l *Locker) *subscriber {
 	return &subscriber{l: l, shards: map[string]*shard{}, chans: map[string]*subscription{}}
 }
 
-// subscribe makes the queue of key subscribed to its release channel and
-// waits (briefly, bounded by ctx) for the server to confirm, so that a
-// release after this returns is not missed. Without a confirmation in time
-// the caller goes on: the fallback poll covers it.
-func (l *Locker) subscribe(ctx context.Context, key, lockKey string, w *waiter) {
-	ch := channelOf(lockKey)
+// subscribe asks the backend for key's release notifications, once per
+// queue, and waits (briefly, bounded by ctx) for the server to confirm, so
+// that a release after this returns is not missed. Without a confirmation in
+// time the caller goes on: the fallback poll covers it.
+func (l *Locker) subscribe(ctx context.Context, key, lockKey string) {
 	l.mu.Lock()
 	q := l.queues[key]
 	if q == nil || q.subscribed {
 		l.mu.Unlock()
 		return
 	}
-	q.subscribed, q.channel = true, ch
+	q.subscribed = true
 	l.mu.Unlock()
 
-	ready := l.subs.add(ch, key)
+	ready, stop := l.be.watch(key, lockKey) // not under l.mu: see the lock order
+	l.mu.Lock()
+	if l.queues[key] == q {
+		q.unwatch, stop = stop, nil
+	}
+	l.mu.Unlock()
+	if stop != nil { // every waiter left meanwhile
+		stop()
+		return
+	}
 	if ready == nil {
 		return
 	}
@@ -84,6 +92,14 @@ func (l *Locker) subscribe(ctx context.Context, key, lockKey string, w *waiter) 
 	case <-ctx.Done():
 	case <-l.done:
 	}
+}
+
+// watch subscribes to lockKey's release channel on the backend's targets:
+// ready is closed at the first confirmation, nil when there is none to
+// wait for.
+func (s *subscriber) watch(key, lockKey string) (ready <-chan struct{}, stop func()) {
+	ch := channelOf(lockKey)
+	return s.add(ch, key), func() { s.remove(ch) }
 }
 
 // target is where a channel is subscribed: the shard's name and client.

@@ -10,13 +10,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// backend is what a Locker needs of the servers that hold its locks: one
+// store is what a Locker needs of the servers that hold its locks: one
 // deployment (single) or N independent masters (redlock). The Locker's
 // local machinery (queue, hand-off, reentrancy, lease deadline, renewal,
 // loss signal, telemetry) is the same for both. docs/architecture.md states
 // what every backend keeps; the seam is being drawn (issue 21), and the
 // calls still behind l.nodes checks are listed there.
-type backend interface {
+type store interface {
 	// acquire makes one attempt, sent at sent, for owner: granted (status
 	// 1, or 2 re-entered), held by another (0, with the remaining lease), or
 	// failed. A backend frees what a failed attempt of a random owner (lc
@@ -50,6 +50,12 @@ type backend interface {
 	ttl(ctx context.Context, lk *Lock) (time.Duration, error)
 	// releaseAll releases the locks Close found held, bounded in time.
 	releaseAll(locks []*Lock) error
+	// name is key's name in the backend.
+	name(key string) string
+	// watch asks for lockKey's release notifications, which wake key's
+	// head waiter, until stop; ready is closed once they are established
+	// (nil: nothing to wait for).
+	watch(key, lockKey string) (ready <-chan struct{}, stop func())
 	// targets are where the release channel ch is subscribed.
 	targets(ch string) []target
 	// client is the deployment's client for adapters, nil when no single
@@ -167,6 +173,12 @@ func (b single) targets(ch string) []target {
 
 func (b single) client() redis.UniversalClient { return b.l.client }
 
+func (b single) name(key string) string { return b.l.lockKey(key) }
+
+func (b single) watch(key, lockKey string) (<-chan struct{}, func()) {
+	return b.l.subs.watch(key, lockKey)
+}
+
 // redlock is N independent masters (NewRedlock).
 type redlock struct{ l *Locker }
 
@@ -250,3 +262,9 @@ func (b redlock) targets(string) []target {
 }
 
 func (b redlock) client() redis.UniversalClient { return nil }
+
+func (b redlock) name(key string) string { return b.l.lockKey(key) }
+
+func (b redlock) watch(key, lockKey string) (<-chan struct{}, func()) {
+	return b.l.subs.watch(key, lockKey)
+}

@@ -1,0 +1,154 @@
+package mutex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redfence/redfence/mutex/backend"
+	"github.com/redis/go-redis/v9"
+)
+
+// NewWithBackend returns a Locker whose locks are held by b, a backend
+// outside this package (package backend states its contract). The Locker
+// brings what it brings to Redis: the per-key queue, hand-off between its
+// own waiters, reentrancy, the lease deadline with the clock drift
+// (WithClockDrift), renewal and the loss signal, telemetry. Keys reach b
+// with the prefix (WithPrefix) on them. Waiters are woken by b when it
+// implements backend.Watcher, and poll otherwise.
+//
+// The Locker does not close b: like a go-redis client given to New, b is
+// the caller's. Client returns nil, so the adapters that keep data next to
+// their locks (httplock, runner) refuse such a Locker. WithReplicaAck does
+// not apply. A nil b makes every call return an error wrapping ErrInvalid.
+func NewWithBackend(b backend.Backend, opts ...Option) *Locker {
+	l := newLocker(opts)
+	if b == nil || isNilPointer(b) {
+		l.err = invalid("nil backend")
+	}
+	l.ctxAware = true // the contract: every call returns by its ctx's deadline
+	ext := external{l: l, b: b}
+	ext.w, _ = b.(backend.Watcher)
+	l.be = ext
+	return l
+}
+
+// external puts a backend.Backend behind the Locker's store seam.
+type external struct {
+	l *Locker
+	b backend.Backend
+	w backend.Watcher // nil: the poll alone
+}
+
+func (e external) name(key string) string { return e.l.cfg.prefix + key }
+
+func (e external) acquire(ctx context.Context, _, lockKey, owner string, lc *lockConfig, queued bool, sent time.Time) (acquireResult, error) {
+	g, err := e.b.Acquire(ctx, backend.Attempt{Key: lockKey, Owner: owner, TTL: lc.ttl, Wait: queued})
+	var res acquireResult
+	if err == nil {
+		res, err = grantResult(g)
+	}
+	if err == nil && res.status == 1 && !e.l.now().Before(sent.Add(lc.ttl-e.l.drift(lc.ttl))) {
+		err = fmt.Errorf("the reply took %v, longer than the lease of %v allows", e.l.now().Sub(sent), lc.ttl)
+	}
+	if err != nil && lc.owner == "" {
+		e.abandon(lockKey, owner)
+	}
+	return res, err
+}
+
+// grantResult checks what a backend answered: a grant without a token
+// would break every fence downstream.
+func grantResult(g backend.Grant) (acquireResult, error) {
+	switch g.Status {
+	case backend.Held:
+		return acquireResult{status: 0, remaining: g.Remaining}, nil
+	case backend.Acquired, backend.Reentered:
+		if g.Token <= 0 {
+			return acquireResult{}, fmt.Errorf("mutex: the backend granted token %d; tokens are positive", g.Token)
+		}
+		return acquireResult{status: int64(g.Status), token: g.Token}, nil
+	}
+	return acquireResult{}, fmt.Errorf("mutex: the backend answered status %d", g.Status)
+}
+
+func (e external) abandon(lockKey, owner string) {
+	e.l.afterward(nil, func(ctx context.Context) { _ = e.b.Abandon(ctx, lockKey, owner) })
+}
+
+func lease(lk *Lock) backend.Lease {
+	return backend.Lease{Key: lk.lockKey, Owner: lk.owner, Token: lk.token}
+}
+
+func (e external) release(ctx context.Context, lk *Lock) (int64, <-chan error, error) {
+	n, err := e.b.Release(ctx, lease(lk))
+	return n, nil, err
+}
+
+func (e external) releaseAgain(ctx context.Context, lk *Lock) error {
+	_, err := e.b.Release(ctx, lease(lk))
+	return err
+}
+
+func (e external) extend(ctx context.Context, locks []*Lock, ttls []time.Duration) ([]renewOutcome, time.Time, error) {
+	leases := make([]backend.Lease, len(locks))
+	for i, lk := range locks {
+		leases[i] = lease(lk)
+		leases[i].TTL = ttls[i]
+	}
+	sent := e.l.now()
+	got, err := e.b.Extend(ctx, leases)
+	out := make([]renewOutcome, len(locks)) // renewUnknown
+	if len(got) != len(locks) {
+		if err == nil {
+			err = fmt.Errorf("mutex: the backend renewed %d leases of %d", len(got), len(locks))
+		}
+		return out, sent, err
+	}
+	for i, r := range got {
+		switch r {
+		case backend.Renewed:
+			out[i] = renewHeld
+		case backend.Gone:
+			out[i] = renewGone
+		}
+	}
+	return out, sent, err
+}
+
+func (e external) ttl(ctx context.Context, lk *Lock) (time.Duration, error) {
+	return e.b.TTL(ctx, lease(lk))
+}
+
+func (e external) releaseAll(locks []*Lock) error {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	var errs []error
+	for _, lk := range locks {
+		if _, err := e.b.Release(ctx, lease(lk)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// watch: a backend.Watcher's wake-ups are established when Watch returns.
+func (e external) watch(key, lockKey string) (<-chan struct{}, func()) {
+	if e.w == nil {
+		return nil, func() {}
+	}
+	stop := e.w.Watch(lockKey, func() { e.l.wakeLocal(key) })
+	if stop == nil {
+		stop = func() {}
+	}
+	return closedChan, stop
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (e external) targets(string) []target                     { return nil }
+func (e external) client() redis.UniversalClient               { return nil }
+func (e external) releaseKeys(lockKey string) ([2]string, int) { return [2]string{lockKey}, 1 }
+func (e external) handOff() bool                               { return false }
+func (e external) replicaAck() bool                            { return false }
