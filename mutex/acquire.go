@@ -291,9 +291,13 @@ func (a *acquisition) waitFor(turn, wake <-chan struct{}, poll <-chan time.Time,
 // take makes lk this call's lock: watched by the renewer from here (also
 // while replicaAck waits), acknowledged by replicas if asked.
 func (a *acquisition) take(lk *Lock, outcome string) (*Lock, error) {
-	if err := a.l.renew.add(lk); err != nil {
+	if err := a.l.renew.add(lk); err != nil { // Close came first
 		lk.finish(ErrReleased, "")
-		a.l.be.abandon(a.lockKey, a.owner)
+		if a.lc.owner == "" {
+			a.l.be.abandon(a.lockKey, a.owner)
+		} else { // one count: another holder may share the owner id
+			a.l.afterward(nil, func(ctx context.Context) { _, _, _ = a.l.be.release(ctx, lk) })
+		}
 		return a.end(nil, "closed", err)
 	}
 	if err := a.l.replicaAck(a.ctx, lk, a.lc); err != nil {

@@ -68,3 +68,19 @@ func StartsSpans(l *Locker) bool {
 
 // ErrNotAwaited is a Redlock node's answer when the others had decided.
 var ErrNotAwaited = errNotAwaited
+
+// WatchTwice starts two overlapping watches of key's release channel, as
+// when a queue left and a new one watched before the first's stop ran;
+// wanted reports whether the channel is still subscribed.
+func WatchTwice(l *Locker, key string) (stopFirst, stopSecond func(), wanted func() bool) {
+	lockKey := l.be.name(key)
+	_, stopFirst = l.be.watch(key, lockKey)
+	_, stopSecond = l.be.watch(key, lockKey)
+	ch := channelOf(lockKey)
+	wanted = func() bool {
+		l.subs.mu.Lock()
+		defer l.subs.mu.Unlock()
+		return l.subs.chans[ch] != nil
+	}
+	return stopFirst, stopSecond, wanted
+}

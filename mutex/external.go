@@ -12,14 +12,15 @@ import (
 
 // NewWithBackend returns a Locker whose locks are held by b, a backend
 // outside this package (package backend states its contract). The Locker
-// brings what it brings to Redis: the per-key queue, hand-off between its
-// own waiters, reentrancy, the lease deadline with the clock drift
+// brings what it brings to Redis: the per-key queue (an Unlock wakes the
+// next waiter of this Locker; it is not handed the lock), reentrancy, the lease deadline with the clock drift
 // (WithClockDrift), renewal and the loss signal, telemetry. Keys reach b
 // with the prefix (WithPrefix) on them. Waiters are woken by b when it
 // implements backend.Watcher, and poll otherwise.
 //
 // The Locker does not close b: like a go-redis client given to New, b is
-// the caller's. Client returns nil, so the adapters that keep data next to
+// the caller's, and must stay usable until the Locker's Close and every
+// call of the Locker returned. Client returns nil, so the adapters that keep data next to
 // their locks (httplock, runner) refuse such a Locker. WithReplicaAck does
 // not apply. A nil b makes every call return an error wrapping ErrInvalid.
 func NewWithBackend(b backend.Backend, opts ...Option) *Locker {
@@ -43,8 +44,8 @@ type external struct {
 
 func (e external) name(key string) string { return e.l.cfg.prefix + key }
 
-func (e external) acquire(ctx context.Context, _, lockKey, owner string, lc *lockConfig, queued bool, sent time.Time) (acquireResult, error) {
-	g, err := e.b.Acquire(ctx, backend.Attempt{Key: lockKey, Owner: owner, TTL: lc.ttl, Wait: queued})
+func (e external) acquire(ctx context.Context, _, lockKey, owner string, lc *lockConfig, _ bool, sent time.Time) (acquireResult, error) {
+	g, err := e.b.Acquire(ctx, backend.Attempt{Key: lockKey, Owner: owner, TTL: lc.ttl})
 	var res acquireResult
 	if err == nil {
 		res, err = grantResult(g)

@@ -16,19 +16,21 @@ import (
 )
 
 // memory is a deliberately simple backend.Backend, in memory and outside
-// package mutex: the Locker's behaviour (exclusion, waiting order, hand-off,
+// package mutex: the Locker's behaviour (exclusion, waiting order, wake-ups,
 // reentrancy, renewal, the loss signal) runs through the exported seam alone,
 // with no Redis. It keeps package backend's contract; watch says whether it
 // is also a backend.Watcher.
 type memory struct {
-	mu       sync.Mutex
-	locks    map[string]*memLock
-	last     int64 // the last token issued
-	watchers map[string]map[*func()]bool
-	extends  atomic.Int64
-	abandons chan string // owners abandoned, when not nil
-	fail     error       // every Acquire fails with it, when set
-	grant    *backend.Grant
+	mu        sync.Mutex
+	locks     map[string]*memLock
+	last      int64 // the last token issued
+	watchers  map[string]map[*func()]bool
+	extends   atomic.Int64
+	abandons  chan string // owners abandoned, when not nil
+	fail      error       // every Acquire fails with it, when set
+	grant     *backend.Grant
+	onAcquire func()                                           // called in every Acquire, when set
+	extend    func([]backend.Lease) ([]backend.Renewal, error) // replaces Extend, when set
 }
 
 type memLock struct {
@@ -69,6 +71,9 @@ func (m *memory) free(key string) {
 func (m *memory) Acquire(_ context.Context, a backend.Attempt) (backend.Grant, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.onAcquire != nil {
+		m.onAcquire()
+	}
 	if m.fail != nil {
 		return backend.Grant{}, m.fail
 	}
@@ -106,6 +111,9 @@ func (m *memory) Extend(_ context.Context, leases []backend.Lease) ([]backend.Re
 	sent := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.extend != nil {
+		return m.extend(leases)
+	}
 	out := make([]backend.Renewal, len(leases))
 	for i, l := range leases {
 		out[i] = backend.Gone
@@ -199,6 +207,18 @@ func memLocker(t *testing.T, b backend.Backend, opts ...mutex.Option) *mutex.Loc
 	return l
 }
 
+// abandoned waits for the next Abandon, failing at ctx's end.
+func abandoned(ctx context.Context, t *testing.T, m *memory) string {
+	t.Helper()
+	select {
+	case owner := <-m.abandons:
+		return owner
+	case <-ctx.Done():
+		t.Fatal("nothing was abandoned")
+		return ""
+	}
+}
+
 func seamCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -234,8 +254,8 @@ func TestSeamMutualExclusion(t *testing.T) {
 	wg.Wait()
 }
 
-// Waiters of one Locker get the lock in arrival order, each handed it by
-// the Unlock before it: the poll (an hour) could not have.
+// Waiters of one Locker get the lock in arrival order, each woken by the
+// Unlock before it: the poll (an hour) could not have.
 func TestSeamWaitingOrderAndHandOff(t *testing.T) {
 	l := memLocker(t, newMemory())
 	ctx := seamCtx(t)
@@ -386,7 +406,7 @@ func TestSeamBackendErrors(t *testing.T) {
 	_, err := l.TryLock(ctx, "e")
 	assert.ErrorIs(t, err, mutex.ErrUnavailable)
 	assert.ErrorIs(t, err, boom)
-	assert.NotEmpty(t, <-m.abandons, "the attempt's owner was abandoned")
+	assert.NotEmpty(t, abandoned(ctx, t, m), "the attempt's owner was abandoned")
 
 	// A grant without a token would break every fence: refused, abandoned.
 	m.mu.Lock()
@@ -395,14 +415,14 @@ func TestSeamBackendErrors(t *testing.T) {
 	_, err = l.TryLock(ctx, "e")
 	assert.ErrorIs(t, err, mutex.ErrUnavailable)
 	assert.ErrorContains(t, err, "token 0")
-	assert.NotEmpty(t, <-m.abandons)
+	assert.NotEmpty(t, abandoned(ctx, t, m))
 
 	m.mu.Lock()
 	m.grant = &backend.Grant{Status: 7, Token: 1}
 	m.mu.Unlock()
 	_, err = l.TryLock(ctx, "e")
 	assert.ErrorContains(t, err, "status 7")
-	<-m.abandons
+	abandoned(ctx, t, m)
 }
 
 func TestSeamNilBackend(t *testing.T) {
@@ -418,4 +438,104 @@ func TestSeamNilBackend(t *testing.T) {
 	l := memLocker(t, newMemory())
 	_, err := l.TryLock(context.Background(), "k", mutex.WithReplicaAck(1, time.Second))
 	assert.ErrorIs(t, err, mutex.ErrInvalid)
+}
+
+// A backend error on an attempt with the caller's owner id frees nothing:
+// another holder may share that id.
+func TestSeamNoAbandonOfAGivenOwner(t *testing.T) {
+	m := newMemory()
+	m.fail, m.abandons = errors.New("store unreachable"), make(chan string, 4)
+	l := mutex.NewWithBackend(m)
+	_, err := l.TryLock(seamCtx(t), "g", mutex.WithOwner("job-7"))
+	assert.ErrorIs(t, err, mutex.ErrUnavailable)
+	require.NoError(t, l.Close()) // waits for the Locker's background work
+	assert.Empty(t, m.abandons)
+}
+
+// A grant that arrives after its lease ran out (by the Locker's clock) is
+// refused and abandoned, never handed out already lost.
+func TestSeamLateGrant(t *testing.T) {
+	var skew atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	m := newMemory()
+	m.abandons = make(chan string, 1)
+	m.onAcquire = func() { skew.Add(int64(time.Hour)) }
+	l := memLocker(t, m, mutex.WithClock(clock))
+	ctx := seamCtx(t)
+	_, err := l.TryLock(ctx, "late", mutex.WithTTL(time.Minute))
+	assert.ErrorIs(t, err, mutex.ErrUnavailable)
+	assert.ErrorContains(t, err, "longer than the lease")
+	assert.NotEmpty(t, abandoned(ctx, t, m))
+}
+
+// Renewals with no answer (an error, Unknown, or the wrong number of
+// results) do not keep a lock: it is lost when its lease deadline passes.
+func TestSeamRenewalWithoutAnswer(t *testing.T) {
+	cases := map[string]func([]backend.Lease) ([]backend.Renewal, error){
+		"error":        func(ls []backend.Lease) ([]backend.Renewal, error) { return nil, errors.New("timeout") },
+		"unknown":      func(ls []backend.Lease) ([]backend.Renewal, error) { return make([]backend.Renewal, len(ls)), nil },
+		"wrong length": func([]backend.Lease) ([]backend.Renewal, error) { return []backend.Renewal{}, nil },
+		"too many": func(ls []backend.Lease) ([]backend.Renewal, error) {
+			out := make([]backend.Renewal, len(ls)+1)
+			for i := range out {
+				out[i] = backend.Renewed
+			}
+			return out, nil
+		},
+	}
+	for name, extend := range cases {
+		t.Run(name, func(t *testing.T) {
+			m := newMemory()
+			m.extend = extend
+			l := memLocker(t, m)
+			ctx := seamCtx(t)
+			lk, err := l.Lock(ctx, "u", mutex.WithTTL(60*time.Millisecond))
+			require.NoError(t, err)
+			select {
+			case <-lk.Context().Done():
+			case <-ctx.Done():
+				t.Fatal("a lock whose renewals got no answer was kept")
+			}
+			assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrLockLost)
+			assert.GreaterOrEqual(t, m.extends.Load(), int64(1), "renewal was tried")
+		})
+	}
+}
+
+// TTL through the seam: the backend's answer, and ErrNotHeld (with the
+// loss signal) once the backend no longer holds the lock.
+func TestSeamTTL(t *testing.T) {
+	m := newMemory()
+	l := memLocker(t, m)
+	ctx := seamCtx(t)
+	lk, err := l.Lock(ctx, "t", mutex.WithTTL(time.Hour), mutex.WithAutoRenew(false))
+	require.NoError(t, err)
+	left, err := lk.TTL(ctx)
+	require.NoError(t, err)
+	assert.Greater(t, left, 59*time.Minute)
+	m.drop("t:t")
+	_, err = lk.TTL(ctx)
+	assert.ErrorIs(t, err, mutex.ErrNotHeld)
+	assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrLockLost)
+}
+
+// A Watcher that wakes from inside Watch and gives no stop func: the
+// Locker neither deadlocks nor panics, and the waiter still gets the lock.
+type eagerWatcher struct{ *memory }
+
+func (w eagerWatcher) Watch(_ string, wake func()) func() {
+	wake()
+	return nil
+}
+
+func TestSeamEagerWatcher(t *testing.T) {
+	m := eagerWatcher{newMemory()}
+	a, b := memLocker(t, m), memLocker(t, m)
+	ctx := seamCtx(t)
+	lk, err := a.Lock(ctx, "e", mutex.WithTTL(100*time.Millisecond), mutex.WithAutoRenew(false))
+	require.NoError(t, err)
+	w, err := b.Lock(ctx, "e", mutex.WithRetry(time.Hour, time.Hour))
+	require.NoError(t, err)
+	assert.Greater(t, w.Token(), lk.Token())
+	require.NoError(t, w.Unlock(ctx))
 }

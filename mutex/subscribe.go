@@ -48,6 +48,7 @@ type subscription struct {
 	expect   int           // confirmations of the first subscription: one per target
 	confirms int
 	gap      bool // the server confirmed an unsubscribe while we want the channel
+	removed  bool // its stop ran
 }
 
 // subscribeTimeout bounds one (un)subscribe write, connecting included.
@@ -97,9 +98,17 @@ func (l *Locker) subscribe(ctx context.Context, key, lockKey string) {
 // watch subscribes to lockKey's release channel on the backend's targets:
 // ready is closed at the first confirmation, nil when there is none to
 // wait for.
+//
+// Two watches of one channel can overlap: a queue's stop runs after it left
+// the Locker's map, and a new queue for the key may have watched meanwhile.
+// Each stop ends its own watch alone.
 func (s *subscriber) watch(key, lockKey string) (ready <-chan struct{}, stop func()) {
 	ch := channelOf(lockKey)
-	return s.add(ch, key), func() { s.remove(ch) }
+	sub := s.add(ch, key)
+	if sub == nil {
+		return nil, func() {}
+	}
+	return sub.ready, func() { s.remove(ch, sub) }
 }
 
 // target is where a channel is subscribed: the shard's name and client.
@@ -113,10 +122,10 @@ type target struct {
 // for Redlock (a release publishes on each node that held the lock).
 func (s *subscriber) targets(ch string) []target { return s.l.be.targets(ch) }
 
-// add asks for ch on every target and returns a channel closed at the first
-// confirmation (nil once the subscriber is closed). It never blocks on the
-// network.
-func (s *subscriber) add(ch, key string) <-chan struct{} {
+// add asks for ch on every target and returns the subscription, whose
+// ready is closed at the first confirmation (nil once the subscriber is
+// closed, or without targets). It never blocks on the network.
+func (s *subscriber) add(ch, key string) *subscription {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -147,7 +156,7 @@ func (s *subscriber) add(ch, key string) <-chan struct{} {
 		sh.n++
 		sh.ask(ch, true)
 	}
-	return sub.ready
+	return sub
 }
 
 // ask queues a write for the shard's writer; the latest wish per channel
@@ -160,20 +169,29 @@ func (sh *shard) ask(ch string, on bool) {
 	}
 }
 
-func (s *subscriber) remove(ch string) {
+// remove ends sub's watch of ch; the channel stays subscribed while a
+// newer watch of it is current.
+func (s *subscriber) remove(ch string, sub *subscription) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.chans[ch] == nil {
+	if s.closed || sub.removed {
 		return
 	}
-	delete(s.chans, ch)
+	sub.removed = true
+	current := s.chans[ch] == sub
+	if current {
+		delete(s.chans, ch)
+	}
 	for _, t := range s.targets(ch) {
 		sh := s.shards[t.name]
+		if sh == nil {
+			continue
+		}
 		sh.n--
 		if s.l.cluster && sh.n == 0 {
 			delete(s.shards, t.name)
 			sh.drop() // the writer closes the connection
-		} else {
+		} else if current {
 			sh.ask(ch, false)
 		}
 	}

@@ -16,8 +16,9 @@
 //  2. A lease runs from no earlier than the Acquire or Extend call was
 //     made, and the key is never granted to another owner before it ends.
 //  3. Release and Extend change nothing unless owner and token match.
-//  4. Outcomes are told truthfully: an error means the outcome is unknown
-//     (the Locker then calls Abandon), never "held by another".
+//  4. Outcomes are told truthfully: an error means the outcome is unknown,
+//     never "held by another"; the Locker then frees what the attempt may
+//     have taken (Abandon, for the random owners it makes up itself).
 //  5. Every method returns by its context's deadline.
 //
 // docs/architecture.md has the picture of the parts.
@@ -49,8 +50,11 @@ type Backend interface {
 	// hold the key.
 	TTL(ctx context.Context, l Lease) (time.Duration, error)
 	// Abandon frees key if owner holds it, whatever the count: the clean-up
-	// of an attempt whose outcome is unknown. It runs after that attempt's
-	// call returned, on a context of its own.
+	// of an attempt with a random owner (never one given with WithOwner)
+	// whose outcome is unknown, or whose grant the Locker refused (it came
+	// after its lease, or without a token). It runs after that attempt's
+	// call returned, on a context of its own, and may run after the
+	// Locker's Close returned while a Lock call was still in Acquire.
 	Abandon(ctx context.Context, key, owner string) error
 }
 
@@ -60,7 +64,8 @@ type Watcher interface {
 	// Watch calls wake, on any goroutine and without blocking, each time
 	// key may have been freed, until stop is called. A release after Watch
 	// returns must be reported; one lost (a dropped connection) costs the
-	// waiter a poll, and a spurious wake-up costs an attempt.
+	// waiter a poll, and a spurious wake-up costs an attempt. Two watches
+	// of one key may overlap briefly; each stop ends its own.
 	Watch(key string, wake func()) (stop func())
 }
 
@@ -69,9 +74,6 @@ type Attempt struct {
 	Key   string
 	Owner string
 	TTL   time.Duration // the lease, within mutex.MinTTL..MaxTTL
-	// Wait says the caller will wait if the key is held (Lock, not
-	// TryLock): a Backend with a fair queue of its own may enter it.
-	Wait bool
 }
 
 // Status is what an attempt found.
