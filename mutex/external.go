@@ -6,23 +6,26 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redfence/redfence/mutex/backend"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/mutex/backend"
 )
 
 // NewWithBackend returns a Locker whose locks are held by b, a backend
 // outside this package (package backend states its contract). The Locker
 // brings what it brings to Redis: the per-key queue (an Unlock wakes the
-// next waiter of this Locker; it is not handed the lock), reentrancy, the lease deadline with the clock drift
-// (WithClockDrift), renewal and the loss signal, telemetry. Keys reach b
-// with the prefix (WithPrefix) on them. Waiters are woken by b when it
-// implements backend.Watcher, and poll otherwise.
+// next waiter of this Locker; it is not handed the lock), reentrancy, the
+// lease deadline with the clock drift (WithClockDrift), renewal and the
+// loss signal, telemetry. Keys reach b with the prefix (WithPrefix) on
+// them. Waiters are woken by b when it implements backend.Watcher, and
+// poll otherwise.
 //
 // The Locker does not close b: like a go-redis client given to New, b is
 // the caller's, and must stay usable until the Locker's Close and every
-// call of the Locker returned. Client returns nil, so the adapters that keep data next to
-// their locks (httplock, runner) refuse such a Locker. WithReplicaAck does
-// not apply. A nil b makes every call return an error wrapping ErrInvalid.
+// call of the Locker returned. Client returns nil, so the adapters that
+// keep data next to their locks (httplock, runner) refuse such a Locker.
+// WithReplicaAck does not apply. A nil b makes every call return an error
+// wrapping ErrInvalid.
 func NewWithBackend(b backend.Backend, opts ...Option) *Locker {
 	l := newLocker(opts)
 	if b == nil || isNilPointer(b) {
