@@ -63,7 +63,7 @@ func newConfig(opts []Option) config {
 }
 
 // isNilPointer reports whether v is nil or holds a nil pointer. The other
-// packages share internal/typednil; mutex imports nothing of ours.
+// packages share internal/typednil; mutex imports none of our internal packages.
 func isNilPointer(v any) bool {
 	if v == nil {
 		return true
