@@ -37,7 +37,7 @@ type Locker struct {
 
 	// Redlock (NewRedlock): the independent masters, all of them including
 	// client; nil for a single deployment.
-	be     store // where the locks are held: single, or redlock
+	be     store // where the locks are held: single, redlock or external
 	nodes  []redis.UniversalClient
 	addrs  []string // by node, for errors; "" where unknown
 	quorum int

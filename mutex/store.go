@@ -11,11 +11,11 @@ import (
 )
 
 // store is what a Locker needs of the servers that hold its locks: one
-// deployment (single) or N independent masters (redlock). The Locker's
-// local machinery (queue, hand-off, reentrancy, lease deadline, renewal,
-// loss signal, telemetry) is the same for both. docs/architecture.md states
-// what every backend keeps; the seam is being drawn (issue 21), and the
-// calls still behind l.nodes checks are listed there.
+// deployment (single), N independent masters (redlock), or a
+// backend.Backend from outside (external). The Locker's local machinery
+// (queue, hand-off, reentrancy, lease deadline, renewal, loss signal,
+// telemetry) is the same for all. docs/architecture.md states what every
+// backend keeps.
 type store interface {
 	// acquire makes one attempt, sent at sent, for owner: granted (status
 	// 1, or 2 re-entered), held by another (0, with the remaining lease), or
@@ -69,15 +69,23 @@ type single struct{ l *Locker }
 func (b single) acquire(ctx context.Context, key, lockKey, owner string, lc *lockConfig, queued bool, sent time.Time) (acquireResult, error) {
 	l := b.l
 	res, pending, err := l.acquire(ctx, key, lockKey, owner, lc, queued)
-	if err == nil && res.status == 1 && !l.now().Before(sent.Add(lc.ttl-l.drift(lc.ttl))) {
-		// The lease ran out before its grant arrived: a failed attempt,
-		// freed below, never handed out already lost.
-		err = fmt.Errorf("the reply took %v, longer than the lease of %v allows", l.now().Sub(sent), lc.ttl)
+	if err == nil && res.status == 1 {
+		err = l.lateGrant(sent, lc.ttl)
 	}
 	if err != nil && lc.owner == "" {
 		l.cleanupAfter(lockKey, owner, pending)
 	}
 	return res, err
+}
+
+// lateGrant refuses a grant whose lease, sent at sent, ran out (drift
+// included) before it arrived: a failed attempt, freed by the caller,
+// never handed out already lost.
+func (l *Locker) lateGrant(sent time.Time, ttl time.Duration) error {
+	if now := l.now(); !now.Before(sent.Add(ttl - l.drift(ttl))) {
+		return fmt.Errorf("the reply took %v, longer than the lease of %v allows", now.Sub(sent), ttl)
+	}
+	return nil
 }
 
 func (b single) abandon(lockKey, owner string) { b.l.cleanupAfter(lockKey, owner, nil) }
