@@ -43,20 +43,21 @@
 //
 // # Errors
 //
-// Do, Check and Migrate report each situation with the error on its right;
-// errors.Is finds the sentinels through any wrapping:
+// Do, Check, Raise, Fences and Migrate report each situation with the error
+// on its right; errors.Is finds the sentinels through any wrapping:
 //
 //	Situation                                        Error
 //	bad argument, option or Guard (see below)        ErrInvalid, before any round trip
 //	ctx already done                                 ctx.Err(), wrapped, before any round trip
-//	token lower than the highest recorded            ErrStaleToken, a *StaleTokenError
+//	token lower than the highest recorded            ErrStaleToken, a *StaleTokenError (not from Raise)
 //	fence table missing                              ErrNotMigrated: call Guard.Migrate
 //	PostgreSQL or connection failure, ctx ending     pgx's error wrapped with %w (*pgconn.PgError, ctx.Err(), ...)
 //	fn returned an error                             that error, as it is
 //
 // Bad arguments are: a nil or typed-nil database, a nil or zero Guard, a
-// nil ctx, fn or tx, a bad WithTable name, and a resource or token outside
-// these limits:
+// nil ctx, fn or tx, a bad WithTable name, a Fences limit outside 1 to
+// MaxFences, and a resource (or a Fences prefix, which may be empty) or
+// token outside these limits:
 //
 //   - resource: 1 to MaxResourceLen (1024) bytes of valid UTF-8 without NUL
 //     bytes, which PostgreSQL text cannot hold;
@@ -66,7 +67,7 @@
 //
 // Spans and instruments come from WithTracerProvider and WithMeterProvider
 // (default: otel's globals), under the instrumentation scope
-// "github.com/redfence/redfence/fenced" with the module's version. Both
+// "github.com/redfence/redfence/fenced" with the module's version. The
 // spans are of kind INTERNAL: Do's wraps the caller's fn, and the statements
 // sent to PostgreSQL are pgx's to trace (a pgx tracer makes CLIENT spans of
 // them).
@@ -74,14 +75,15 @@
 //	span                   attributes
 //	redfence.fenced.Do     redfence.resource, redfence.token, redfence.outcome (accepted, stale,
 //	redfence.fenced.Check    error), redfence.highest (the highest token recorded, once checked);
-//	                         status Error on errors other than a stale token
+//	redfence.fenced.Raise    status Error on errors other than a stale token
 //
 //	instrument             kind     unit     attributes
-//	redfence.fence.checks  counter  {check}  redfence.outcome (accepted, stale)
+//	redfence.fence.checks  counter  {check}  redfence.outcome (accepted, stale); Do and Check only
 //
 // # Tables
 //
 // Migrate creates the fence table (default redfence_fences, WithTable to
 // change it) if it is missing. The table holds one row per resource ever
-// written; delete rows of retired resources yourself if that matters.
+// written or raised; Fences lists them. Delete rows of retired resources
+// yourself if that matters.
 package fenced

@@ -14,8 +14,8 @@ var (
 	// ErrInvalid is matched by errors for bad arguments or configuration,
 	// returned before any round trip to the database.
 	ErrInvalid = errors.New("fenced: invalid argument")
-	// ErrNotMigrated is matched by the error Do and Check return when the
-	// fence table does not exist. The error also wraps PostgreSQL's
+	// ErrNotMigrated is matched by the error Do, Check, Raise and Fences
+	// return when the fence table does not exist. The error also wraps PostgreSQL's
 	// *pgconn.PgError (SQLSTATE 42P01).
 	ErrNotMigrated = errors.New("fenced: fence table does not exist (call Guard.Migrate first)")
 )

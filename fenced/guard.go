@@ -36,8 +36,8 @@ type Guard struct {
 	tel     telemetry
 }
 
-// MaxResourceLen is the longest resource, in bytes, that Do and Check
-// accept. It keeps the fence table's primary-key entries well under
+// MaxResourceLen is the longest resource, in bytes, that Do, Check and
+// Raise accept. It keeps the fence table's primary-key entries well under
 // PostgreSQL's B-tree row limit (about 2.7 KB).
 const MaxResourceLen = 1024
 
@@ -45,7 +45,7 @@ const MaxResourceLen = 1024
 // *pgxpool.Pool or *pgx.Conn in the interface) or a bad option does not
 // panic: the Guard's methods return an error matching ErrInvalid without a
 // round trip. Call Migrate once (at start-up or from your migrations) before
-// Do; until then Do and Check return an error matching ErrNotMigrated.
+// Do; until then the other methods return an error matching ErrNotMigrated.
 func New(db Beginner, opts ...Option) *Guard {
 	cfg := config{table: DefaultTable}
 	for _, o := range opts {
@@ -207,51 +207,90 @@ func (g *Guard) usable(ctx context.Context) error {
 	return nil
 }
 
-// validate is usable plus the limits on resource and token. The messages
-// give the resource's length, never the resource, which may be huge.
+// validate is usable plus the limits on resource and token.
 func (g *Guard) validate(ctx context.Context, resource string, token int64) error {
 	if err := g.usable(ctx); err != nil {
 		return err
 	}
-	switch {
-	case resource == "":
+	if resource == "" {
 		return invalid("empty resource")
-	case len(resource) > MaxResourceLen:
-		return invalid("resource is %d bytes, over the limit of %d", len(resource), MaxResourceLen)
-	case strings.IndexByte(resource, 0) >= 0:
-		return invalid("resource has a NUL byte, which PostgreSQL text cannot hold")
-	case !utf8.ValidString(resource):
-		return invalid("resource is not valid UTF-8")
-	case token < 0:
+	}
+	if err := validText("resource", resource); err != nil {
+		return err
+	}
+	if token < 0 {
 		return invalid("negative token %d", token)
 	}
 	return nil
 }
 
-// check runs the fence upsert. The upsert locks the resource's row (also
-// when its WHERE is false), so the SELECT that follows on the stale path
-// reads the row as it stands under our lock.
+// validText applies a resource's limits, other than being empty, to s,
+// which name says what it is. The messages give s's length, never s, which
+// may be huge.
+func validText(name, s string) error {
+	switch {
+	case len(s) > MaxResourceLen:
+		return invalid("%s is %d bytes, over the limit of %d", name, len(s), MaxResourceLen)
+	case strings.IndexByte(s, 0) >= 0:
+		return invalid("%s has a NUL byte, which PostgreSQL text cannot hold", name)
+	case !utf8.ValidString(s):
+		return invalid("%s is not valid UTF-8", name)
+	}
+	return nil
+}
+
+// check records token for resource in tx and counts the outcome; a stale
+// token is a *StaleTokenError.
 func (g *Guard) check(ctx context.Context, tx pgx.Tx, resource string, token int64, span trace.Span) error {
-	var got int64
-	err := tx.QueryRow(ctx, g.upsert, resource, token).Scan(&got)
-	if err == nil {
-		span.SetAttributes(attrOutcome.String("accepted"), attrHighest.Int64(got))
-		g.tel.checks.Add(ctx, 1, metric.WithAttributes(attrOutcome.String("accepted")))
-		return nil
+	highest, err := g.record(ctx, tx, "check", resource, token, span)
+	if err != nil {
+		return err
 	}
+	outcome := outcomeOf(token, highest)
+	g.tel.checks.Add(ctx, 1, metric.WithAttributes(attrOutcome.String(outcome)))
+	if outcome == "stale" {
+		return &StaleTokenError{Resource: resource, Token: token, Highest: highest}
+	}
+	return nil
+}
+
+// record runs the fence upsert and returns the highest token recorded for
+// resource, token itself when it was recorded; op names the caller in
+// errors. The upsert locks the resource's row (also when its WHERE is
+// false), so the SELECT that follows on the stale path reads the row as it
+// stands under our lock.
+func (g *Guard) record(ctx context.Context, tx pgx.Tx, op, resource string, token int64, span trace.Span) (int64, error) {
+	var highest int64
+	err := tx.QueryRow(ctx, g.upsert, resource, token).Scan(&highest)
+	switch {
+	case err == nil:
+	case errors.Is(err, pgx.ErrNoRows): // a higher token is recorded
+		if err := tx.QueryRow(ctx, g.highest, resource).Scan(&highest); err != nil {
+			return 0, fmt.Errorf("fenced: %s %q: read highest token: %w", op, clip(resource), err)
+		}
+	case undefinedTable(err): // the upsert names no other table
+		return 0, fmt.Errorf("%w: %s: %w", ErrNotMigrated, g.table, err)
+	default:
+		return 0, fmt.Errorf("fenced: %s %q: %w", op, clip(resource), err)
+	}
+	span.SetAttributes(attrOutcome.String(outcomeOf(token, highest)), attrHighest.Int64(highest))
+	return highest, nil
+}
+
+// outcomeOf names a recorded token's outcome: accepted, or stale when a
+// higher one was recorded before.
+func outcomeOf(token, highest int64) string {
+	if token < highest {
+		return "stale"
+	}
+	return "accepted"
+}
+
+// undefinedTable reports whether err is PostgreSQL's undefined_table
+// (42P01).
+func undefinedTable(err error) bool {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table: the upsert names no other table
-		return fmt.Errorf("%w: %s: %w", ErrNotMigrated, g.table, err)
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("fenced: check %q: %w", clip(resource), err)
-	}
-	if err := tx.QueryRow(ctx, g.highest, resource).Scan(&got); err != nil {
-		return fmt.Errorf("fenced: check %q: read highest token: %w", clip(resource), err)
-	}
-	span.SetAttributes(attrOutcome.String("stale"), attrHighest.Int64(got))
-	g.tel.checks.Add(ctx, 1, metric.WithAttributes(attrOutcome.String("stale")))
-	return &StaleTokenError{Resource: resource, Token: token, Highest: got}
+	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
 }
 
 // rollbackTimeout bounds a roll-back: long enough for a healthy server,
