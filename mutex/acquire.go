@@ -92,7 +92,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	}
 	a.owner, a.randomOwner = lc.owner, lc.owner == ""
 	if a.randomOwner {
-		a.owner = newOwnerID()
+		a.owner = l.newOwner()
 	}
 	a.lockKey = l.be.name(key)
 	var handoffTo *lockConfig
@@ -181,7 +181,7 @@ func (a *acquisition) try() (lk *Lock, ended bool, err error) {
 		// attempt (a late grant, an abandoned call) can never free this
 		// one's acquisition, nor this one re-enter what that clean-up is
 		// about to free.
-		a.owner = newOwnerID()
+		a.owner = a.l.newOwner()
 		a.l.renameWaiter(a.w, a.owner)
 	}
 	l := a.l

@@ -84,3 +84,6 @@ func WatchTwice(l *Locker, key string) (stopFirst, stopSecond func(), wanted fun
 	}
 	return stopFirst, stopSecond, wanted
 }
+
+// MatchGlob exposes List's pattern matching.
+func MatchGlob(p, s string) bool { return matchGlob(p, s) }

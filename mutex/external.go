@@ -153,6 +153,7 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 
 func (e external) targets(string) []target                     { return nil }
 func (e external) client() redis.UniversalClient               { return nil }
+func (e external) servers() []redis.UniversalClient            { return nil }
 func (e external) releaseKeys(lockKey string) ([2]string, int) { return [2]string{lockKey}, 1 }
 func (e external) handOff() bool                               { return false }
 func (e external) replicaAck() bool                            { return false }

@@ -35,10 +35,12 @@ type Lock struct {
 	mu        sync.Mutex // after renewer.mu in the lock order; takes nothing under it
 	count     int        // local re-entries through the context, plus one
 	ttl       time.Duration
-	deadline  time.Time // local lease deadline
-	nextRenew time.Time // when the renewer extends it next
-	retryAt   time.Time // after a failed renewal: not before this
-	done      bool      // released or lost
+	deadline  time.Time     // local lease deadline
+	nextRenew time.Time     // when the renewer extends it next
+	retryAt   time.Time     // after a failed renewal: not before this
+	done      bool          // released or lost
+	renewals  int           // successful extensions (Held)
+	renewRTT  time.Duration // the last one's round trip
 }
 
 type heldKey struct {
@@ -299,6 +301,8 @@ func (lk *Lock) renewed(sent time.Time, ttl time.Duration) {
 	lk.deadline = sent.Add(ttl - lk.l.drift(ttl))
 	lk.nextRenew = sent.Add(ttl / 3)
 	lk.retryAt = time.Time{}
+	lk.renewals++
+	lk.renewRTT = lk.l.now().Sub(sent)
 	deadline := lk.deadline
 	lk.mu.Unlock()
 	lk.l.renew.watch(deadline) // an Extend to a shorter TTL moves it earlier

@@ -2,7 +2,6 @@ package mutex
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
@@ -45,12 +44,13 @@ type Locker struct {
 	held       atomic.Int64 // Locks of this Locker not yet released or lost
 	fenceTTLMs string       // keyTTL for leases up to half the fence TTL
 
-	id    string        // this Locker's id in the waiting queues
-	done  chan struct{} // closed by Close
-	subs  *subscriber
-	renew *renewer
-	bg    sync.WaitGroup // clean-ups and abandoned calls
-	work  workers        // reusable goroutines for bg
+	id          string        // this Locker's id in the waiting queues
+	ownerSuffix string        // "@" and the OwnerInfo, ending every owner id it makes
+	done        chan struct{} // closed by Close
+	subs        *subscriber
+	renew       *renewer
+	bg          sync.WaitGroup // clean-ups and abandoned calls
+	work        workers        // reusable goroutines for bg
 
 	// Lock order: mu, then work.mu. mu is never held while calling into
 	// subs or renew, which call back into the Locker (wakeLocal) under
@@ -100,11 +100,15 @@ func newLocker(opts []Option) *Locker {
 	l := &Locker{
 		cfg:     newConfig(opts),
 		publish: "PUBLISH",
-		id:      newOwnerID(),
 		done:    make(chan struct{}),
 		queues:  map[string]*queue{},
 	}
 	l.err = l.cfg.err
+	l.ownerSuffix = encodeOwnerInfo(l.cfg.info)
+	if len(l.ownerSuffix) > maxOwnerInfo && l.err == nil {
+		l.err = invalid("OwnerInfo of %d bytes encoded exceeds %d", len(l.ownerSuffix), maxOwnerInfo)
+	}
+	l.id = l.newOwner()
 	l.fenceTTLMs = strconv.FormatInt(l.cfg.fenceTTL.Milliseconds(), 10)
 	l.tel = newTelemetry(l.cfg.tp, l.cfg.mp)
 	l.subs = newSubscriber(l)
@@ -281,10 +285,4 @@ func (l *Locker) retryRelease(lk *Lock, pending <-chan error) {
 func sha1Hex(s string) string {
 	sum := sha1.Sum([]byte(s))
 	return hex.EncodeToString(sum[:])
-}
-
-func newOwnerID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

@@ -58,6 +58,10 @@ type store interface {
 	watch(key, lockKey string) (ready <-chan struct{}, stop func())
 	// targets are where the release channel ch is subscribed.
 	targets(ch string) []target
+	// servers are the clients that hold the lock keys, for inspection and
+	// forced releases: one deployment's, or every Redlock node's; nil
+	// when the Locker cannot reach them (an outside backend).
+	servers() []redis.UniversalClient
 	// client is the deployment's client for adapters, nil when no single
 	// deployment holds the locks' data.
 	client() redis.UniversalClient
@@ -181,6 +185,8 @@ func (b single) targets(ch string) []target {
 
 func (b single) client() redis.UniversalClient { return b.l.client }
 
+func (b single) servers() []redis.UniversalClient { return []redis.UniversalClient{b.l.client} }
+
 func (b single) name(key string) string { return b.l.lockKey(key) }
 
 func (b single) watch(key, lockKey string) (<-chan struct{}, func()) {
@@ -270,6 +276,8 @@ func (b redlock) targets(string) []target {
 }
 
 func (b redlock) client() redis.UniversalClient { return nil }
+
+func (b redlock) servers() []redis.UniversalClient { return b.l.nodes }
 
 func (b redlock) name(key string) string { return b.l.lockKey(key) }
 

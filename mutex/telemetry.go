@@ -48,6 +48,7 @@ type telemetry struct {
 	holdDur     metric.Float64Histogram
 	held        metric.Int64UpDownCounter
 	attemptErrs metric.Int64Counter
+	forcedRels  metric.Int64Counter
 	byOutcome   map[string]*outcomeOpts // lockOutcomes; read-only once built
 }
 
@@ -87,7 +88,22 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) *telemetry {
 		metric.WithDescription("Locks currently held by this process."))
 	t.attemptErrs, _ = m.Int64Counter("redfence.lock.attempt.errors", metric.WithUnit("{attempt}"),
 		metric.WithDescription("Acquisition attempts that failed on the way to or on the server, by error.type."))
+	t.forcedRels, _ = m.Int64Counter("redfence.lock.forced_releases", metric.WithUnit("{release}"),
+		metric.WithDescription("Locks freed by ForceRelease behind their holder's back, by redfence.reason."))
 	return t
+}
+
+// forced records a forced release: counted by reason (clipped, as a
+// category should be short), and a span with the key and the tokens.
+func (t *telemetry) forced(key string, token int64, reason string) {
+	ctx := context.Background()
+	if len(reason) > 64 {
+		reason = strings.ToValidUTF8(reason[:64], "")
+	}
+	_, span := t.tracer.Start(ctx, "redfence.ForceRelease", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+		attrKey.String(key), attrToken.Int64(token), attrReason.String(reason)))
+	span.End()
+	t.forcedRels.Add(ctx, 1, metric.WithAttributes(attrReason.String(reason)))
 }
 
 // attemptFailed counts an acquisition attempt that failed on the server and

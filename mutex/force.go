@@ -1,0 +1,151 @@
+package mutex
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed lua/force.lua
+	forceLua    string
+	forceScript = redis.NewScript(forceLua)
+)
+
+// auditTTL is how long a key's audit stream of forced releases outlives
+// the last one.
+const auditTTL = 30 * 24 * time.Hour
+
+// ForceOptions say which holder a forced release ends, and who asks why.
+type ForceOptions struct {
+	// Token is the holder's token to end: when the key is held under
+	// another token by then (the holder released it and someone else took
+	// it), nothing changes. 0 ends whoever holds the key.
+	Token int64
+	// By names who forces it: a person or a tool. Default: this Locker's
+	// OwnerInfo.
+	By string
+	// Reason says why, 1 to 1024 bytes: it goes to the audit stream, and
+	// to the forced-release counter (keep it a short category there).
+	Reason string
+}
+
+// ForceResult is what a forced release did.
+type ForceResult struct {
+	Key   string
+	Token int64 // the holder's token, which lost the lock
+	// Floor is the token the key keeps: every later acquisition gets a
+	// larger one. Record it in the resource's fence (fenced's Guard.Raise)
+	// to refuse the old holder's writes at once.
+	Floor int64
+	Owner string // the holder's owner id
+	Info  OwnerInfo
+	Count int // its count in Redis
+	// Released is how many servers freed it: 1, or for Redlock the nodes
+	// (a majority means the holder can renew it nowhere).
+	Released int
+}
+
+// ForceRelease frees key behind its holder's back, safely: the key keeps a
+// token floor one above the holder's token, so every later acquisition
+// gets a larger token, and the holder's next renewal, Extend or Unlock
+// fails: its Lock's context ends with ErrLockLost within one renewal
+// interval (a third of its lease). Writes the holder still sends through
+// a fence with its token are refused once a later token is recorded
+// there; Guard.Raise(resource, Floor) records one at once. Waiters are
+// notified. An audit entry (who, when, why, both tokens, the holder) goes
+// to a stream beside the key, which Inspect shows; forced releases are
+// counted (redfence.lock.forced_releases, by redfence.reason).
+//
+// A key that is free, reserved or whose lease ran out returns an error
+// matching ErrNotHeld, as does one held under another token than
+// o.Token. An outside backend returns one matching errors.ErrUnsupported.
+func (l *Locker) ForceRelease(ctx context.Context, key string, o ForceOptions) (ForceResult, error) {
+	if err := l.check(ctx, key); err != nil {
+		return ForceResult{}, err
+	}
+	switch {
+	case o.Reason == "" || len(o.Reason) > 1024:
+		return ForceResult{}, invalid("a forced release needs a reason of 1 to 1024 bytes")
+	case !utf8.ValidString(o.Reason) || !utf8.ValidString(o.By) || len(o.By) > 1024:
+		return ForceResult{}, invalid("reason and by must be UTF-8, by at most 1024 bytes")
+	case o.Token < 0:
+		return ForceResult{}, invalid("negative token %d", o.Token)
+	}
+	servers := l.servers()
+	if servers == nil {
+		return ForceResult{}, errInspectUnsupported
+	}
+	if o.By == "" {
+		info, _ := parseOwner(l.id)
+		o.By = info.String()
+	}
+	if o.Token == 0 && l.isRedlock() {
+		// Nodes outside the quorum may hold a stale minority grant: end
+		// the quorum's holder only.
+		in, err := l.Inspect(ctx, key)
+		if err != nil {
+			return ForceResult{}, err
+		}
+		if in.State != Held {
+			return ForceResult{Key: key}, fmt.Errorf("%w: no majority of nodes holds %q", ErrNotHeld, key)
+		}
+		o.Token = in.Token
+	}
+	want := ""
+	if o.Token > 0 {
+		want = strconv.FormatInt(o.Token, 10)
+	}
+	name := l.be.name(key)
+	keys := []string{name, auditOf(name)}
+	args := []any{want, o.By, o.Reason, l.publish, auditTTL.Milliseconds(), key}
+	replies := make([][]any, len(servers))
+	errs := make([]error, len(servers))
+	l.eachServer(ctx, servers, func(ctx context.Context, i int, c redis.UniversalClient) error {
+		replies[i], errs[i] = forceScript.Run(ctx, c, keys, args...).Slice()
+		return errs[i]
+	})
+	res := ForceResult{Key: key}
+	var other []string
+	var failed []error
+	for i, r := range replies {
+		if errs[i] != nil {
+			failed = append(failed, errs[i])
+			continue
+		}
+		if len(r) == 0 {
+			continue
+		}
+		status, _ := r[0].(int64)
+		switch {
+		case status == 1 && len(r) == 5:
+			res.Released++
+			tok, _ := strconv.ParseInt(fmt.Sprint(r[1]), 10, 64)
+			floor, _ := strconv.ParseInt(fmt.Sprint(r[2]), 10, 64)
+			res.Token = max(res.Token, tok)
+			res.Floor = max(res.Floor, floor)
+			res.Owner, _ = r[3].(string)
+			res.Count, _ = strconv.Atoi(fmt.Sprint(r[4]))
+		case status == -1 && len(r) == 2:
+			other = append(other, fmt.Sprint(r[1]))
+		}
+	}
+	if res.Released > 0 {
+		res.Info, _ = parseOwner(res.Owner)
+		l.tel.forced(key, res.Token, o.Reason)
+		return res, nil
+	}
+	if len(failed) == len(servers) {
+		return res, unavailable(errors.Join(failed...))
+	}
+	if len(other) > 0 {
+		return res, fmt.Errorf("%w: %q is held under token %s, not %d", ErrNotHeld, key, other[0], o.Token)
+	}
+	return res, fmt.Errorf("%w: nobody holds %q", ErrNotHeld, key)
+}

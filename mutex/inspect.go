@@ -1,0 +1,400 @@
+package mutex
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed lua/inspect.lua
+	inspectLua    string
+	inspectScript = redis.NewScript(inspectLua)
+)
+
+// State is what a lock key is in, as inspection sees it.
+type State int
+
+const (
+	// Free: nobody holds the key (it may never have been locked, or its
+	// lease ran out).
+	Free State = iota
+	// Held: an owner holds it.
+	Held
+	// Reserved: a release kept it for a moment for the Locker first in
+	// its queue, which is about to take it.
+	Reserved
+)
+
+func (s State) String() string {
+	switch s {
+	case Held:
+		return "held"
+	case Reserved:
+		return "reserved"
+	}
+	return "free"
+}
+
+// LockInfo is a lock key as its servers see it, at ServerTime. For a
+// Redlock Locker it is the quorum's view: Held when a majority of nodes
+// hold it for one owner and token, with the lease a majority still grants;
+// Nodes has what each node holds.
+type LockInfo struct {
+	Key   string // the key given to Lock
+	Name  string // the Redis key that holds it
+	State State
+	// Token is the holder's fencing token; for a free key, the last token
+	// issued (0: none is remembered), which every later one exceeds.
+	Token int64
+	// Owner is the holder's owner id, or the Locker a reserved key is kept
+	// for; Info is what that Locker was given with WithOwnerInfo (zero for
+	// a WithOwner id).
+	Owner string
+	Info  OwnerInfo
+	Count int // re-entries in Redis (WithOwner), plus one
+	// AcquiredAt is when the token was issued, by the server's clock: a
+	// token is the server's time in µs unless the clock stepped back or an
+	// operator forced a release in the same microsecond, so it is read as
+	// one (zero when it cannot be a time). RenewedAt is when the current
+	// lease began; Lease what is left of it.
+	AcquiredAt time.Time
+	RenewedAt  time.Time
+	Lease      time.Duration
+	// Waited: a waiting Lock found it held since it was acquired.
+	Waited bool
+	// Waiters are the Lockers queued for the key, longest waiting first (a
+	// single deployment keeps this queue; Redlock does not). A Locker that
+	// gave up stays listed until its turn comes and passes.
+	Waiters []Waiter
+	// Forced are the latest forced releases of the key, latest first
+	// (Inspect only).
+	Forced     []ForcedRelease
+	ServerTime time.Time
+	// Nodes is, for Redlock, each node's own view, by node.
+	Nodes []NodeInfo
+}
+
+// Waiter is a Locker queued for a key.
+type Waiter struct {
+	Locker string // its id
+	Info   OwnerInfo
+	Since  time.Time     // its first attempt that found the key held (server clock)
+	Waited time.Duration // until ServerTime
+}
+
+// ForcedRelease is an entry of a key's audit stream (see ForceRelease).
+type ForcedRelease struct {
+	ID     string // the stream entry's id
+	At     time.Time
+	By     string
+	Reason string
+	Token  int64  // the holder's, which lost the lock
+	Floor  int64  // the token floor left behind: later tokens exceed it
+	Owner  string // the holder's owner id
+	Info   OwnerInfo
+	Count  int
+}
+
+// NodeInfo is one Redlock node's view of a key.
+type NodeInfo struct {
+	Node int
+	Addr string
+	Info LockInfo // without Nodes
+	Err  error
+}
+
+// Inspection limits: a key's queue and audit stream can be long; a view
+// shows their heads.
+const (
+	inspectWaiters = 100
+	inspectForced  = 10
+)
+
+var errInspectUnsupported = fmt.Errorf("%w: this Locker's backend offers no inspection (NewWithBackend)", errors.ErrUnsupported)
+
+// servers are the clients that hold the Locker's lock keys: the one
+// deployment, or Redlock's nodes; nil for an outside backend.
+func (l *Locker) servers() []redis.UniversalClient { return l.be.servers() }
+
+func (l *Locker) isRedlock() bool { return len(l.nodes) > 0 }
+
+// Inspect returns key's state as the servers hold it: owner, token, lease,
+// waiters and the latest forced releases, in one round trip per server.
+// It changes nothing. An outside backend (NewWithBackend) returns an error
+// matching errors.ErrUnsupported; bad input one matching ErrInvalid.
+func (l *Locker) Inspect(ctx context.Context, key string) (LockInfo, error) {
+	if err := l.check(ctx, key); err != nil {
+		return LockInfo{}, err
+	}
+	servers := l.servers()
+	if servers == nil {
+		return LockInfo{}, errInspectUnsupported
+	}
+	name := l.be.name(key)
+	call := scriptCall{
+		keys: []string{name, queueOf(name), auditOf(name)},
+		args: []any{inspectWaiters, inspectForced},
+	}
+	views := make([]nodeView, len(servers))
+	l.eachServer(ctx, servers, func(ctx context.Context, i int, c redis.UniversalClient) error {
+		cmds, err := runScripts(ctx, c, inspectScript, []scriptCall{call}, nil)
+		if err == nil {
+			views[i], err = readView(cmds[0])
+		}
+		views[i].err = err
+		return err
+	})
+	return l.viewOf(key, name, views)
+}
+
+// eachServer runs fn for every server at once, each under ctx's deadline,
+// and waits for all.
+func (l *Locker) eachServer(ctx context.Context, servers []redis.UniversalClient, fn func(ctx context.Context, i int, c redis.UniversalClient) error) {
+	if len(servers) == 1 {
+		_, _ = l.call(ctx, func(ctx context.Context) error { return fn(ctx, 0, servers[0]) })
+		return
+	}
+	var wg sync.WaitGroup
+	for i, c := range servers {
+		wg.Go(func() {
+			_, err := l.call(ctx, func(ctx context.Context) error { return fn(ctx, i, c) })
+			_ = err // fn recorded it; a deadline leaves the call to finish in the background
+		})
+	}
+	wg.Wait()
+}
+
+// nodeView is one server's answer for one key.
+type nodeView struct {
+	now     time.Time
+	value   string
+	waiters []Waiter
+	forced  []ForcedRelease
+	err     error
+}
+
+func readView(cmd *redis.Cmd) (nodeView, error) {
+	r, err := cmd.Slice()
+	if err != nil {
+		return nodeView{}, err
+	}
+	if len(r) != 6 {
+		return nodeView{}, fmt.Errorf("mutex: inspect: unexpected reply of %d parts", len(r))
+	}
+	sec, _ := strconv.ParseInt(fmt.Sprint(r[0]), 10, 64)
+	us, _ := strconv.ParseInt(fmt.Sprint(r[1]), 10, 64)
+	v := nodeView{now: time.Unix(sec, us*1000)}
+	v.value, _ = r[2].(string)
+	if q, ok := r[4].([]any); ok {
+		for i := 0; i+1 < len(q); i += 2 {
+			id, _ := q[i].(string)
+			since := microTime(fmt.Sprint(q[i+1]))
+			info, _ := parseOwner(id)
+			w := Waiter{Locker: id, Info: info, Since: since}
+			if !since.IsZero() {
+				w.Waited = max(v.now.Sub(since), 0)
+			}
+			v.waiters = append(v.waiters, w)
+		}
+	}
+	if a, ok := r[5].([]any); ok {
+		for _, e := range a {
+			v.forced = append(v.forced, readForced(e))
+		}
+	}
+	return v, nil
+}
+
+// readForced reads one XREVRANGE entry of the audit stream.
+func readForced(e any) ForcedRelease {
+	var f ForcedRelease
+	parts, _ := e.([]any)
+	if len(parts) != 2 {
+		return f
+	}
+	f.ID, _ = parts[0].(string)
+	if ms, err := strconv.ParseInt(strings.SplitN(f.ID, "-", 2)[0], 10, 64); err == nil {
+		f.At = time.UnixMilli(ms)
+	}
+	fields, _ := parts[1].([]any)
+	for i := 0; i+1 < len(fields); i += 2 {
+		k, _ := fields[i].(string)
+		val, _ := fields[i+1].(string)
+		switch k {
+		case "by":
+			f.By = val
+		case "reason":
+			f.Reason = val
+		case "token":
+			f.Token, _ = strconv.ParseInt(val, 10, 64)
+		case "floor":
+			f.Floor, _ = strconv.ParseInt(val, 10, 64)
+		case "owner":
+			f.Owner = val
+			f.Info, _ = parseOwner(val)
+		case "count":
+			f.Count, _ = strconv.Atoi(val)
+		}
+	}
+	return f
+}
+
+// microTime reads µs since the epoch; zero unless it lies between 2000 and
+// 2200, where a Redis clock can be.
+func microTime(s string) time.Time {
+	us, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || us < 946684800_000000 || us > 7258118400_000000 {
+		return time.Time{}
+	}
+	return time.UnixMicro(us)
+}
+
+// info reads one server's view of a key.
+func (v *nodeView) info(key, name string) LockInfo {
+	in := LockInfo{Key: key, Name: name, ServerTime: v.now, Waiters: v.waiters, Forced: v.forced}
+	if v.value == "" {
+		return in
+	}
+	f := strings.SplitN(v.value, " ", 5)
+	if len(f) == 1 { // released: "<token>"
+		in.Token, _ = strconv.ParseInt(f[0], 10, 64)
+		in.Waiters = nil
+		return in
+	}
+	if len(f) != 5 {
+		return in // unreadable: free, as acquire takes it
+	}
+	lease := strings.SplitN(f[2], "+", 2)
+	if len(lease) != 2 {
+		return in
+	}
+	from := microTime(lease[0])
+	ms, _ := strconv.ParseInt(lease[1], 10, 64)
+	in.Token, _ = strconv.ParseInt(f[0], 10, 64)
+	in.Count, _ = strconv.Atoi(f[1])
+	in.Waited = f[3] == "1"
+	in.Owner = f[4]
+	in.Info, _ = parseOwner(in.Owner)
+	in.RenewedAt = from
+	in.Lease = from.Add(time.Duration(ms) * time.Millisecond).Sub(v.now)
+	if in.Lease <= 0 || from.IsZero() {
+		// Free: the lease ran out. The token stays: the next exceeds it.
+		return LockInfo{Key: key, Name: name, ServerTime: v.now, Token: in.Token, Waiters: v.waiters, Forced: v.forced}
+	}
+	in.State = Held
+	if in.Count == 0 {
+		in.State = Reserved
+	}
+	in.AcquiredAt = microTime(f[0])
+	if in.AcquiredAt.After(from) {
+		in.AcquiredAt = time.Time{} // a raised (Redlock) or floored token
+	}
+	return in
+}
+
+// viewOf is the LockInfo of views, one per server: the server's own, or
+// for Redlock the quorum's.
+func (l *Locker) viewOf(key, name string, views []nodeView) (LockInfo, error) {
+	if !l.isRedlock() {
+		if err := views[0].err; err != nil {
+			return LockInfo{}, unavailable(err)
+		}
+		return views[0].info(key, name), nil
+	}
+	return l.quorumView(key, name, views)
+}
+
+// quorumView: Held when a majority hold key for one owner and token, with
+// the lease the quorum-th longest of them leaves; otherwise free, with the
+// highest token any node remembers.
+func (l *Locker) quorumView(key, name string, views []nodeView) (LockInfo, error) {
+	nodes := make([]NodeInfo, len(views))
+	answered := 0
+	for i := range views {
+		nodes[i] = NodeInfo{Node: i, Addr: l.addrs[i], Err: views[i].err}
+		if views[i].err == nil {
+			nodes[i].Info = views[i].info(key, name)
+			answered++
+		}
+	}
+	if answered < l.quorum {
+		var errs []error
+		for i, n := range nodes {
+			if n.Err != nil {
+				errs = append(errs, fmt.Errorf("node %s: %w", l.nodeName(i), n.Err))
+			}
+		}
+		return LockInfo{Key: key, Name: name, Nodes: nodes}, unavailable(fmt.Errorf("%d of %d nodes answered, %d needed: %w", answered, len(views), l.quorum, errors.Join(errs...)))
+	}
+	type holder struct {
+		owner string
+		token int64
+	}
+	groups := map[holder][]int{}
+	var best LockInfo
+	for i, n := range nodes {
+		if n.Err != nil {
+			continue
+		}
+		if n.Info.State != Free {
+			h := holder{n.Info.Owner, n.Info.Token}
+			groups[h] = append(groups[h], i)
+		}
+		if n.Info.Token > best.Token {
+			best.Token = n.Info.Token
+		}
+		if best.ServerTime.IsZero() {
+			best.ServerTime = n.Info.ServerTime
+		}
+	}
+	for _, idx := range groups {
+		if len(idx) < l.quorum {
+			continue
+		}
+		leases := make([]time.Duration, len(idx))
+		for j, i := range idx {
+			leases[j] = nodes[i].Info.Lease
+		}
+		slices.Sort(leases)
+		slices.Reverse(leases)
+		in := nodes[idx[0]].Info
+		in.Lease = leases[l.quorum-1]
+		in.Nodes = nodes
+		return in, nil
+	}
+	return LockInfo{Key: key, Name: name, Token: best.Token, ServerTime: best.ServerTime, Nodes: nodes}, nil
+}
+
+// auditOf is the key of lockKey's audit stream of forced releases (same
+// hash slot).
+func auditOf(lockKey string) string { return lockKey + ":audit" }
+
+// keyOf reads back the user key of a lock key named by this Locker; ok is
+// false for any other key under the prefix (queues, audit streams, other
+// data).
+func (l *Locker) keyOf(name string) (key string, ok bool) {
+	rest, ok := strings.CutPrefix(name, l.cfg.prefix+"{")
+	if !ok {
+		return "", false
+	}
+	tag, tail, ok := strings.Cut(rest, "}")
+	if !ok {
+		return "", false
+	}
+	if tail == "" {
+		return tag, tag != ""
+	}
+	if strings.ContainsAny(tail, "{}") && sha1Hex(tail) == tag {
+		return tail, true
+	}
+	return "", false
+}
