@@ -112,6 +112,31 @@
 // share one hash slot: the user key sits in a hash tag, or, when it contains
 // braces, the SHA-1 of it does.
 //
+// # Inspection and forced release
+//
+// Inspect reads a key as its servers hold it: free, held or reserved for
+// a waiter; the owner id and the OwnerInfo of the Locker that took it
+// (WithOwnerInfo: service, host, pid, label; carried inside the owner id,
+// so it costs no command); the token; when it was acquired and renewed,
+// by the server's clock; the lease left; the Redis count; the Lockers
+// queued with how long each has waited; and the forced releases of the
+// key. List scans for locks by pattern, every Cluster master and every
+// Redlock node, a bounded number of round trips per call; Redlock shows
+// the quorum's view and each node's. Held lists what this Locker holds,
+// with no round trip (mutex/lockdebug serves it as a page). Nothing in
+// the lock's protocol changes for them; an outside backend
+// (NewWithBackend) cannot be inspected (errors.ErrUnsupported).
+//
+// ForceRelease is for the operator whose holder is stuck: instead of
+// deleting the key, which lets the old holder go on writing as if it held
+// the lock, it leaves a token floor above the holder's token. The holder's
+// next renewal fails and its context ends with ErrLockLost; every later
+// token exceeds the floor, so a fence that records the floor
+// (fenced.Guard.Raise) refuses the old holder's writes at once. Who, when,
+// why and the tokens go to an audit stream beside the key (lockKey:audit,
+// the latest 1000, kept 30 days after the last). The redfence command
+// (cmd/redfence) does all of this from a terminal.
+//
 // # Telemetry
 //
 // Spans and instruments come from WithTracerProvider and WithMeterProvider
@@ -133,6 +158,7 @@
 //	redfence.Unlock          redfence.key, redfence.token, redfence.outcome (released, handed_off,
 //	                           not_held, error)
 //	redfence.LockLost        redfence.key, redfence.token, redfence.reason; status Error
+//	redfence.ForceRelease    redfence.key, redfence.token (the holder's), redfence.reason
 //
 //	instrument                       kind           unit           attributes
 //	redfence.lock.acquire.duration   histogram      s              redfence.outcome
@@ -142,9 +168,12 @@
 //	redfence.lock.losses             counter        {lock}         redfence.reason
 //	redfence.lock.hold.duration      histogram      s              -
 //	redfence.lock.held               updowncounter  {lock}         -
+//	redfence.lock.forced_releases    counter        {release}      redfence.reason
 //
 // redfence.reason says how a lock was lost ("lease deadline passed",
-// "renewal found the lock gone", ...: a short fixed set). error.type is a
+// "renewal found the lock gone", ...: a short fixed set), or, on forced
+// releases, the reason the operator gave, cut to 64 bytes: give a short
+// category ("stuck job"), and the details in the audit stream. error.type is a
 // Redis error's prefix (NOPERM, LOADING, ...), "timeout", a
 // network operation ("dial", "read", ...), "quorum", or "_OTHER". Spans and
 // errors carry the key; metrics never do, so their cardinality stays bounded.
@@ -169,6 +198,9 @@
 //	                                                       ErrUnavailable, node by node)
 //	context.Cause(lk.Context()) after a loss / release   ErrLockLost / ErrReleased
 //	WithReplicaAck: too few replicas acknowledged        ErrNotAcquired and a *ReplicaAckError
+//	ForceRelease of a key not held (or held under        ErrNotHeld (nothing is changed)
+//	  another token than the one given)
+//	Inspect, List, ForceRelease on an outside backend    errors.ErrUnsupported
 //
 // ErrNotAcquired without ErrUnavailable means contention: other holders stood
 // in the way. ErrUnavailable means an outage, so that an adapter can retry a
