@@ -131,4 +131,3 @@ func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
 }
-

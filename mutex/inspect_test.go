@@ -467,6 +467,7 @@ func TestInspectBadInput(t *testing.T) {
 		"List huge Count":      func() error { _, err := l.List(ctx, mutex.ListOptions{Count: 1 << 20}); return err },
 		"List foreign cursor":  func() error { _, err := l.List(ctx, mutex.ListOptions{Cursor: "x"}); return err },
 		"List cursor past end": func() error { _, err := l.List(ctx, mutex.ListOptions{Cursor: "9:0"}); return err },
+		"List cursor at end":   func() error { _, err := l.List(ctx, mutex.ListOptions{Cursor: "1:0"}); return err },
 		"Force without reason": func() error { _, err := l.ForceRelease(ctx, "k", mutex.ForceOptions{}); return err },
 		"Force negative token": func() error {
 			_, err := l.ForceRelease(ctx, "k", mutex.ForceOptions{Token: -1, Reason: "r"})

@@ -45,7 +45,8 @@ type Page struct {
 // another. One call makes at most o.Scans SCAN round trips and one more to
 // read the locks it found (on every Redlock node at once), so a listing of
 // K keys costs about K/o.Count SCANs plus one read per call, whatever
-// share of them are locks; pass Page.Cursor back for the next part. SCAN's
+// share of them are locks; pass Page.Cursor back for the next part. A
+// failed call's Page has only its RoundTrips. SCAN's
 // guarantees apply: a key present for the whole listing is found at least
 // once; keys that come and go meanwhile may or may not be. Waiters are
 // listed, forced releases are not (Inspect shows them). An outside backend
@@ -86,7 +87,7 @@ func (l *Locker) List(ctx context.Context, o ListOptions) (Page, error) {
 	if err != nil {
 		return Page{}, unavailable(err)
 	}
-	if shard > len(shards) {
+	if shard >= len(shards) { // a finished listing's cursor is "", never this
 		return Page{}, invalid("cursor %q names shard %d of %d", o.Cursor, shard, len(shards))
 	}
 	var page Page
@@ -105,7 +106,7 @@ func (l *Locker) List(ctx context.Context, o ListOptions) (Page, error) {
 		})
 		page.RoundTrips++
 		if err != nil {
-			return Page{}, unavailable(fmt.Errorf("scan %s: %w", shards[shard].addr, err))
+			return Page{RoundTrips: page.RoundTrips}, unavailable(fmt.Errorf("scan %s: %w", shards[shard].addr, err))
 		}
 		for _, name := range keys {
 			if key, ok := l.keyOf(name); ok && matchGlob(o.Match, key) {
@@ -163,7 +164,7 @@ func (l *Locker) List(ctx context.Context, o ListOptions) (Page, error) {
 		in, err := l.viewOf(n.key, n.name, views[i])
 		if err != nil {
 			if !l.isRedlock() {
-				return Page{}, err
+				return Page{RoundTrips: page.RoundTrips}, err
 			}
 			continue // too few nodes answered for this key
 		}
@@ -172,7 +173,7 @@ func (l *Locker) List(ctx context.Context, o ListOptions) (Page, error) {
 		}
 	}
 	if len(errs) == len(servers) {
-		return Page{}, unavailable(errors.Join(errs...))
+		return Page{RoundTrips: page.RoundTrips}, unavailable(errors.Join(errs...))
 	}
 	return page, nil
 }
