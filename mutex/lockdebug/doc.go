@@ -1,0 +1,80 @@
+// Package lockdebug serves a debug page of redfence locks, mountable like
+// net/http/pprof: the locks this process holds, and on request the
+// cluster-wide listing.
+//
+//	mux := http.NewServeMux() // the internal/admin mux, as for pprof
+//	mux.Handle("/debug/locks/", lockdebug.Handler(locker))
+//
+// # Security
+//
+// The page shows lock keys, tokens and the hosts, pids and services of
+// their owners. Mount it on an internal or admin listener only, as you
+// would net/http/pprof, never on a public mux; it has no authentication of
+// its own. Everything that comes from a key, an owner id or a request is
+// escaped (html/template); responses carry Cache-Control: no-store,
+// X-Content-Type-Options: nosniff and a Content-Security-Policy that allows
+// no script (the page has none).
+//
+// # What it shows
+//
+// For each Locker, the locks it holds (Locker.Held, no round trip): key,
+// fencing token, held for, lease left of its TTL, re-entries (count),
+// auto-renewal, successful renewals and the round trip of the last one, and
+// the goroutines of this process waiting for the key. At most 1000 locks
+// per Locker are shown, by key; the total is stated.
+//
+// With all=1, one Locker.List call under the request's context (for at
+// most 5 seconds) reads one page of the cluster-wide listing: key, state,
+// token, owner (its OwnerInfo, or the raw owner id of a WithOwner lock),
+// held for (the server's time since the token was issued), lease left,
+// count, and the Lockers queued for the key with the longest wait, a
+// page's locks sorted by key. A page
+// costs what one List call costs with its default bounds (10 SCANs of
+// COUNT 1000, then one read) and shows its round trips; the next-page link
+// carries the cursor.
+//
+// # Parameters
+//
+//	format   html (default) or json; without it, JSON when Accept names
+//	         application/json and not text/html
+//	all      1: add the cluster-wide listing
+//	match    a Redis glob over the keys as given to Lock ("orders:*")
+//	cursor   the listing's next_cursor, to continue it
+//	locker   which Locker lists, by name (default: the first)
+//	scans    SCAN calls of this page, 1 to 10 (default 10): smaller pages
+//	count    SCAN's COUNT, 1 to 1000 (default 1000): smaller pages
+//
+// # Status
+//
+//	200  the page
+//	400  a bad parameter, or one List refused (a malformed cursor, a match
+//	     longer than mutex.MaxKeyLen): the page says which, in words
+//	405  a method other than GET and HEAD (with Allow: GET, HEAD)
+//	500  the listing was asked of a nil Locker or one whose construction
+//	     failed (Locker.Err)
+//	501  the Locker's backend offers no listing (mutex.NewWithBackend)
+//	502  List failed: Redis did not answer or refused. The page still shows
+//	     this process's locks, and the error in words.
+//
+// # JSON
+//
+// The JSON form has the same content in snake_case; times are RFC 3339
+// (UTC), durations are milliseconds (to the microsecond) in fields ending
+// in _ms:
+//
+//	{"time": ..., "host": ..., "pid": ..., "error": ...,
+//	 "lockers": [{"name": ..., "error": ..., "held_total": 2, "held": [
+//	   {"key": ..., "token": ..., "acquired": ..., "held_ms": ..., "lease_ms": ...,
+//	    "ttl_ms": ..., "count": ..., "auto_renew": ..., "renewals": ...,
+//	    "last_renewal_ms": ..., "waiters": ...}]}],
+//	 "listing": {"locker": ..., "match": ..., "cursor": ..., "next_cursor": ...,
+//	   "round_trips": ..., "error": ..., "locks": [
+//	   {"key": ..., "state": "held", "token": ..., "owner": ..., "owner_info":
+//	    {"service": ..., "host": ..., "pid": ..., "label": ...}, "count": ...,
+//	    "acquired_at": ..., "renewed_at": ..., "held_ms": ..., "lease_ms": ...,
+//	    "server_time": ..., "waiters": [{"locker": ..., "owner_info": ...,
+//	    "since": ..., "waited_ms": ...}]}]}}
+//
+// next_cursor is "" at the end of the listing. The handler is safe for
+// concurrent use, starts no goroutine, and never panics while serving.
+package lockdebug

@@ -1,0 +1,167 @@
+package lockdebug
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redfence/redfence/mutex"
+)
+
+// Named is a Locker shown on the page under a name: for a process with
+// several Lockers (one per Redis deployment, say), the name says which
+// section is which and selects the Locker that lists (locker=name).
+type Named struct {
+	Name   string
+	Locker *mutex.Locker
+}
+
+// Handler returns the debug page of lockers, named "locker 1", "locker 2",
+// ... in the order given (a single one: "locker"). See the package
+// documentation for what it shows and how to mount it: on an internal or
+// admin mux only, as net/http/pprof.
+func Handler(lockers ...*mutex.Locker) http.Handler {
+	named := make([]Named, len(lockers))
+	for i, l := range lockers {
+		named[i] = Named{Name: "locker " + strconv.Itoa(i+1), Locker: l}
+	}
+	if len(named) == 1 {
+		named[0].Name = "locker"
+	}
+	return NamedHandler(named...)
+}
+
+// NamedHandler is Handler with a name for each Locker. A struct rather
+// than an option: the name belongs to one Locker, the list keeps its order,
+// and the one-Locker case stays Handler(locker). An empty name is replaced
+// by the Locker's position ("locker 2"); of two equal names, locker=name
+// selects the first. A nil Locker, or one whose construction failed, is
+// shown with its error (Locker.Err); nothing is checked or panics later.
+func NamedHandler(lockers ...Named) http.Handler {
+	h := &handler{lockers: make([]Named, len(lockers)), pid: os.Getpid()}
+	h.host, _ = os.Hostname()
+	for i, n := range lockers {
+		if n.Name == "" {
+			n.Name = "locker " + strconv.Itoa(i+1)
+		}
+		h.lockers[i] = n
+	}
+	return h
+}
+
+// listTimeout bounds the one List call of a request.
+const listTimeout = 5 * time.Second
+
+type handler struct {
+	lockers []Named
+	host    string
+	pid     int
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hdr := w.Header()
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		hdr.Set("Allow", "GET, HEAD")
+		http.Error(w, "lockdebug: method "+r.Method+" not allowed: GET or HEAD", http.StatusMethodNotAllowed)
+		return
+	}
+	hdr.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	hdr.Add("Vary", "Accept")
+
+	q, qerr := parseQuery(r, h.lockers)
+	p := &page{
+		Now:  time.Now().UTC(),
+		Host: h.host,
+		PID:  h.pid,
+		q:    q,
+
+		Lockers: make([]lockerView, 0, len(h.lockers)),
+		named:   h.lockers,
+	}
+	status := http.StatusOK
+	if qerr != nil {
+		p.Error = qerr.Error()
+		status = http.StatusBadRequest
+	}
+	for _, n := range h.lockers {
+		p.Lockers = append(p.Lockers, heldView(n))
+	}
+	if qerr == nil && q.all {
+		p.Listing, status = h.list(r.Context(), q)
+	}
+	if q.json {
+		writeJSON(w, status, p)
+		return
+	}
+	writeHTML(w, status, p)
+}
+
+// list makes the request's one List call and the status it leads to.
+func (h *handler) list(ctx context.Context, q query) (*listingView, int) {
+	n := h.lockers[q.locker]
+	lv := &listingView{Locker: n.Name, Match: q.match, Cursor: q.cursor, Locks: []infoView{}}
+	if err := n.Locker.Err(); err != nil {
+		lv.Error = "locker " + strconv.Quote(n.Name) + " cannot list: " + err.Error()
+		return lv, http.StatusInternalServerError
+	}
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	pg, err := n.Locker.List(ctx, mutex.ListOptions{Match: q.match, Cursor: q.cursor, Scans: q.scans, Count: q.count})
+	if err != nil {
+		lv.Error = err.Error()
+		switch {
+		case errors.Is(err, mutex.ErrInvalid):
+			return lv, http.StatusBadRequest
+		case errors.Is(err, errors.ErrUnsupported):
+			return lv, http.StatusNotImplemented
+		}
+		return lv, http.StatusBadGateway
+	}
+	lv.RoundTrips = pg.RoundTrips
+	lv.NextCursor = pg.Cursor
+	for _, in := range pg.Locks {
+		lv.Locks = append(lv.Locks, infoOf(in))
+	}
+	slices.SortStableFunc(lv.Locks, func(a, b infoView) int { return strings.Compare(a.Key, b.Key) })
+	if pg.Cursor != "" {
+		next := q
+		next.cursor = pg.Cursor
+		lv.next = next.url(h.lockers, false)
+	}
+	return lv, http.StatusOK
+}
+
+func writeJSON(w http.ResponseWriter, status int, p *page) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(p); err != nil {
+		http.Error(w, "lockdebug: encode: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}
+
+func writeHTML(w http.ResponseWriter, status int, p *page) {
+	var b bytes.Buffer
+	if err := pageTemplate.Execute(&b, p); err != nil {
+		http.Error(w, "lockdebug: render: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}
