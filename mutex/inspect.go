@@ -64,8 +64,10 @@ type LockInfo struct {
 	// AcquiredAt is when the token was issued, by the server's clock: a
 	// token is the server's time in µs unless the clock stepped back or an
 	// operator forced a release in the same microsecond, so it is read as
-	// one (zero when it cannot be a time). RenewedAt is when the current
-	// lease began; Lease what is left of it.
+	// one (zero when it cannot be a time). On Redlock a token is mostly
+	// the acquiring client's proposal, its clock 100 ms ahead, and is read
+	// so: by that client's clock. RenewedAt is when the current lease
+	// began, by the server's clock; Lease what is left of it.
 	AcquiredAt time.Time
 	RenewedAt  time.Time
 	Lease      time.Duration
@@ -368,6 +370,11 @@ func (l *Locker) quorumView(key, name string, views []nodeView) (LockInfo, error
 		slices.Reverse(leases)
 		in := nodes[idx[0]].Info
 		in.Lease = leases[l.quorum-1]
+		if at := microTime(strconv.FormatInt(in.Token, 10)); in.AcquiredAt.IsZero() && !at.IsZero() {
+			// A Redlock token is mostly the proposal: the acquiring
+			// client's clock, proposalLead ahead.
+			in.AcquiredAt = at.Add(-proposalLead)
+		}
 		in.Nodes = nodes
 		return in, nil
 	}

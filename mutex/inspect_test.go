@@ -379,6 +379,12 @@ func TestInspectRedlock(t *testing.T) {
 	require.NoError(t, err, "a majority answers")
 	assert.Equal(t, mutex.Held, in.State)
 	assert.Error(t, in.Nodes[2].Err)
+	page, err := viewer.List(ctx, mutex.ListOptions{Scans: 10})
+	require.NoError(t, err, "a majority answers the listing too")
+	require.Len(t, page.Locks, 1)
+	assert.Equal(t, "batch", page.Locks[0].Key)
+	assert.Len(t, page.Skipped, 1, "the dead node is named")
+	assert.WithinDuration(t, time.UnixMicro(lk.Token()).Add(-100*time.Millisecond), in.AcquiredAt, 0, "read from the proposal")
 
 	res, err := viewer.ForceRelease(ctx, "batch", mutex.ForceOptions{Reason: "drill"})
 	require.NoError(t, err)

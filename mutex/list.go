@@ -38,6 +38,9 @@ type Page struct {
 	// RoundTrips is the number of round trips this call made, counting
 	// calls to several servers at once as one.
 	RoundTrips int
+	// Skipped are the Redlock nodes this call could not scan (the listing
+	// goes on without them: a lock a majority holds is on the others).
+	Skipped []error
 }
 
 // List scans the servers for lock keys that match o.Match and inspects
@@ -105,6 +108,12 @@ func (l *Locker) List(ctx context.Context, o ListOptions) (Page, error) {
 			return err
 		})
 		page.RoundTrips++
+		if err != nil && l.isRedlock() {
+			// A node down: every lock a majority holds is on the others.
+			page.Skipped = append(page.Skipped, fmt.Errorf("scan %s: %w", shards[shard].addr, err))
+			shard, cursor = shard+1, 0
+			continue
+		}
 		if err != nil {
 			return Page{RoundTrips: page.RoundTrips}, unavailable(fmt.Errorf("scan %s: %w", shards[shard].addr, err))
 		}
@@ -172,7 +181,7 @@ func (l *Locker) List(ctx context.Context, o ListOptions) (Page, error) {
 			page.Locks = append(page.Locks, in)
 		}
 	}
-	if len(errs) == len(servers) {
+	if answered := len(servers) - len(errs); answered == 0 || l.isRedlock() && answered < l.quorum {
 		return Page{RoundTrips: page.RoundTrips}, unavailable(errors.Join(errs...))
 	}
 	return page, nil
