@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func main() {
+	// go-redis logs each failed dial to stderr; the error that ends the
+	// command says it once, in words.
+	redis.SetLogger(quiet{})
+	// The first SIGINT or SIGTERM ends ctx: watch returns 0, the other
+	// commands stop what they wait for. Then the signals are let go, so
+	// that a second one kills as usual.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// quiet is a go-redis logger that prints nothing.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// Exit statuses.
+const (
+	exitOK     = 0
+	exitFailed = 1 // the command could not do what it was asked
+	exitUsage  = 2 // it was asked wrongly: nothing was done
+)
+
+// run is the whole command but for the process: args without the program
+// name, env to read the environment (os.Getenv), and the two outputs. It
+// returns the exit status. When ctx ends, watch returns 0 and the other
+// commands stop waiting and fail.
+func run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
+	err := dispatch(ctx, args, env, stdout)
+	var usage *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &usage):
+		fmt.Fprintf(stderr, "redfence: %v\n", usage.msg)
+		if usage.help != "" {
+			fmt.Fprintf(stderr, "Run 'redfence help %s' for usage.\n", usage.help)
+		} else {
+			fmt.Fprintln(stderr, "Run 'redfence help' for usage.")
+		}
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "redfence: %v\n", err)
+		return exitFailed
+	}
+}
+
+// dispatch parses the global flags and the command name and runs the
+// command.
+func dispatch(ctx context.Context, args []string, env func(string) string, stdout io.Writer) error {
+	g := newGlobals()
+	fs := newFlagSet("redfence")
+	g.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return printUsage(stdout, "")
+		}
+		return usagef("", "%v", err)
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		return usagef("", "no command given")
+	}
+	name, rest := rest[0], rest[1:]
+	if name == "help" {
+		if len(rest) > 1 {
+			return usagef("", "help takes at most one command")
+		}
+		topic := ""
+		if len(rest) == 1 {
+			topic = rest[0]
+		}
+		return printUsage(stdout, topic)
+	}
+	cmd := lookup(name)
+	if cmd == nil {
+		return unknownCommand(name)
+	}
+	fs = newFlagSet(cmd.name)
+	g.register(fs)
+	runCmd := cmd.setup(fs)
+	pos, err := parseInterleaved(fs, rest)
+	if errors.Is(err, flag.ErrHelp) {
+		return printUsage(stdout, cmd.name)
+	}
+	if err != nil {
+		return usagef(cmd.name, "%v", err)
+	}
+	if len(pos) < cmd.minArgs || len(pos) > cmd.maxArgs {
+		return usagef(cmd.name, "usage: redfence %s %s", cmd.name, cmd.synopsis)
+	}
+	if err := g.resolve(env); err != nil {
+		return err
+	}
+	return runCmd(ctx, &invocation{g: g, env: env, stdout: stdout}, pos)
+}
+
+// invocation is what every command runs with: the global flags resolved,
+// the environment and the output.
+type invocation struct {
+	g      globals
+	env    func(string) string
+	stdout io.Writer
+}
+
+// usageError is a command asked wrongly; help names the command whose
+// usage to point at ("" for the general one).
+type usageError struct {
+	msg  string
+	help string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(help, format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...), help: help}
+}
