@@ -2,8 +2,11 @@ package bench
 
 import (
 	"context"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -79,3 +82,77 @@ var workers atomic.Int64
 
 // nextWorker numbers RunParallel goroutines so each gets its own resource.
 func nextWorker() int { return int(workers.Add(1)) }
+
+// BenchmarkFencedPaired: a write to a table protected by fenced's trigger
+// (Guard.Protect) against the same write through Guard.Do to an
+// unprotected one, in alternating blocks inside one benchmark: what the
+// trigger adds for a writer that goes through the guard.
+func BenchmarkFencedPaired(b *testing.B) {
+	pool := testutil.Postgres(b)
+	ctx := context.Background()
+	g := fenced.New(pool)
+	if err := g.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for _, t := range []string{"bench_plain_rows", "bench_protected_rows"} {
+		if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+t+` (id bigserial PRIMARY KEY, resource text NOT NULL, token bigint NOT NULL)`); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := g.Protect(ctx, "bench_protected_rows", "resource"); err != nil {
+		b.Fatal(err)
+	}
+	write := func(table string) func(res string) {
+		insert := `INSERT INTO ` + table + ` (resource, token) VALUES ($1, $2)`
+		return func(res string) {
+			err := g.Do(ctx, res, 1, func(ctx context.Context, tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, insert, res, 1)
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	ref, sub := write("bench_plain_rows"), write("bench_protected_rows")
+	const blockOps = 20
+	for _, par := range []int{1, 2} {
+		mode := "seq"
+		if par > 1 {
+			mode = "parallel"
+		}
+		b.Run(mode+"/protected-vs-fenced", func(b *testing.B) {
+			run := func(w func(string)) time.Duration {
+				start := time.Now()
+				var wg sync.WaitGroup
+				for g := range par {
+					res := "p" + strconv.Itoa(g)
+					wg.Go(func() {
+						for range blockOps {
+							w(res)
+						}
+					})
+				}
+				wg.Wait()
+				return time.Since(start)
+			}
+			var subT, refT time.Duration
+			ops := 0
+			for i := 0; ops < b.N; i++ {
+				// The order alternates, so that neither side always runs
+				// first in its pair.
+				if i%2 == 0 {
+					refT += run(ref)
+					subT += run(sub)
+				} else {
+					subT += run(sub)
+					refT += run(ref)
+				}
+				ops += blockOps * par
+			}
+			b.ReportMetric(float64(subT.Nanoseconds())/float64(ops), "ns/op")
+			b.ReportMetric(float64(refT.Nanoseconds())/float64(ops), "ref-ns/op")
+			b.ReportMetric(float64(subT)/float64(refT), "x-ref")
+		})
+	}
+}

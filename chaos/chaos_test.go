@@ -107,6 +107,9 @@ func newWorld(t *testing.T, name string) *world {
 	})
 	g := fenced.New(pool, fenced.WithTable("fences_"+name))
 	require.NoError(t, g.Migrate(ctx))
+	// The register refuses every write without the lock's token, so the
+	// suite also runs the trigger's check under its faults.
+	require.NoError(t, g.Protect(ctx, table, `'register'`))
 	return &world{t: t, pool: pool, guard: g, table: table, start: time.Now(),
 		stalls: make([]atomic.Bool, clients), counts: map[string]int{}}
 }

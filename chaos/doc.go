@@ -1,7 +1,8 @@
 // Package chaos holds redfence's reliability suite (its tests): several
 // clients, each with its own Locker and connections, repeatedly lock, do a
-// read-modify-write of a PostgreSQL register through fenced, and unlock,
-// while faults are injected at random: redis-server paused past the lease
+// read-modify-write of a PostgreSQL register through fenced (its table
+// protected by fenced's trigger, so every write is checked twice), and
+// unlock, while faults are injected at random: redis-server paused past the lease
 // (SIGSTOP) and killed and restarted empty, latency and black-hole partitions
 // between a client and Redis, clients stalling while they hold the lock, and
 // for Redlock minority and majority node loss.

@@ -18,7 +18,7 @@
 //	INSERT INTO redfence_fences AS f (resource, token) VALUES ($1, $2)
 //	ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token, updated_at = now()
 //	WHERE f.token <= EXCLUDED.token
-//	RETURNING token
+//	RETURNING token, set_config('redfence.fence', <declared tokens + this one>, true)
 //
 // The upsert locks the row whether or not its condition holds, and the lock
 // is kept until the transaction ends, so writers of one resource are
@@ -32,6 +32,30 @@
 // error matching ErrStaleToken (a *StaleTokenError carrying the highest
 // token). An equal token is accepted: the same holder may write twice.
 //
+// # Every writer: Protect
+//
+// The guard stops the writers that call it. Guard.Protect makes a table
+// stop the others too (a migration, an admin in psql, a second service, a
+// batch job written before the lock): a trigger checks every row an
+// INSERT, UPDATE, DELETE, INSERT … ON CONFLICT or COPY changes against the
+// tokens its transaction declared, which only Do and Check declare (the
+// set_config above, in the upsert's RETURNING, so only for a token
+// recorded). A row's resource is a SQL expression over its columns given
+// to Protect ('account:' || id). A row whose resource has no token in the
+// transaction is refused with SQLSTATE RF002 (ErrNoToken), one with a token
+// below the highest recorded with RF001 (ErrStaleToken); an UPDATE that
+// moves a row to another resource needs both tokens; TRUNCATE is refused.
+// Do maps a refusal met in fn (Refusal); a writer of its own can call
+// Refusal too. Operators write without a token on purpose and on the
+// record: SET LOCAL redfence.bypass = 'reason' (optionally limited to a
+// role's members, WithBypassRole) lets the statements through, and each
+// adds a row to the audit table beside the fence table (redfence_fences_bypass)
+// and a NOTICE. Protect's doc lists what a trigger cannot stop: the owner
+// or a superuser disabling it, session_replication_role = replica, writes
+// through another database, and a writer that declares a token itself.
+// Unprotect removes it. The trigger costs a guarded write little (see
+// bench/README.md).
+//
 // # Isolation levels
 //
 // The guarantee holds at every isolation level PostgreSQL offers. Under READ
@@ -43,7 +67,7 @@
 //
 // # Errors
 //
-// Do, Check, Raise, Fences and Migrate report each situation with the error
+// Do, Check, Raise, Fences, Migrate, Protect and Unprotect report each situation with the error
 // on its right; errors.Is finds the sentinels through any wrapping:
 //
 //	Situation                                        Error
@@ -52,7 +76,11 @@
 //	token lower than the highest recorded            ErrStaleToken, a *StaleTokenError (not from Raise)
 //	fence table missing                              ErrNotMigrated: call Guard.Migrate
 //	PostgreSQL or connection failure, ctx ending     pgx's error wrapped with %w (*pgconn.PgError, ctx.Err(), ...)
-//	fn returned an error                             that error, as it is
+//	fn returned an error                             that error, as it is, unless a protected table
+//	                                                   refused a row: ErrNoToken, or ErrStaleToken with a
+//	                                                   *StaleTokenError, wrapping fn's error
+//	a raw write refused by a protected table         *pgconn.PgError, SQLSTATE RF002 or RF001 (Refusal
+//	                                                   maps it to ErrNoToken or ErrStaleToken)
 //
 // Bad arguments are: a nil or typed-nil database, a nil or zero Guard, a
 // nil ctx, fn or tx, a bad WithTable name, a Fences limit outside 1 to
@@ -85,5 +113,7 @@
 // Migrate creates the fence table (default redfence_fences, WithTable to
 // change it) if it is missing. The table holds one row per resource ever
 // written or raised; Fences lists them. Delete rows of retired resources
-// yourself if that matters.
+// yourself if that matters. Protect adds, beside the fence table, the
+// bypass audit table (its name with "_bypass") and the functions its
+// triggers call (named after the fence table and the protected table).
 package fenced

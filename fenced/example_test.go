@@ -169,3 +169,39 @@ func ExampleGuard_Check() {
 	// token 7: stale, highest 8
 	// balance: 90
 }
+
+// Protect makes the table itself refuse a writer that never heard of the
+// lock, while the guard's callers write as before.
+func ExampleGuard_Protect() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	guard := fenced.New(pool)
+	if err := guard.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS ledger (id int PRIMARY KEY, amount bigint NOT NULL)`); err != nil {
+		log.Fatal(err)
+	}
+	// From your migrations: each row is fenced under 'ledger:' || id.
+	if err := guard.Protect(ctx, "ledger", `'ledger:' || id`); err != nil {
+		log.Fatal(err)
+	}
+	defer guard.Unprotect(context.Background(), "ledger")
+
+	_, err = pool.Exec(ctx, `INSERT INTO ledger VALUES (7, 100)`) // no token
+	fmt.Println("raw insert refused:", errors.Is(fenced.Refusal(err), fenced.ErrNoToken))
+
+	err = guard.Do(ctx, "ledger:7", 1, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO ledger VALUES (7, 100) ON CONFLICT (id) DO UPDATE SET amount = 100`)
+		return err
+	})
+	fmt.Println("guarded insert:", err)
+	// Output:
+	// raw insert refused: true
+	// guarded insert: <nil>
+}

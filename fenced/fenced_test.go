@@ -130,6 +130,13 @@ func TestFnErrorAndPanicRollBack(t *testing.T) {
 // orders commits independently of the fence, so ordering rows by it gives
 // the commit order, in which accepted tokens must never decrease.
 func TestConcurrentWritersCommitInTokenOrder(t *testing.T) {
+	t.Run("guard", func(t *testing.T) { concurrentWriters(t, false) })
+	// The same with both tables protected: the trigger refuses no guarded
+	// write, and adds no deadlock or reordering.
+	t.Run("protected", func(t *testing.T) { concurrentWriters(t, true) })
+}
+
+func concurrentWriters(t *testing.T, protect bool) {
 	pool, g, _, data := setup(t)
 	ctx := context.Background()
 	counters := data + "_seq"
@@ -139,6 +146,12 @@ func TestConcurrentWritersCommitInTokenOrder(t *testing.T) {
 	for _, r := range resources {
 		_, err := pool.Exec(ctx, `INSERT INTO `+counters+` VALUES ($1, 0)`, r)
 		require.NoError(t, err)
+	}
+	if protect {
+		require.NoError(t, g.Protect(ctx, counters, "resource"))
+		require.NoError(t, g.Protect(ctx, data, "resource"))
+		_, err := pool.Exec(ctx, `UPDATE `+counters+` SET n = n`)
+		require.Equal(t, fenced.CodeNoToken, code(err), "the tables are not protected")
 	}
 
 	const goroutines, perG = 32, 20

@@ -29,7 +29,8 @@ type Beginner interface {
 // its own; it owns no goroutines, so there is nothing to close.
 type Guard struct {
 	db      Beginner
-	err     error // configuration error, returned by every method
+	err     error  // configuration error, returned by every method
+	name    string // the fence table as configured, unquoted
 	table   string
 	upsert  string
 	highest string
@@ -62,11 +63,12 @@ func New(db Beginner, opts ...Option) *Guard {
 		g.err = invalid("nil database: a nil %T", db)
 		return g
 	}
+	g.name = cfg.table
 	g.table, g.err = quoteTable(cfg.table)
 	g.upsert = `INSERT INTO ` + g.table + ` AS f (resource, token) VALUES ($1, $2)
 ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token, updated_at = now()
 WHERE f.token <= EXCLUDED.token
-RETURNING token`
+RETURNING token, ` + declare
 	g.highest = `SELECT token FROM ` + g.table + ` WHERE resource = $1`
 	return g
 }
@@ -117,7 +119,9 @@ func (g *Guard) Migrate(ctx context.Context) error {
 // tokens run from 0 to math.MaxInt64. A ctx already done returns ctx.Err()
 // (wrapped), also without a round trip.
 //
-// When fn returns an error, Do rolls back and returns that error as it is.
+// When fn returns an error, Do rolls back and returns that error as it is,
+// except a protected table's refusal (see Protect), which comes back as
+// Refusal maps it, still wrapping fn's error.
 // When fn panics, Do rolls back and the panic continues. Errors from
 // PostgreSQL (serialization failures, deadlocks, a failed commit) are
 // returned wrapped with %w, so errors.As finds the *pgconn.PgError; the whole
@@ -156,10 +160,16 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 		return err
 	}
 	if err := fn(ctx, tx); err != nil {
+		if r := Refusal(err); r != nil {
+			return r
+		}
 		return err
 	}
 	done = true // Commit ends the transaction even when it fails.
 	if err := tx.Commit(ctx); err != nil {
+		if r := Refusal(err); r != nil { // a deferred constraint trigger of the user's own
+			return r
+		}
 		return fmt.Errorf("fenced: commit: %w", err)
 	}
 	return nil
@@ -261,7 +271,8 @@ func (g *Guard) check(ctx context.Context, tx pgx.Tx, resource string, token int
 // stands under our lock.
 func (g *Guard) record(ctx context.Context, tx pgx.Tx, op, resource string, token int64, span trace.Span) (int64, error) {
 	var highest int64
-	err := tx.QueryRow(ctx, g.upsert, resource, token).Scan(&highest)
+	var declared string
+	err := tx.QueryRow(ctx, g.upsert, resource, token).Scan(&highest, &declared)
 	switch {
 	case err == nil:
 	case errors.Is(err, pgx.ErrNoRows): // a higher token is recorded

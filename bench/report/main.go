@@ -105,15 +105,16 @@ func main() {
 	// blocks of cycles: the steadiest figure on a noisy host.
 	// Its names say the pair: Paired/<mode>/<subject>-vs-<reference>.
 	fmt.Printf("\npaired ratios (alternating blocks inside one benchmark; per round, then median)\n\n")
+	// So does BenchmarkFencedPaired: FencedPaired/<mode>/<subject>-vs-<reference>.
 	for _, name := range order {
-		pair, ok := strings.CutPrefix(name, "Paired/")
-		if !ok {
+		bench, pair, ok := strings.Cut(name, "/")
+		if !ok || !strings.HasPrefix(bench, "Paired") && !strings.HasSuffix(bench, "Paired") {
 			continue
 		}
 		if rs := collect(rounds, name, "x-ref"); len(rs) > 0 {
 			mode, subs, _ := strings.Cut(pair, "/")
 			sub, ref, _ := strings.Cut(subs, "-vs-")
-			fmt.Printf("%-40s %.2f × %s   (rounds: %s)\n", "Paired/"+mode+"/"+sub, median(rs), ref, join(rs))
+			fmt.Printf("%-40s %.2f × %s   (rounds: %s)\n", bench+"/"+mode+"/"+sub, median(rs), ref, join(rs))
 		}
 	}
 }

@@ -1,0 +1,15 @@
+package fenced
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DeclareOnly declares token for resource in tx as the fence upsert does,
+// without recording it or comparing it: the Guard's own check switched
+// off, so that a test sees what the trigger alone refuses.
+func DeclareOnly(ctx context.Context, tx pgx.Tx, resource string, token int64) error {
+	_, err := tx.Exec(ctx, `SELECT `+declare, resource, token)
+	return err
+}
