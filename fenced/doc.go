@@ -18,7 +18,7 @@
 //	INSERT INTO redfence_fences AS f (resource, token) VALUES ($1, $2)
 //	ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token, updated_at = now()
 //	WHERE f.token <= EXCLUDED.token
-//	RETURNING token, set_config('redfence.fence', <declared tokens + this one>, true)
+//	RETURNING token, set_config('redfence.fence_<hash of the table>', <declared + this>, true)
 //
 // The upsert locks the row whether or not its condition holds, and the lock
 // is kept until the transaction ends, so writers of one resource are
@@ -38,9 +38,11 @@
 // stop the others too (a migration, an admin in psql, a second service, a
 // batch job written before the lock): a trigger checks every row an
 // INSERT, UPDATE, DELETE, INSERT … ON CONFLICT or COPY changes against the
-// tokens its transaction declared, which only Do and Check declare (the
-// set_config above, in the upsert's RETURNING, so only for a token
-// recorded). A row's resource is a SQL expression over its columns given
+// tokens its transaction declared to this Guard's fence, which only Do
+// and Check declare (the set_config above, in the upsert's RETURNING, so
+// only for a token recorded), after the row is written (AFTER ROW: the row
+// as stored). Partitions are covered; a table with inheritance children is
+// refused. A row's resource is a SQL expression over its columns given
 // to Protect ('account:' || id). A row whose resource has no token in the
 // transaction is refused with SQLSTATE RF002 (ErrNoToken), one with a token
 // below the highest recorded with RF001 (ErrStaleToken); an UPDATE that

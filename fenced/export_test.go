@@ -6,10 +6,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// DeclareOnly declares token for resource in tx as the fence upsert does,
+// DeclareOnly declares token for resource in tx as g's fence upsert does,
 // without recording it or comparing it: the Guard's own check switched
 // off, so that a test sees what the trigger alone refuses.
-func DeclareOnly(ctx context.Context, tx pgx.Tx, resource string, token int64) error {
-	_, err := tx.Exec(ctx, `SELECT `+declare, resource, token)
+func DeclareOnly(ctx context.Context, g *Guard, tx pgx.Tx, resource string, token int64) error {
+	_, err := tx.Exec(ctx, `SELECT `+declareSQL(g.setting), resource, token)
 	return err
 }

@@ -31,6 +31,7 @@ type Guard struct {
 	db      Beginner
 	err     error  // configuration error, returned by every method
 	name    string // the fence table as configured, unquoted
+	setting string // where a transaction's declared tokens are (see Protect)
 	table   string
 	upsert  string
 	highest string
@@ -64,11 +65,12 @@ func New(db Beginner, opts ...Option) *Guard {
 		return g
 	}
 	g.name = cfg.table
+	g.setting = settingOf(cfg.table)
 	g.table, g.err = quoteTable(cfg.table)
 	g.upsert = `INSERT INTO ` + g.table + ` AS f (resource, token) VALUES ($1, $2)
 ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token, updated_at = now()
 WHERE f.token <= EXCLUDED.token
-RETURNING token, ` + declare
+RETURNING token, ` + declareSQL(g.setting)
 	g.highest = `SELECT token FROM ` + g.table + ` WHERE resource = $1`
 	return g
 }

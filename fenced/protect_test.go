@@ -151,7 +151,7 @@ func TestProtectRefusesStaleTokens(t *testing.T) {
 	assert.ErrorIs(t, err, fenced.ErrStaleToken)
 
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		require.NoError(t, fenced.DeclareOnly(ctx, tx, "account:1", 5))
+		require.NoError(t, fenced.DeclareOnly(ctx, g, tx, "account:1", 5))
 		_, err := tx.Exec(ctx, `UPDATE `+accounts+` SET balance = 0 WHERE id = 1`)
 		return err
 	})
@@ -163,7 +163,7 @@ func TestProtectRefusesStaleTokens(t *testing.T) {
 	assert.Equal(t, "1=100,2=100", balances(t, pool, accounts))
 
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		require.NoError(t, fenced.DeclareOnly(ctx, tx, "account:1", 10))
+		require.NoError(t, fenced.DeclareOnly(ctx, g, tx, "account:1", 10))
 		_, err := tx.Exec(ctx, `UPDATE `+accounts+` SET balance = 0 WHERE id = 1`)
 		return err
 	})
@@ -286,5 +286,131 @@ func TestProtectLifecycle(t *testing.T) {
 	_, err = pool.Exec(ctx, `UPDATE `+accounts+` SET balance = 0`)
 	assert.NoError(t, err)
 	_, err = pool.Exec(ctx, `TRUNCATE `+accounts)
+	assert.NoError(t, err)
+}
+
+// The review's holes, closed: the audit cannot be dodged by setting the
+// bypass inside the statement, nor hidden behind a temporary table, and
+// its user is the session's; the shared functions run on a pinned search
+// path.
+func TestProtectAuditCannotBeDodged(t *testing.T) {
+	pool, _, accounts, fences := protected(t)
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	count := func() (n int) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+fences+`_bypass`).Scan(&n))
+		return n
+	}
+
+	_, err = conn.Exec(ctx, `UPDATE `+accounts+` SET balance = 7 WHERE id = 2 AND set_config('redfence.bypass', 'sneaky', true) IS NOT NULL`)
+	require.NoError(t, err, "a bypass is a bypass, wherever it is set")
+	assert.Equal(t, 1, count(), "but it is on the record")
+
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE `+fences+`_bypass (at timestamptz DEFAULT now(), txid bigint, username text, table_name text, operation text, reason text) ON COMMIT DROP`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL redfence.bypass = 'hidden'`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE `+accounts+` SET balance = 55 WHERE id = 2`)
+		return err
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 2, count(), "a temporary table of the audit's name hides nothing")
+
+	_, err = conn.Exec(ctx, `SELECT `+fences+`_bypass_record('public.`+accounts+`', 'DELETE')`)
+	require.NoError(t, err)
+	assert.Equal(t, 2, count(), "no bypass, nothing recorded")
+
+	for _, fn := range []string{fences + "_check", fences + "_bypass_record"} {
+		var definer bool
+		var config []string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT prosecdef, proconfig FROM pg_proc WHERE proname = $1`, fn).Scan(&definer, &config))
+		assert.True(t, definer, fn)
+		assert.Equal(t, []string{"search_path=pg_catalog, pg_temp"}, config, fn)
+	}
+}
+
+// The check sees the row as stored: a generated column can be the
+// resource, and another BEFORE trigger cannot move a row past it.
+func TestProtectSeesTheStoredRow(t *testing.T) {
+	pool, g, _, data := setup(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `CREATE TABLE `+data+`_gen (id int PRIMARY KEY, owner int NOT NULL, res text GENERATED ALWAYS AS ('owner:' || owner) STORED);
+		CREATE FUNCTION `+data+`_flip() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.id < 0 THEN NEW.owner := 99; END IF; RETURN NEW; END $$;
+		CREATE TRIGGER zz_flip BEFORE INSERT OR UPDATE ON `+data+`_gen FOR EACH ROW EXECUTE FUNCTION `+data+`_flip()`)
+	require.NoError(t, err)
+	require.NoError(t, g.Protect(ctx, data+"_gen", "res"))
+	insert := func(id int) func(context.Context, pgx.Tx) error {
+		return func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO `+data+`_gen (id, owner) VALUES ($1, 1)`, id)
+			return err
+		}
+	}
+	require.NoError(t, g.Do(ctx, "owner:1", 1, insert(1)), "the generated resource is filled in")
+	err = g.Do(ctx, "owner:1", 1, insert(-1))
+	assert.ErrorIs(t, err, fenced.ErrNoToken, "the row another trigger moved to owner:99")
+}
+
+// Partitions are covered, directly written or truncated; a table with
+// inheritance children is refused; so are a role that does not exist and
+// names that would break the trigger's quoting.
+func TestProtectPartitionsAndRefusals(t *testing.T) {
+	pool, g, _, data := setup(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `CREATE TABLE `+data+`_p (id int, region text, v int) PARTITION BY LIST (region);
+		CREATE TABLE `+data+`_p_eu PARTITION OF `+data+`_p FOR VALUES IN ('eu');
+		INSERT INTO `+data+`_p VALUES (1, 'eu', 0);
+		CREATE TABLE `+data+`_inh (id int PRIMARY KEY);
+		CREATE TABLE `+data+`_inh_child () INHERITS (`+data+`_inh)`)
+	require.NoError(t, err)
+	require.NoError(t, g.Protect(ctx, data+"_p", `'p:' || id`))
+	for _, q := range []string{
+		`UPDATE ` + data + `_p_eu SET v = 1`,
+		`INSERT INTO ` + data + `_p_eu VALUES (2, 'eu', 0)`,
+		`TRUNCATE ` + data + `_p_eu`,
+		`TRUNCATE ` + data + `_p`,
+	} {
+		_, err := pool.Exec(ctx, q)
+		assert.Equal(t, fenced.CodeNoToken, code(err), "%s: %v", q, err)
+	}
+	err = g.Do(ctx, "p:1", 1, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE `+data+`_p_eu SET v = 2 WHERE id = 1`)
+		return err
+	})
+	assert.NoError(t, err)
+
+	assert.ErrorIs(t, g.Protect(ctx, data+"_inh", "id::text"), fenced.ErrInvalid, "inheritance children")
+	assert.ErrorIs(t, g.Protect(ctx, data+"_p", `'p:' || id`, fenced.WithBypassRole("no_such_role_rf")), fenced.ErrInvalid)
+	assert.ErrorIs(t, g.Protect(ctx, data+"_p", `'p:' || id`, fenced.WithBypassRole("a$redfence$b")), fenced.ErrInvalid)
+	assert.ErrorIs(t, g.Protect(ctx, data+"_p", `'$redfence$' || id`), fenced.ErrInvalid)
+	assert.ErrorIs(t, g.Protect(ctx, data+"_nope", "id"), fenced.ErrInvalid, "no such table")
+	require.NoError(t, g.Unprotect(ctx, data+"_p"))
+	_, err = pool.Exec(ctx, `TRUNCATE `+data+`_p_eu`)
+	assert.NoError(t, err, "Unprotect removes the partitions' guards too")
+}
+
+// A token recorded in one Guard's fence does not pass another Guard's
+// trigger: with two, a writer needs both.
+func TestProtectTwoGuards(t *testing.T) {
+	pool, g1, accounts, fences := protected(t)
+	ctx := context.Background()
+	g2 := fenced.New(pool, fenced.WithTable(fences+"_two"))
+	require.NoError(t, g2.Migrate(ctx))
+	require.NoError(t, g2.Protect(ctx, accounts, `'account:' || id`))
+	update := func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE `+accounts+` SET balance = 1 WHERE id = 1`)
+		return err
+	}
+	assert.ErrorIs(t, g1.Do(ctx, "account:1", 5, update), fenced.ErrNoToken, "Guard 2's fence was never met")
+	assert.ErrorIs(t, g2.Do(ctx, "account:1", 5, update), fenced.ErrNoToken, "Guard 1's fence was never met")
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		require.NoError(t, g1.Check(ctx, tx, "account:1", 5))
+		require.NoError(t, g2.Check(ctx, tx, "account:1", 5))
+		return update(ctx, tx)
+	})
 	assert.NoError(t, err)
 }
