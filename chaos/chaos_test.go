@@ -67,9 +67,7 @@ var registerModel = porcupine.Model{
 // the register and what was observed.
 type world struct {
 	t       *testing.T
-	pool    *pgxpool.Pool
-	guard   *fenced.Guard
-	table   string
+	reg     register
 	lockers []*mutex.Locker
 	faults  []fault
 
@@ -91,7 +89,39 @@ type fault struct {
 	apply func(rng *rand.Rand) (heal func())
 }
 
+// register is the fenced resource: a counter that a read-modify-write
+// under the lock's token increments, in one of the stores fenced supports.
+type register interface {
+	// rmw reads the counter and writes it plus one, fenced by token, and
+	// appends token to the accepted list in the same atomic step; an error
+	// matching fenced.ErrStaleToken means nothing changed.
+	rmw(ctx context.Context, token int64) (read int64, err error)
+	// accepted are the tokens of the accepted writes, in commit order.
+	accepted(ctx context.Context) ([]int64, error)
+	value(ctx context.Context) (int64, error)
+}
+
+// newWorld is a run whose register is a PostgreSQL table protected by
+// fenced's trigger.
 func newWorld(t *testing.T, name string) *world {
+	return newWorldOn(t, newPGRegister(t, name))
+}
+
+func newWorldOn(t *testing.T, reg register) *world {
+	return &world{t: t, reg: reg, start: time.Now(),
+		stalls: make([]atomic.Bool, clients), counts: map[string]int{}}
+}
+
+// pgRegister is a row of a PostgreSQL table under fenced.Guard, the table
+// protected by its trigger, so the suite also runs the trigger's check
+// under its faults.
+type pgRegister struct {
+	pool  *pgxpool.Pool
+	guard *fenced.Guard
+	table string
+}
+
+func newPGRegister(t *testing.T, name string) *pgRegister {
 	pool := testutil.Postgres(t)
 	ctx := context.Background()
 	table := "register_" + name
@@ -107,11 +137,35 @@ func newWorld(t *testing.T, name string) *world {
 	})
 	g := fenced.New(pool, fenced.WithTable("fences_"+name))
 	require.NoError(t, g.Migrate(ctx))
-	// The register refuses every write without the lock's token, so the
-	// suite also runs the trigger's check under its faults.
 	require.NoError(t, g.Protect(ctx, table, `'register'`))
-	return &world{t: t, pool: pool, guard: g, table: table, start: time.Now(),
-		stalls: make([]atomic.Bool, clients), counts: map[string]int{}}
+	return &pgRegister{pool: pool, guard: g, table: table}
+}
+
+func (r *pgRegister) rmw(ctx context.Context, token int64) (read int64, err error) {
+	err = r.guard.Do(ctx, "register", token, func(ctx context.Context, tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT v FROM `+r.table+` WHERE id = 1 FOR UPDATE`).Scan(&read); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE `+r.table+` SET v = v + 1 WHERE id = 1`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO `+r.table+`_accepted (token) VALUES ($1)`, token)
+		return err
+	})
+	return read, err
+}
+
+func (r *pgRegister) accepted(ctx context.Context) ([]int64, error) {
+	rows, err := r.pool.Query(ctx, `SELECT token FROM `+r.table+`_accepted ORDER BY seq`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+func (r *pgRegister) value(ctx context.Context) (v int64, err error) {
+	err = r.pool.QueryRow(ctx, `SELECT v FROM `+r.table+` WHERE id = 1`).Scan(&v)
+	return v, err
 }
 
 // client is one worker: lock, maybe stall (a GC pause past the lease), a
@@ -137,17 +191,7 @@ func (w *world) client(ctx context.Context, id int, l *mutex.Locker) {
 			time.Sleep(2 * ttl)
 		}
 		call := time.Since(w.start).Nanoseconds()
-		var read int64
-		err = w.guard.Do(context.WithoutCancel(ctx), "register", lk.Token(), func(ctx context.Context, tx pgx.Tx) error {
-			if err := tx.QueryRow(ctx, `SELECT v FROM `+w.table+` WHERE id = 1 FOR UPDATE`).Scan(&read); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `UPDATE `+w.table+` SET v = v + 1 WHERE id = 1`); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO `+w.table+`_accepted (token) VALUES ($1)`, lk.Token())
-			return err
-		})
+		read, err := w.reg.rmw(context.WithoutCancel(ctx), lk.Token())
 		ret := time.Since(w.start).Nanoseconds()
 		w.holders.Add(-1)
 		switch {
@@ -226,9 +270,7 @@ func (w *world) check(name string) {
 		t.Errorf("%s: register history not linearizable (%s); history and visualisation in %s", name, res, dir)
 	}
 
-	rows, err := w.pool.Query(ctx, `SELECT token FROM `+w.table+`_accepted ORDER BY seq`)
-	require.NoError(t, err)
-	tokens, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	tokens, err := w.reg.accepted(ctx)
 	require.NoError(t, err)
 	backwards := 0
 	for i := 1; i < len(tokens); i++ {
@@ -236,8 +278,8 @@ func (w *world) check(name string) {
 			backwards++
 		}
 	}
-	var v int64
-	require.NoError(t, w.pool.QueryRow(ctx, `SELECT v FROM `+w.table+` WHERE id = 1`).Scan(&v))
+	v, err := w.reg.value(ctx)
+	require.NoError(t, err)
 
 	kinds := make([]string, 0, len(w.counts))
 	for k, n := range w.counts {
@@ -259,8 +301,16 @@ func (w *world) check(name string) {
 }
 
 func TestChaosSingleNode(t *testing.T) {
-	_, srv := testutil.Redis(t)
 	w := newWorld(t, "single")
+	singleNode(t, w)
+	w.run(runFor(20 * time.Second))
+	w.check("single")
+}
+
+// singleNode gives w its clients' Lockers on one redis-server, each behind
+// its own proxy, and the faults of that setup.
+func singleNode(t *testing.T, w *world) {
+	_, srv := testutil.Redis(t)
 	proxies := make([]*testutil.TCPProxy, clients)
 	for i := range clients {
 		proxies[i] = testutil.Proxy(t, srv.Addr())
@@ -284,8 +334,6 @@ func TestChaosSingleNode(t *testing.T) {
 		}},
 		w.stallFault(),
 	}
-	w.run(runFor(20 * time.Second))
-	w.check("single")
 }
 
 func TestChaosRedlock(t *testing.T) {
