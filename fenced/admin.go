@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redfence/redfence/fenced/fence"
 )
 
 // Raise records token for resource as Do would, without a write of its own.
@@ -72,7 +74,7 @@ func (g *Guard) Fences(ctx context.Context, prefix string, limit int) ([]Fence, 
 	if err := g.usable(ctx); err != nil {
 		return nil, err
 	}
-	if err := validText("prefix", prefix); err != nil {
+	if err := fence.ValidatePrefix(prefix); err != nil {
 		return nil, err
 	}
 	if limit < 1 || limit > MaxFences {

@@ -1,54 +1,40 @@
 package fenced
 
 import (
-	"errors"
 	"fmt"
-	"unicode/utf8"
+
+	"github.com/redfence/redfence/fenced/fence"
 )
 
+// The errors and limits every fence shares live in package fence; these
+// are the same values, so errors.Is and errors.As match across stores.
 var (
 	// ErrStaleToken is matched (errors.Is) by the error Do and Check return
 	// when the token is lower than the highest recorded for the resource.
 	// The concrete error is a *StaleTokenError.
-	ErrStaleToken = errors.New("fenced: stale token")
+	ErrStaleToken = fence.ErrStaleToken
 	// ErrInvalid is matched by errors for bad arguments or configuration,
 	// returned before any round trip to the database.
-	ErrInvalid = errors.New("fenced: invalid argument")
+	ErrInvalid = fence.ErrInvalid
 	// ErrNotMigrated is matched by the error Do, Check, Raise and Fences
 	// return when the fence table does not exist. The error also wraps PostgreSQL's
 	// *pgconn.PgError (SQLSTATE 42P01).
-	ErrNotMigrated = errors.New("fenced: fence table does not exist (call Guard.Migrate first)")
+	ErrNotMigrated = fence.ErrNotMigrated
 )
 
 // StaleTokenError says which write was refused and why: Token is lower than
 // Highest, the highest token recorded for Resource when the write was checked.
 // Its message quotes at most the first 64 bytes of Resource.
-type StaleTokenError struct {
-	Resource string
-	Token    int64
-	Highest  int64
-}
+type StaleTokenError = fence.StaleTokenError
 
-func (e *StaleTokenError) Error() string {
-	return fmt.Sprintf("fenced: stale token %d for resource %q: %d was already accepted", e.Token, clip(e.Resource), e.Highest)
-}
-
-// Is reports whether target is ErrStaleToken.
-func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
+// MaxResourceLen is the longest resource, in bytes, that Do, Check and
+// Raise accept. It keeps the fence table's primary-key entries well under
+// PostgreSQL's B-tree row limit (about 2.7 KB).
+const MaxResourceLen = fence.MaxResourceLen
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
 
-// clip shortens s for an error message, so that a long argument is not
-// echoed whole. It cuts at a rune boundary.
-func clip(s string) string {
-	n := 64
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
-}
+// clip shortens s for an error message (fence.Clip).
+func clip(s string) string { return fence.Clip(s) }

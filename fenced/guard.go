@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -15,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/redfence/redfence/fenced/fence"
 	"github.com/redfence/redfence/internal/typednil"
 )
 
@@ -37,11 +36,6 @@ type Guard struct {
 	highest string
 	tel     telemetry
 }
-
-// MaxResourceLen is the longest resource, in bytes, that Do, Check and
-// Raise accept. It keeps the fence table's primary-key entries well under
-// PostgreSQL's B-tree row limit (about 2.7 KB).
-const MaxResourceLen = 1024
 
 // New returns a Guard over db. A nil db, a typed nil one (a nil
 // *pgxpool.Pool or *pgx.Conn in the interface) or a bad option does not
@@ -224,31 +218,10 @@ func (g *Guard) validate(ctx context.Context, resource string, token int64) erro
 	if err := g.usable(ctx); err != nil {
 		return err
 	}
-	if resource == "" {
-		return invalid("empty resource")
-	}
-	if err := validText("resource", resource); err != nil {
+	if err := fence.ValidateResource(resource); err != nil {
 		return err
 	}
-	if token < 0 {
-		return invalid("negative token %d", token)
-	}
-	return nil
-}
-
-// validText applies a resource's limits, other than being empty, to s,
-// which name says what it is. The messages give s's length, never s, which
-// may be huge.
-func validText(name, s string) error {
-	switch {
-	case len(s) > MaxResourceLen:
-		return invalid("%s is %d bytes, over the limit of %d", name, len(s), MaxResourceLen)
-	case strings.IndexByte(s, 0) >= 0:
-		return invalid("%s has a NUL byte, which PostgreSQL text cannot hold", name)
-	case !utf8.ValidString(s):
-		return invalid("%s is not valid UTF-8", name)
-	}
-	return nil
+	return fence.ValidateToken(token)
 }
 
 // check records token for resource in tx and counts the outcome; a stale
