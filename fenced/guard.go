@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redfence/redfence/fenced/fence"
+	"github.com/redfence/redfence/internal/pgfence"
 	"github.com/redfence/redfence/internal/typednil"
 )
 
@@ -59,13 +60,10 @@ func New(db Beginner, opts ...Option) *Guard {
 		return g
 	}
 	g.name = cfg.table
-	g.setting = settingOf(cfg.table)
+	g.setting = pgfence.Setting(cfg.table)
 	g.table, g.err = quoteTable(cfg.table)
-	g.upsert = `INSERT INTO ` + g.table + ` AS f (resource, token) VALUES ($1, $2)
-ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token, updated_at = now()
-WHERE f.token <= EXCLUDED.token
-RETURNING token, ` + declareSQL(g.setting)
-	g.highest = `SELECT token FROM ` + g.table + ` WHERE resource = $1`
+	g.upsert = pgfence.Upsert(g.table, g.setting)
+	g.highest = pgfence.Highest(g.table)
 	return g
 }
 
@@ -83,14 +81,10 @@ func (g *Guard) Migrate(ctx context.Context) error {
 		return fmt.Errorf("fenced: migrate: %w", err)
 	}
 	err := pgx.BeginFunc(ctx, g.db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('redfence.fenced.migrate'))`); err != nil {
+		if _, err := tx.Exec(ctx, pgfence.MigrateLock); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+g.table+` (
-	resource   text        PRIMARY KEY,
-	token      bigint      NOT NULL CHECK (token >= 0),
-	updated_at timestamptz NOT NULL DEFAULT now()
-)`)
+		_, err := tx.Exec(ctx, pgfence.Create(g.table))
 		return err
 	})
 	if err != nil {
@@ -276,7 +270,7 @@ func outcomeOf(token, highest int64) string {
 // (42P01).
 func undefinedTable(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
+	return errors.As(err, &pgErr) && pgErr.Code == pgfence.UndefinedTable
 }
 
 // rollbackTimeout bounds a roll-back: long enough for a healthy server,

@@ -21,19 +21,6 @@ import (
 // write without a token, on the record.
 const settingBypass = "redfence.bypass"
 
-// settingOf is the setting that holds the tokens declared to the fence
-// table named table: one per fence table, so that a token recorded in one
-// Guard's fence never passes another's trigger.
-func settingOf(table string) string {
-	sum := sha1.Sum([]byte(table))
-	return "redfence.fence_" + hex.EncodeToString(sum[:4])
-}
-
-// declareSQL adds $1 → $2 to setting's declared tokens.
-func declareSQL(setting string) string {
-	return `set_config('` + setting + `', (coalesce(nullif(current_setting('` + setting + `', true), ''), '{}')::jsonb || jsonb_build_object($1::text, $2::bigint))::text, true)`
-}
-
 // The SQLSTATEs of a protected table's refusals (class RF is not
 // PostgreSQL's): a token lower than the highest recorded, and no token.
 const (
