@@ -14,8 +14,9 @@ import (
 )
 
 // Main runs a package's tests, then tears down what outlives single tests
-// (the package's PostgreSQL database), then, when the tests passed, fails the
-// run if any goroutine is left (goleak). Call it from TestMain:
+// (the package's PostgreSQL and MySQL databases), then, when the tests
+// passed, fails the run if any goroutine is left (goleak). Call it from
+// TestMain:
 //
 //	func TestMain(m *testing.M) { testutil.Main(m) }
 func Main(m *testing.M, opts ...goleak.Option) {
@@ -60,6 +61,7 @@ func run(m *testing.M, vars []string, opts []goleak.Option) {
 		_ = os.RemoveAll(s.dir)
 	}
 	teardownPostgres()
+	teardownMySQL()
 	if code == 0 {
 		if err := goleak.Find(opts...); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: goroutines left after the tests: %v\n", err)

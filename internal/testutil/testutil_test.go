@@ -271,7 +271,43 @@ func TestHelperProcess(t *testing.T) {
 		var name string
 		require.NoError(t, testutil.Postgres(t).QueryRow(context.Background(), "SELECT current_database()").Scan(&name))
 		fmt.Println("DB=" + name)
+	case "mysql-db":
+		var name string
+		require.NoError(t, testutil.MySQL(t).QueryRow("SELECT DATABASE()").Scan(&name))
+		fmt.Println("DB=" + name)
 	}
+}
+
+func TestMySQLPackageDatabase(t *testing.T) {
+	db := testutil.MySQL(t)
+	var name string
+	require.NoError(t, db.QueryRow("SELECT DATABASE()").Scan(&name))
+	assert.True(t, strings.HasPrefix(name, "redfence_testutil_"), "database %q is the package's own", name)
+
+	// A second call in the same package gets the same database.
+	var again string
+	require.NoError(t, testutil.MySQL(t).QueryRow("SELECT DATABASE()").Scan(&again))
+	assert.Equal(t, name, again)
+
+	// Another test binary (another package) gets another database, dropped
+	// when its tests end.
+	out := helper(t, "mysql-db", nil)
+	other := field(out, "DB=")
+	assert.True(t, strings.HasPrefix(other, "redfence_"), "helper printed %q", out)
+	assert.NotEqual(t, name, other)
+	var n int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", other).Scan(&n))
+	assert.Zero(t, n, "the other package's database must be dropped at its end")
+}
+
+// TestMySQLMissing: with no server at the DSN the test fails, saying what to
+// install; it does not skip.
+func TestMySQLMissing(t *testing.T) {
+	out := helper(t, "mysql-db", []string{testutil.EnvMySQLDSN + "=root@tcp(" + testutil.RefusedAddr(t) + ")/"})
+	assert.Contains(t, out, "--- FAIL: TestHelperProcess")
+	assert.Contains(t, out, "no MySQL")
+	assert.Contains(t, out, "apt-get install mariadb-server")
+	assert.NotContains(t, out, "SKIP")
 }
 
 // TestThrowawayPostgres exercises the last fallback of Postgres: a cluster
