@@ -1,0 +1,278 @@
+package sqlfence
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redfence/redfence/fenced/fence"
+	"github.com/redfence/redfence/internal/typednil"
+)
+
+// Beginner starts a transaction: *sql.DB and *sql.Conn satisfy it.
+type Beginner interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// Guard records the highest token accepted per resource and refuses writes
+// with lower ones. It is safe for concurrent use and holds no connection of
+// its own; it owns no goroutines, so there is nothing to close.
+type Guard struct {
+	db      Beginner
+	dialect Dialect
+	err     error  // configuration error, returned by every method
+	table   string // as configured, for messages
+	st      statements
+	tel     telemetry
+	// record is dialect.record; tests swap in a broken one to see the
+	// concurrency test catch it (export_test.go).
+	record func(ctx context.Context, tx *sql.Tx, resource string, token int64) (int64, error)
+}
+
+// New returns a Guard over db, which speaks dialect d. The Guard does not
+// open, configure or close db; the package doc says what each dialect
+// needs of it. A nil db, a typed nil one (a nil *sql.DB in the interface),
+// an unknown dialect or a bad option does not panic: the Guard's methods
+// return an error matching ErrInvalid without a round trip. Call Migrate
+// once (at start-up or from your migrations) before Do; until then Do and
+// Check return an error matching ErrNotMigrated.
+func New(db Beginner, d Dialect, opts ...Option) *Guard {
+	cfg := config{table: DefaultTable}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	g := &Guard{db: db, dialect: d, table: cfg.table, tel: newTelemetry(cfg.tracer, cfg.meter)}
+	g.record = func(ctx context.Context, tx *sql.Tx, resource string, token int64) (int64, error) {
+		return g.dialect.record(ctx, tx, &g.st, resource, token)
+	}
+	switch {
+	case db == nil:
+		g.err = invalid("nil database")
+		return g
+	case typednil.Is(db):
+		g.err = invalid("nil database: a nil %T", db)
+		return g
+	case d != Postgres && d != MySQL && d != SQLite:
+		g.err = invalid("unknown dialect %v", d)
+		return g
+	}
+	parts, err := splitTable(cfg.table)
+	if err != nil {
+		g.err = err
+		return g
+	}
+	g.st = d.statements(cfg.table, parts)
+	return g
+}
+
+// Migrate creates the fence table if it does not exist. It is idempotent and
+// safe to run from several processes at once (PostgreSQL: a
+// transaction-scoped advisory lock serialises them; MySQL and SQLite create
+// a table atomically). It does not alter an existing table, nor create its
+// schema. On MySQL it then checks that the table is InnoDB's, whose row
+// locks the fence needs; another engine's is reported as ErrInvalid.
+//
+// A nil ctx or an unusable Guard returns an error matching ErrInvalid, and a
+// ctx already done returns ctx.Err() (wrapped), both without a round trip;
+// errors from the database come back wrapped with %w.
+func (g *Guard) Migrate(ctx context.Context) error {
+	if err := g.usable(ctx); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlfence: migrate: %w", err)
+	}
+	tx, err := g.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlfence: migrate: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op once committed
+	for _, s := range g.st.migrate {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("sqlfence: migrate: %w", err)
+		}
+	}
+	if g.st.engine != "" {
+		var engine string
+		err := tx.QueryRowContext(ctx, g.st.engine, g.st.engineArgs...).Scan(&engine)
+		switch {
+		case errors.Is(err, sql.ErrNoRows): // a name the server folds: nothing to check against
+		case err != nil:
+			return fmt.Errorf("sqlfence: migrate: %w", err)
+		case engine != "InnoDB":
+			return invalid("fence table %s uses the %s engine; the fence needs InnoDB's row locks", fence.Clip(g.table), engine)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlfence: migrate: %w", err)
+	}
+	return nil
+}
+
+// Do runs fn in one transaction that first records token for resource.
+//
+// When token is lower than the highest token recorded for resource, Do rolls
+// back without calling fn and returns a *StaleTokenError (errors.Is
+// ErrStaleToken). An equal token is accepted. Otherwise Do calls fn with the
+// transaction and commits when fn returns nil; the token is recorded only if
+// the commit succeeds, together with fn's writes. From the fence to the
+// commit the transaction holds the resource's fence row (SQLite: the
+// database's write lock), so writers of one resource are serialised: once a
+// transaction has recorded token t, none with a lower token can commit a
+// write behind it. When the fence table does not exist, Do returns an error
+// matching ErrNotMigrated.
+//
+// Before any round trip, Do returns an error matching ErrInvalid for a nil
+// ctx, a nil fn, an unusable Guard (nil, zero or from a bad New), a resource
+// that is empty, longer than MaxResourceLen bytes, not valid UTF-8 or holds
+// a NUL byte, or a negative token: tokens run from 0 to math.MaxInt64. A ctx
+// already done returns ctx.Err() (wrapped), also without a round trip.
+//
+// When fn returns an error, Do rolls back and returns that error as it is.
+// When fn panics, Do rolls back and the panic continues. Errors from the
+// database (deadlocks, lock wait timeouts, serialization failures, SQLite's
+// busy database, a failed commit; the package doc lists the codes) are
+// returned wrapped with %w, so errors.As finds the driver's error; the whole
+// unit of work can be retried with the same token. When ctx ends while the
+// transaction is open, database/sql rolls it back.
+//
+// fn must do all its writes through tx, and must not commit or roll it back.
+func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ctx context.Context, tx *sql.Tx) error) (err error) {
+	if err := g.validate(ctx, resource, token); err != nil {
+		return err
+	}
+	if fn == nil {
+		return invalid("nil fn")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlfence: %w", err)
+	}
+	// INTERNAL: the span wraps fn, the caller's code; the statements beneath
+	// it are the driver's to trace.
+	ctx, span := g.tel.tracer.Start(ctx, "redfence.fenced.Do", trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(attrResource.String(resource), attrToken.Int64(token)))
+	defer func() { endSpan(span, err) }()
+
+	tx, err := g.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlfence: begin: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done { // an error, a stale token, or fn panicked
+			_ = tx.Rollback()
+		}
+	}()
+	if err := g.check(ctx, tx, resource, token, span); err != nil {
+		return err
+	}
+	if err := fn(ctx, tx); err != nil {
+		return err
+	}
+	done = true // Commit ends the transaction even when it fails.
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlfence: commit: %w", err)
+	}
+	return nil
+}
+
+// Check records token for resource inside tx, which the caller began and
+// will commit. It must be the first statement of that transaction: writes
+// made before it are not fenced, and a snapshot or lock taken before it can
+// turn the fence's wait into an error (PostgreSQL under REPEATABLE READ or
+// SERIALIZABLE, and SQLite without an immediate transaction: see the
+// package doc). On a stale token it returns a *StaleTokenError and the
+// caller must roll tx back; any writes committed anyway are not protected.
+//
+// Bad arguments and a done ctx are reported as by Do, before any round
+// trip; a nil tx is ErrInvalid too.
+func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token int64) (err error) {
+	if err := g.validate(ctx, resource, token); err != nil {
+		return err
+	}
+	if tx == nil {
+		return invalid("nil transaction")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlfence: %w", err)
+	}
+	ctx, span := g.tel.tracer.Start(ctx, "redfence.fenced.Check", trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(attrResource.String(resource), attrToken.Int64(token)))
+	defer func() { endSpan(span, err) }()
+	return g.check(ctx, tx, resource, token, span)
+}
+
+// usable returns the ErrInvalid every method reports for a Guard it cannot
+// use or a nil ctx.
+func (g *Guard) usable(ctx context.Context) error {
+	switch {
+	case g == nil:
+		return invalid("nil Guard")
+	case g.err != nil:
+		return g.err
+	case g.db == nil:
+		return invalid("zero Guard: make one with New")
+	case ctx == nil:
+		return invalid("nil context")
+	}
+	return nil
+}
+
+// validate is usable plus the limits on resource and token.
+func (g *Guard) validate(ctx context.Context, resource string, token int64) error {
+	if err := g.usable(ctx); err != nil {
+		return err
+	}
+	if err := fence.ValidateResource(resource); err != nil {
+		return err
+	}
+	return fence.ValidateToken(token)
+}
+
+// check records token for resource in tx and counts the outcome; a stale
+// token is a *StaleTokenError.
+func (g *Guard) check(ctx context.Context, tx *sql.Tx, resource string, token int64, span trace.Span) error {
+	highest, err := g.record(ctx, tx, resource, token)
+	switch {
+	case err == nil:
+	case g.dialect.notMigrated(err): // the fence's statements name no other table
+		return fmt.Errorf("%w: %s: %w", ErrNotMigrated, fence.Clip(g.table), err)
+	default:
+		return fmt.Errorf("sqlfence: check %q: %w", fence.Clip(resource), err)
+	}
+	outcome := "accepted"
+	if token < highest {
+		outcome = "stale"
+	}
+	span.SetAttributes(attrOutcome.String(outcome), attrHighest.Int64(highest))
+	g.tel.checks.Add(ctx, 1, metric.WithAttributes(attrOutcome.String(outcome)))
+	if outcome == "stale" {
+		return &StaleTokenError{Resource: resource, Token: token, Highest: highest}
+	}
+	return nil
+}
+
+// Attribute keys on spans and metrics: fenced's.
+const (
+	attrResource = attribute.Key("redfence.resource")
+	attrToken    = attribute.Key("redfence.token")
+	attrHighest  = attribute.Key("redfence.highest")
+	attrOutcome  = attribute.Key("redfence.outcome")
+)
+
+func endSpan(span trace.Span, err error) {
+	if err != nil && !errors.Is(err, ErrStaleToken) {
+		span.SetAttributes(attrOutcome.String("error"))
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}

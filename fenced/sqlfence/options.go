@@ -1,0 +1,74 @@
+package sqlfence
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redfence/redfence/fenced/fence"
+)
+
+// An Option configures a Guard. Nil options are ignored.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	table  string
+	tracer trace.TracerProvider
+	meter  metric.MeterProvider
+}
+
+// DefaultTable is the fence table's name unless WithTable says otherwise:
+// fenced's, so that a PostgreSQL database has one fence table whichever
+// guard writes to it.
+const DefaultTable = "redfence_fences"
+
+// WithTable names the fence table: "name" or "schema.name" (MySQL: the
+// database; SQLite: an attached database). Each part is quoted as an
+// identifier in the dialect's way, so it is used exactly as given; a part
+// may not be empty, longer than 63 bytes, contain a dot or a NUL, or be
+// invalid UTF-8: the Guard's methods report such a name as ErrInvalid.
+// Migrate does not create the schema. Default: DefaultTable, in the
+// connection's default schema (PostgreSQL: search_path; MySQL: the DSN's
+// database; SQLite: main).
+func WithTable(name string) Option {
+	return optionFunc(func(c *config) { c.table = name })
+}
+
+// WithTracerProvider sets where spans go. Default, and for a nil tp (typed
+// nil included): the global provider.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(c *config) { c.tracer = tp })
+}
+
+// WithMeterProvider sets where metrics go. Default, and for a nil mp (typed
+// nil included): the global provider.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.meter = mp })
+}
+
+// splitTable validates a table name and returns its parts, unquoted.
+func splitTable(name string) ([]string, error) {
+	parts := strings.Split(name, ".")
+	if len(parts) > 2 {
+		return nil, invalid("table name %q has more than schema.name", fence.Clip(name))
+	}
+	for _, p := range parts {
+		switch {
+		case p == "":
+			return nil, invalid("table name %q has an empty part", fence.Clip(name))
+		case len(p) > 63:
+			return nil, invalid("table name part %q is %d bytes, longer than 63", fence.Clip(p), len(p))
+		case strings.ContainsRune(p, 0):
+			return nil, invalid("table name %q contains NUL", fence.Clip(name))
+		case !utf8.ValidString(p):
+			return nil, invalid("table name %q is not valid UTF-8", fence.Clip(name))
+		}
+	}
+	return parts, nil
+}
