@@ -71,7 +71,7 @@
 // its own. WAL mode (_pragma=journal_mode(WAL)) lets readers run beside
 // the writer. An immediate transaction (_txlock=immediate, which takes the
 // write lock at BEGIN) is not required by Do, whose first statement takes
-// it anyway, and Do is tested both ways. It is for Check: a deferred
+// it anyway; either way is safe. It matters for Check: a deferred
 // transaction that read before calling Check cannot take the write lock
 // while another connection holds it or has committed since that read, and
 // fails at once with SQLITE_BUSY or SQLITE_BUSY_SNAPSHOT. Call Check first,

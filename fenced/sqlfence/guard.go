@@ -15,7 +15,8 @@ import (
 	"github.com/redfence/redfence/internal/typednil"
 )
 
-// Beginner starts a transaction: *sql.DB and *sql.Conn satisfy it.
+// Beginner starts a transaction: *sql.DB and *sql.Conn satisfy it. A
+// *sql.Conn is one session, so calls through it must not overlap.
 type Beginner interface {
 	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
 }

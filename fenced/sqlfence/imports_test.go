@@ -1,0 +1,30 @@
+package sqlfence_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestImportsNoDriver: a program that imports sqlfence compiles no database
+// driver, pgx included, and fence compiles nothing outside the standard
+// library (issue 24: keep what a user compiles small).
+func TestImportsNoDriver(t *testing.T) {
+	deps := func(pkg string) []string {
+		out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return strings.Fields(string(out))
+	}
+	for _, dep := range deps("github.com/redfence/redfence/fenced/sqlfence") {
+		for _, driver := range []string{"github.com/jackc/pgx", "github.com/go-sql-driver/", "modernc.org/"} {
+			assert.False(t, strings.HasPrefix(dep, driver), "sqlfence depends on %s", dep)
+		}
+	}
+	for _, dep := range deps("github.com/redfence/redfence/fenced/fence") {
+		first, _, _ := strings.Cut(dep, "/")
+		assert.True(t, !strings.Contains(first, ".") || dep == "github.com/redfence/redfence/fenced/fence", "fence depends on %s", dep)
+	}
+}
