@@ -1,0 +1,103 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/fenced/redisfence"
+	"github.com/redfence/redfence/internal/testutil"
+)
+
+// BenchmarkRedisFencePaired: a read-modify-write of a counter through
+// redisfence.Fence.Do (the fence key WATCHed and read with the counter,
+// its SET in the same MULTI) against the same WATCH/GET/MULTI/SET/EXEC
+// without the fence, in alternating blocks of 20 operations inside one
+// benchmark, which side goes first alternating too: what the fence adds
+// to a write that is already a Redis transaction. In parallel mode each of
+// GOMAXPROCS goroutines has its own resource, so nothing contends.
+func BenchmarkRedisFencePaired(b *testing.B) {
+	_, srv := testutil.Redis(b)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64})
+	b.Cleanup(func() { _ = c.Close() })
+	f := redisfence.New(c)
+	ctx := context.Background()
+
+	plain := func(res string) error {
+		counter := "bench:plain:" + redisfence.Tag(res)
+		return c.Watch(ctx, func(tx *redis.Tx) error {
+			n, err := tx.Get(ctx, counter).Int64()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return err
+			}
+			_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+				pipe.Set(ctx, counter, n+1, 0)
+				return nil
+			})
+			return err
+		}, counter)
+	}
+	fenced := func(res string) error {
+		counter := "bench:fenced:" + redisfence.Tag(res)
+		return f.Do(ctx, res, 1, []string{counter}, func(ctx context.Context, tx *redis.Tx, pipe redis.Pipeliner) error {
+			n, err := tx.Get(ctx, counter).Int64()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return err
+			}
+			pipe.Set(ctx, counter, n+1, 0)
+			return nil
+		})
+	}
+
+	const blockOps = 20
+	for _, par := range []int{1, max(2, runtime.GOMAXPROCS(0))} {
+		mode := "seq"
+		if par > 1 {
+			mode = "parallel"
+		}
+		b.Run(mode+"/fenced-vs-plain", func(b *testing.B) {
+			run := func(w func(string) error) time.Duration {
+				start := time.Now()
+				var wg sync.WaitGroup
+				for g := range par {
+					res := "rmw-" + mode + "-" + strconv.Itoa(g)
+					wg.Go(func() {
+						for range blockOps {
+							if err := w(res); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				return time.Since(start)
+			}
+			run(plain) // warm up: dial the connections, create the keys
+			run(fenced)
+			var subT, refT time.Duration
+			ops := 0
+			for i := 0; ops < b.N; i++ {
+				// The order alternates, so that neither side always runs
+				// first in its pair.
+				if i%2 == 0 {
+					refT += run(plain)
+					subT += run(fenced)
+				} else {
+					subT += run(fenced)
+					refT += run(plain)
+				}
+				ops += blockOps * par
+			}
+			b.ReportMetric(float64(subT.Nanoseconds())/float64(ops), "ns/op")
+			b.ReportMetric(float64(refT.Nanoseconds())/float64(ops), "ref-ns/op")
+			b.ReportMetric(float64(subT)/float64(refT), "x-ref")
+		})
+	}
+}
