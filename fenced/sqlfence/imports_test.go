@@ -23,6 +23,18 @@ func TestImportsNoDriver(t *testing.T) {
 			assert.False(t, strings.HasPrefix(dep, driver), "sqlfence depends on %s", dep)
 		}
 	}
+	// What a user of one store compiles holds no other store's driver.
+	for pkg, drivers := range map[string][]string{
+		"github.com/redfence/redfence/mutex":             {"github.com/jackc/pgx", "github.com/go-sql-driver/", "modernc.org/"},
+		"github.com/redfence/redfence/fenced":            {"github.com/go-sql-driver/", "modernc.org/"},
+		"github.com/redfence/redfence/fenced/redisfence": {"github.com/jackc/pgx", "github.com/go-sql-driver/", "modernc.org/"},
+	} {
+		for _, dep := range deps(pkg) {
+			for _, driver := range drivers {
+				assert.False(t, strings.HasPrefix(dep, driver), "%s depends on %s", pkg, dep)
+			}
+		}
+	}
 	for _, dep := range deps("github.com/redfence/redfence/fenced/fence") {
 		first, _, _ := strings.Cut(dep, "/")
 		assert.True(t, !strings.Contains(first, ".") || dep == "github.com/redfence/redfence/fenced/fence", "fence depends on %s", dep)
