@@ -32,4 +32,25 @@ if [[ -z "${REDFENCE_TEST_DATABASE_URL:-}" ]] && command -v pg_isready >/dev/nul
     done
   fi
 fi
-echo "deps: redis-server $(redis-server --version | awk '{print $3}'), postgresql ok"
+# MySQL/MariaDB for fenced/sqlfence: REDFENCE_TEST_MYSQL_DSN, or root without
+# a password at 127.0.0.1:3306. When nothing listens there, install and start
+# Debian's MariaDB (root with apt-get), letting root in over TCP as the tests
+# expect; otherwise say what to do.
+mysql_up() { (exec 3<>/dev/tcp/127.0.0.1/3306) 2>/dev/null; }
+if [[ -z "${REDFENCE_TEST_MYSQL_DSN:-}" ]] && ! mysql_up; then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    if ! command -v mariadbd >/dev/null 2>&1 && ! command -v mysqld >/dev/null 2>&1; then
+      echo "deps: installing mariadb-server with apt-get"
+      apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server >/dev/null
+    fi
+    (service mariadb start || service mysql start) >/dev/null 2>&1 || true
+    for _ in $(seq 1 30); do mysql_up && break; sleep 1; done
+    mariadb -uroot -e "ALTER USER 'root'@'localhost' IDENTIFIED VIA mysql_native_password USING PASSWORD(''); CREATE DATABASE IF NOT EXISTS test" >/dev/null 2>&1 || true
+  fi
+  if ! mysql_up; then
+    echo "deps: no MySQL/MariaDB at 127.0.0.1:3306: install one (Debian/Ubuntu: sudo apt-get install mariadb-server) or set REDFENCE_TEST_MYSQL_DSN" >&2
+    exit 1
+  fi
+fi
+echo "deps: redis-server $(redis-server --version | awk '{print $3}'), postgresql ok, mysql ok"
