@@ -12,6 +12,10 @@
 // moments two clients believed they held the lock at once (expected above
 // zero under stalls: the fence must reject every such late write).
 //
+// TestChaosStores runs the single-node setup with the register in the other
+// stores fenced supports: MySQL/MariaDB and SQLite (sqlfence) and Redis
+// (redisfence).
+//
 // `make test` runs a bounded version; `make chaos` runs it for
 // CHAOS_DURATION per setup (go test ./chaos -chaos.duration=10m).
 package chaos
