@@ -471,7 +471,7 @@ func TestHungAfterContentionIsAnOutage(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lk.Unlock(ctx) })
 
-	waiter := redis.NewClient(&redis.Options{Addr: srv.Addr()}) // go-redis's 3 s read timeout
+	waiter := redis.NewClient(&redis.Options{Addr: srv.Addr()}) // go-redis's 5 s read timeout
 	t.Cleanup(func() { _ = waiter.Close() })
 	w := newLocker(t, waiter)
 	got := make(chan error, 1)

@@ -87,3 +87,6 @@ func WatchTwice(l *Locker, key string) (stopFirst, stopSecond func(), wanted fun
 
 // MatchGlob exposes List's pattern matching.
 func MatchGlob(p, s string) bool { return matchGlob(p, s) }
+
+// AcquireSHA is the acquire script's SHA-1, for SCRIPT EXISTS.
+func AcquireSHA() string { return acquireScript.Hash() }

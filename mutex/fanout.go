@@ -86,6 +86,12 @@ wait:
 			break
 		}
 	}
+	if decided {
+		// The calls still out are not the caller's any more: they end at
+		// the node timeout, not when the caller cancels its ctx after Lock
+		// returned (which would cut a slow node's script load short).
+		stopWatch()
+	}
 	// Why a node has no reply: not awaited, the caller's ctx, or the timeout.
 	var why error
 	for _, i := range nodes {

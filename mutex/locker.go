@@ -125,7 +125,7 @@ func newLocker(opts []Option) *Locker {
 // many locks it holds and however hung a node. Waiting for its goroutines
 // also waits for calls already sent to a hung node: a client without
 // ContextTimeoutEnabled ends them only at its ReadTimeout (go-redis's
-// default is 3s), one with it at the call's deadline.
+// default is 5s in v9.23), one with it at the call's deadline.
 func (l *Locker) Close() error {
 	if l == nil {
 		return nil

@@ -149,7 +149,7 @@ func TestLockGivesUpAtDeadline(t *testing.T) {
 }
 
 // TestLockAgainstPausedServer uses a client with go-redis's defaults (no
-// ContextTimeoutEnabled), which by itself would wait its 3s read timeout.
+// ContextTimeoutEnabled), which by itself would wait its 5s read timeout.
 func TestLockAgainstPausedServer(t *testing.T) {
 	_, srv := testutil.Redis(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})

@@ -182,9 +182,14 @@ func (l *Locker) releaseLate(lk *Lock, nodes []int) {
 		case <-t.C:
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		// A node timeout, as every Redlock call: a node that does not
+		// answer (paused) must not pile up calls of a cleanup's length.
+		lk.mu.Lock()
+		timeout := l.nodeTimeout(lk.ttl)
+		lk.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		l.fanout(ctx, cleanupTimeout, nodes, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
+		l.fanout(ctx, timeout, nodes, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
 			n, err := l.releaseLock(ctx, c, lk).Int64()
 			return []int64{n}, err
 		})

@@ -206,3 +206,32 @@ func TestRedlockReentrancyAndWake(t *testing.T) {
 		t.Fatal("waiter never acquired")
 	}
 }
+
+// A Redlock call still out to a slow node when the quorum decided is not
+// the caller's any more: cancelling the Lock's ctx once Lock returned does
+// not cut it short, so the slow node still gets its script loaded (a call
+// cut short there left every later Lock a round trip behind).
+func TestRedlockCallsOutliveTheCallersCancel(t *testing.T) {
+	_, srvs := testutil.RedisN(t, 3)
+	slow := testutil.Proxy(t, srvs[2].Addr())
+	slow.SetLatency(20 * time.Millisecond)
+	clients := make([]redis.UniversalClient, 3)
+	for i, addr := range []string{srvs[0].Addr(), srvs[1].Addr(), slow.Addr()} {
+		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.Close() })
+		clients[i] = c
+	}
+	l := newRedlock(t, clients)
+	ctx, cancel := context.WithCancel(context.Background())
+	lk, err := l.Lock(ctx, "k", mutex.WithTTL(10*time.Second))
+	cancel() // as a deferred cancel would, right after Lock returned
+	require.NoError(t, err)
+	direct := srvs[2].Client()
+	deadline, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	waitFor(t, deadline, "the slow node never got the acquire script", func() bool {
+		ok, err := direct.ScriptExists(deadline, mutex.AcquireSHA()).Result()
+		return err == nil && ok[0]
+	})
+	require.NoError(t, lk.Unlock(context.Background()))
+}
