@@ -3,6 +3,7 @@ package testutil
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -44,7 +45,15 @@ func Proxy(t testing.TB, target string) *TCPProxy {
 // Addr is the address clients dial instead of the target.
 func (p *TCPProxy) Addr() string { return p.ln.Addr().String() }
 
-// SetLatency delays every chunk forwarded in either direction by d.
+// SetLatency delays every chunk forwarded in either direction by d, the
+// one-way delay of a link: a request and its reply take 2d more. A chunk is
+// due d after it arrived, not after the chunk before it was delivered, so
+// back-to-back chunks of one connection (pipelined commands) are not delayed
+// more than a link would delay them, and connections are delayed
+// independently. The delay is a kernel timer's, precise to tens of
+// microseconds, where a Go timer rounds a sub-millisecond wait up to a
+// millisecond or more (see delayTimer). A new d applies to chunks that
+// arrive after the call; order is kept.
 func (p *TCPProxy) SetLatency(d time.Duration) {
 	p.mu.Lock()
 	p.latency = d
@@ -149,34 +158,98 @@ func (p *TCPProxy) serve(down net.Conn) {
 	<-done
 }
 
-// pump copies src to dst, holding chunks while the proxy is a black hole and
-// delaying them by the configured latency.
+// chunk is bytes read from one side, to be written to the other at due.
+type chunk struct {
+	b   []byte
+	due time.Time
+}
+
+// pump copies src to dst, delaying each chunk by the latency set when it
+// arrived and holding chunks while the proxy is a black hole. A reader (this
+// goroutine) stamps the chunks and a writer delivers them in order, so that
+// the delays of back-to-back chunks overlap as on a link; the queue between
+// them is bounded, so a held writer stops the reader too. Without latency,
+// and with nothing queued, the reader writes a chunk itself. It returns when
+// either side fails, after the writer has ended.
 func (p *TCPProxy) pump(dst, src net.Conn) {
 	p.mu.Lock()
 	gen := p.gen
 	p.mu.Unlock()
+	queue := make(chan chunk, 64)
+	var queued atomic.Int32        // chunks sent to the writer and not yet written
+	stopped := make(chan struct{}) // closed when the writer returns
+	go func() {
+		defer close(stopped)
+		defer src.Close() // a writer that gave up ends the reader's Read
+		p.deliver(dst, queue, &queued, gen)
+	}()
+	defer func() { <-stopped }()
+	defer close(queue)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			for p.blocked && !p.closed && p.gen == gen {
-				p.cond.Wait()
-			}
-			lat, dead := p.latency, p.closed || p.gen != gen
+			lat := p.latency
 			p.mu.Unlock()
-			if dead {
-				return
-			}
-			if lat > 0 {
-				time.Sleep(lat) // injected latency, not synchronisation
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
+			if lat == 0 && queued.Load() == 0 {
+				// Nothing for the writer to deliver first: as fast as a
+				// direct connection, and in order.
+				if !p.pass(gen) {
+					return
+				}
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			} else {
+				queued.Add(1)
+				select {
+				case queue <- chunk{b: append([]byte(nil), buf[:n]...), due: time.Now().Add(lat)}:
+				case <-stopped:
+					return
+				}
 			}
 		}
 		if err != nil {
-			return
+			return // the writer delivers what is queued, then returns
 		}
 	}
+}
+
+// deliver writes the queued chunks to dst, each at its due time, until the
+// queue closes, a write fails, or a Cut or Close ends the connection.
+func (p *TCPProxy) deliver(dst net.Conn, queue <-chan chunk, queued *atomic.Int32, gen int) {
+	var timer *delayTimer // made on the first delayed chunk
+	defer func() {
+		if timer != nil {
+			timer.Close()
+		}
+	}()
+	for c := range queue {
+		if time.Now().Before(c.due) {
+			if timer == nil {
+				timer = newDelayTimer()
+			}
+			timer.sleepUntil(c.due) // the injected latency, not synchronisation
+		}
+		if !p.pass(gen) {
+			return
+		}
+		if _, err := dst.Write(c.b); err != nil {
+			return
+		}
+		queued.Add(-1)
+	}
+}
+
+// pass waits while the proxy is a black hole and reports whether a chunk of
+// a connection opened in generation gen may still be forwarded: false once
+// the proxy closed or Cut ended the connection.
+func (p *TCPProxy) pass(gen int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.blocked && !p.closed && p.gen == gen {
+		p.cond.Wait()
+	}
+	return !p.closed && p.gen == gen
 }

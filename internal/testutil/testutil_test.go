@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -94,6 +97,76 @@ func TestProxy(t *testing.T) {
 		require.NoError(t, err)
 		late.Stop()
 		assert.Less(t, d, late.Bound(50*time.Millisecond), "healed: no latency left")
+	})
+
+	t.Run("one-way delay", func(t *testing.T) {
+		// A round trip costs twice the delay, also below a millisecond,
+		// where a Go timer would round each wait up.
+		const d = 500 * time.Microsecond
+		p.SetLatency(d)
+		defer p.Heal()
+		late := testutil.MeasureLateness(t)
+		var rtts []time.Duration
+		for range 21 {
+			rtt, err := ping(c, time.Second)
+			require.NoError(t, err)
+			rtts = append(rtts, rtt)
+		}
+		late.Stop()
+		slices.Sort(rtts)
+		assert.GreaterOrEqual(t, rtts[0], 2*d)
+		assert.Less(t, rtts[10], late.Bound(2*d+time.Millisecond), "median round trip (unproxied took %v)", fast)
+	})
+
+	t.Run("delays overlap within a connection", func(t *testing.T) {
+		// Two commands sent 5ms apart on one connection: the second reply
+		// comes 2d after the second command, not after the first reply.
+		const d = 20 * time.Millisecond
+		p.SetLatency(d)
+		defer p.Heal()
+		conn, err := net.Dial("tcp", p.Addr())
+		require.NoError(t, err)
+		defer conn.Close()
+		late := testutil.MeasureLateness(t)
+		start := time.Now()
+		_, err = conn.Write([]byte("PING\r\n"))
+		require.NoError(t, err)
+		time.Sleep(5 * time.Millisecond)
+		_, err = conn.Write([]byte("PING\r\n"))
+		require.NoError(t, err)
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(2*time.Second)))
+		r := bufio.NewReader(conn)
+		for range 2 {
+			line, err := r.ReadString('\n')
+			require.NoError(t, err)
+			require.Equal(t, "+PONG\r\n", line)
+		}
+		took := time.Since(start)
+		late.Stop()
+		assert.GreaterOrEqual(t, took, 2*d+5*time.Millisecond)
+		assert.Less(t, took, late.Bound(2*d+12*time.Millisecond), "one delay after another would take 3d")
+	})
+
+	t.Run("connections are delayed independently", func(t *testing.T) {
+		const d, n = 10 * time.Millisecond, 8
+		p.SetLatency(d)
+		defer p.Heal()
+		clients := make([]*redis.Client, n)
+		for i := range clients {
+			clients[i] = redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, PoolSize: 1, ContextTimeoutEnabled: true})
+			defer clients[i].Close()
+			_, err := ping(clients[i], time.Second) // connected before the race
+			require.NoError(t, err)
+		}
+		late := testutil.MeasureLateness(t)
+		rtts := make([]time.Duration, n)
+		var wg sync.WaitGroup
+		for i, cl := range clients {
+			wg.Go(func() { rtts[i], _ = ping(cl, time.Second) })
+		}
+		wg.Wait()
+		late.Stop()
+		assert.Less(t, slices.Max(rtts), late.Bound(2*d+5*time.Millisecond), "all round trips: %v", rtts)
 	})
 
 	t.Run("black hole", func(t *testing.T) {
