@@ -21,7 +21,8 @@ type TCPProxy struct {
 	latency time.Duration
 	blocked bool
 	closed  bool
-	gen     int // incremented by Cut, so pumps held in a black hole end too
+	gen     int     // incremented by Cut, so pumps held in a black hole end too
+	lag     wakeLag // the delay timers' wake-up lag, which they aim early by
 	conns   map[net.Conn]struct{}
 	wg      sync.WaitGroup
 }
@@ -228,7 +229,7 @@ func (p *TCPProxy) deliver(dst net.Conn, queue <-chan chunk, queued *atomic.Int3
 	for c := range queue {
 		if time.Now().Before(c.due) {
 			if timer == nil {
-				timer = newDelayTimer()
+				timer = newDelayTimer(&p.lag)
 			}
 			timer.sleepUntil(c.due) // the injected latency, not synchronisation
 		}

@@ -114,7 +114,8 @@ func TestProxy(t *testing.T) {
 		}
 		late.Stop()
 		slices.Sort(rtts)
-		assert.GreaterOrEqual(t, rtts[0], 2*d)
+		// A delay aims early by the wake-up lag it learnt, at most 150µs.
+		assert.GreaterOrEqual(t, rtts[0], 2*(d-150*time.Microsecond))
 		assert.Less(t, rtts[10], late.Bound(2*d+time.Millisecond), "median round trip (unproxied took %v)", fast)
 	})
 
@@ -143,7 +144,7 @@ func TestProxy(t *testing.T) {
 		}
 		took := time.Since(start)
 		late.Stop()
-		assert.GreaterOrEqual(t, took, 2*d+5*time.Millisecond)
+		assert.GreaterOrEqual(t, took, 2*d+5*time.Millisecond-300*time.Microsecond)
 		assert.Less(t, took, late.Bound(2*d+12*time.Millisecond), "one delay after another would take 3d")
 	})
 
