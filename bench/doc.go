@@ -8,8 +8,10 @@
 // CPU, and parallel, with allocs/op and the CPU time per cycle of the client
 // and of the servers), Paired (a subject and its reference in
 // alternating 16-cycle blocks, so that their ratio covers the same seconds of
-// a noisy host), Contended (one key, 2/8/32 goroutines through one Locker
-// and four), Renewal, Fenced and Stampede. make bench runs them in
+// a noisy host), RedlockLatencyPaired (Redlock and redsync with each master
+// behind a delaying proxy, healthy, with one paused and with one slow),
+// Contended (one key, 2/8/32 goroutines through one Locker and four),
+// Renewal, Fenced and Stampede. make bench runs them in
 // interleaved rounds and bench/report prints medians and per-round ratios;
 // make bench-server (bench/servercost) counts the Redis server's instructions
 // per uncontended cycle under callgrind.
