@@ -117,6 +117,70 @@ func main() {
 			fmt.Printf("%-40s %.2f × %s   (rounds: %s)\n", bench+"/"+mode+"/"+sub, median(rs), ref, join(rs))
 		}
 	}
+
+	latency(rounds, order)
+}
+
+// latency prints BenchmarkRedlockLatencyPaired
+// (RedlockLatencyPaired/<scenario>/<subject>-vs-<reference>): each side's
+// cycle times, the physical floor and the subject's ratio to it, failed
+// acquisitions (summed over the rounds: any one counts), the ratio to the
+// reference and, with a master paused, the subject's p99 over its healthy
+// one. Ratios are taken inside each round, then their median.
+func latency(rounds []map[string]metrics, order []string) {
+	var names []string
+	for _, name := range order {
+		if strings.HasPrefix(name, "RedlockLatencyPaired/") {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	fmt.Printf("\nRedlock behind network latency (ms, medians of the rounds; floor: two round trips to the\n")
+	fmt.Printf("quorum-th fastest master that answers; ping: two PINGs to it through its proxy; failed: summed)\n\n")
+	fmt.Printf("%-10s %-34s %15s %15s %6s %7s %6s %7s %6s %12s\n",
+		"scenario", "subject vs reference", "p50 / p99", "ref p50 / p99", "floor", "× floor", "ping", "failed", "× ref", "p99×healthy")
+	for _, name := range names {
+		scenario, pair, _ := strings.Cut(strings.TrimPrefix(name, "RedlockLatencyPaired/"), "/")
+		med := func(unit string) string {
+			v := collect(rounds, name, unit)
+			if len(v) == 0 {
+				return "–"
+			}
+			return ms(median(v))
+		}
+		total := func(unit string) string {
+			var n float64
+			for _, v := range collect(rounds, name, unit) {
+				n += v
+			}
+			return strconv.FormatFloat(n, 'f', 0, 64)
+		}
+		ratio := func(unit string) string {
+			v := collect(rounds, name, unit)
+			if len(v) == 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%.2f", median(v))
+		}
+		fmt.Printf("%-10s %-34s %15s %15s %6s %7s %6s %7s %6s %12s\n", scenario, strings.Replace(pair, "-vs-", " vs ", 1),
+			med("p50-ms")+" / "+med("p99-ms"), med("ref-p50-ms")+" / "+med("ref-p99-ms"),
+			med("floor-ms"), ratio("x-floor"), med("ping-floor-ms"),
+			total("failed")+" / "+total("ref-failed"), ratio("x-ref"), ratio("p99-x-healthy"))
+	}
+}
+
+// ms formats milliseconds to about three significant figures.
+func ms(v float64) string {
+	switch {
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	default:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
 }
 
 func collect(rounds []map[string]metrics, name, unit string) []float64 {
