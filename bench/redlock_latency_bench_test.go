@@ -228,11 +228,12 @@ func (m *masters) floorMaster(quorum int) int {
 	return up[quorum-1]
 }
 
-// clients are new clients of every master, through the proxies, counting
-// their commands in calls: go-redis's defaults but for the pool (as in the
-// other benchmarks) and ContextTimeoutEnabled, without which a ctx deadline
-// does not bound a read and redsync's node timeout would bound nothing (a
-// paused master would hold each call for go-redis's 3 s ReadTimeout).
+// clients are new clients of every master, through the proxies, with
+// hooks: go-redis's defaults but for the pool (as in the other benchmarks)
+// and ContextTimeoutEnabled, without which a ctx deadline does not bound a
+// read and redsync's node timeout bounds nothing: with a master paused,
+// each of its Lock and Unlock calls then waits for go-redis's ReadTimeout
+// (5 s in v9.23; redfence returns at the quorum either way).
 func (m *masters) clients(b *testing.B, hooks ...redis.Hook) []redis.UniversalClient {
 	out := make([]redis.UniversalClient, len(m.proxies))
 	for i, p := range m.proxies {
