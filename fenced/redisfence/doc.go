@@ -59,13 +59,16 @@
 // # What it assumes
 //
 // One Redis deployment holds both the data and the fence: a standalone
-// server, a Sentinel-managed primary (NewFailoverClient), a Cluster, or a
-// Ring (keys with one hash tag land on one shard; when a shard is down,
-// the Ring sends them to another, which holds neither their fence nor
-// their data). Not Redlock's N
-// independent masters: the fence must live in the same transaction as the
-// data. (A token from a Redlock lock is fine; the data just has to live in
-// one deployment.)
+// server, a Sentinel-managed primary (NewFailoverClient), or a Cluster. A
+// Ring is not safe for fencing: when a shard is down it sends the keys to
+// another, which holds neither their fence nor their data, so a stale
+// holder's write is accepted there. Not Redlock's N independent masters:
+// the fence must live in the same transaction as the data. (A token from a
+// Redlock lock is fine; the data just has to live in one deployment.)
+//
+// Fence keys must not be evicted: an evicted fence accepts the next write
+// whatever its token. Run the server with maxmemory-policy noeviction (or
+// a volatile-* policy, with no WithFenceTTL on the fence keys).
 //
 // The fence lives beside the data, and shares its fate. What Redis loses,
 // it loses together: a restart without persistence, or a failover to a
@@ -76,8 +79,9 @@
 // between the old fence and the lost one is no longer refused. redisfence
 // cannot prevent that; persistence (appendonly with appendfsync always) and
 // min-replicas-to-write narrow it, and data that must not lose acknowledged
-// writes belongs in a store that does not, behind fenced's guard. mutex's tokens keep growing across such losses (they
-// are at least the server's clock), so holders after the loss are accepted.
+// writes belongs in a store that does not, behind fenced's guard. mutex's
+// tokens keep growing across such losses (they are at least the server's
+// clock), so holders after the loss are accepted.
 //
 // Only writers that go through Do are fenced: a write to the data keys by
 // any other path is neither checked nor ordered (though it does send

@@ -66,9 +66,9 @@
 // resource, is serialised from the fence to the commit. The DSN must set a
 // busy timeout (modernc: _pragma=busy_timeout(10000), or
 // _busy_timeout=10000); without one a second writer fails at once with
-// SQLITE_BUSY instead of waiting. The database must be a file (or a
-// shared-cache memory database): each connection to a plain ":memory:" has
-// its own. WAL mode (_pragma=journal_mode(WAL)) lets readers run beside
+// SQLITE_BUSY instead of waiting. The database must be a file: each
+// connection to a plain ":memory:" has its own, and a shared-cache one
+// locks tables, so a second writer fails at once (SQLITE_LOCKED). WAL mode (_pragma=journal_mode(WAL)) lets readers run beside
 // the writer. An immediate transaction (_txlock=immediate, which takes the
 // write lock at BEGIN) is not required by Do, whose first statement takes
 // it anyway; either way is safe. It matters for Check: a deferred
@@ -88,10 +88,15 @@
 //	Postgres  SQLSTATE 40001 (serialization_failure), 40P01 (deadlock_detected);
 //	            55P03 (lock_not_available) if you set lock_timeout
 //	MySQL     1213 (ER_LOCK_DEADLOCK, SQLSTATE 40001), 1205 (ER_LOCK_WAIT_TIMEOUT,
-//	            after innodb_lock_wait_timeout)
+//	            after innodb_lock_wait_timeout); MariaDB with
+//	            innodb_snapshot_isolation: 1020 (ER_CHECKREAD), for a
+//	            transaction that read before the fence
 //	SQLite    SQLITE_BUSY (5) and its extended codes, such as SQLITE_BUSY_SNAPSHOT (517)
 //
 // The guard itself never retries: it cannot know whether fn may run twice.
+// A roll-back after an error runs through database/sql, which gives it no
+// deadline: on a hung server only the driver's read timeout bounds it (set
+// one in the DSN).
 //
 // # Errors
 //
@@ -103,7 +108,10 @@
 //	                                                   (SQLSTATE 42P01; MySQL 1146; SQLite "no such table")
 //	Migrate: MySQL fence table not InnoDB            ErrInvalid
 //	database or connection failure, ctx ending       the driver's error wrapped with %w
-//	fn returned an error                             that error, as it is
+//	fn returned an error                             that error, as it is; a refusal by a table
+//	                                                   under fenced.Guard.Protect (Postgres) is the
+//	                                                   driver's error, SQLSTATE RF002 or RF001:
+//	                                                   fenced.Refusal maps it (it imports pgx)
 //
 // Bad arguments are: a nil or typed-nil database, a Dialect other than the
 // three, a nil or zero Guard, a nil ctx, fn or tx, a bad WithTable name, a
@@ -116,7 +124,8 @@
 // Spans and instruments come from WithTracerProvider and WithMeterProvider
 // (default: otel's globals), under the instrumentation scope
 // "github.com/redfence/redfence/fenced/sqlfence" with the module's version,
-// and carry fenced's names, so that one dashboard covers every store:
+// and carry fenced's names, so that one dashboard covers every SQL store
+// (redisfence makes neither spans nor metrics):
 // INTERNAL spans redfence.fenced.Do and redfence.fenced.Check with the
 // attributes redfence.resource, redfence.token, redfence.outcome (accepted,
 // stale, error) and redfence.highest, and the counter redfence.fence.checks

@@ -8,7 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/redfence/redfence/fenced"
+	_ "modernc.org/sqlite" // the driver: sql.Open("sqlite", …)
+
 	"github.com/redfence/redfence/fenced/sqlfence"
 )
 
@@ -44,7 +45,7 @@ func Example() {
 	fmt.Println(write(7, 100)) // the holder of token 7
 	fmt.Println(write(8, 250)) // a later holder
 	err = write(7, 90)         // the first holder, back from a pause
-	var stale *fenced.StaleTokenError
+	var stale *sqlfence.StaleTokenError
 	fmt.Println(errors.As(err, &stale), stale.Highest)
 
 	var amount int64
