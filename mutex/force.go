@@ -47,16 +47,18 @@ type ForceResult struct {
 	Owner string // the holder's owner id
 	Info  OwnerInfo
 	Count int // its count in Redis
-	// Released is how many servers freed it: 1, or for Redlock the nodes
-	// (a majority means the holder can renew it nowhere).
+	// Released is how many servers freed it: 1, or for Redlock the nodes.
+	// ForceRelease succeeds only when fewer nodes than a quorum left the
+	// outcome unknown: the holder can then renew on no majority.
 	Released int
 }
 
 // ForceRelease frees key behind its holder's back, safely: the key keeps a
 // token floor one above the holder's token, so every later acquisition
 // gets a larger token, and the holder's next renewal, Extend or Unlock
-// fails: its Lock's context ends with ErrLockLost within one renewal
-// interval (a third of its lease). Writes the holder still sends through
+// fails: with auto-renewal its Lock's context ends with ErrLockLost within
+// one renewal interval (a third of its lease); without, at its next Extend
+// or its lease deadline. Writes the holder still sends through
 // a fence with its token are refused once a later token is recorded
 // there; Guard.Raise(resource, Floor) records one at once. Waiters are
 // notified. An audit entry (who, when, why, both tokens, the holder) goes
@@ -105,11 +107,8 @@ func (l *Locker) ForceRelease(ctx context.Context, key string, o ForceOptions) (
 	name := l.be.name(key)
 	keys := []string{name, auditOf(name)}
 	args := []any{want, o.By, o.Reason, l.publish, auditTTL.Milliseconds(), key}
-	replies := make([][]any, len(servers))
-	errs := make([]error, len(servers))
-	l.eachServer(ctx, servers, func(ctx context.Context, i int, c redis.UniversalClient) error {
-		replies[i], errs[i] = forceScript.Run(ctx, c, keys, args...).Slice()
-		return errs[i]
+	replies, errs := eachServer(l, ctx, servers, func(ctx context.Context, c redis.UniversalClient) ([]any, error) {
+		return forceScript.Run(ctx, c, keys, args...).Slice()
 	})
 	res := ForceResult{Key: key}
 	var other []string
@@ -139,10 +138,15 @@ func (l *Locker) ForceRelease(ctx context.Context, key string, o ForceOptions) (
 	if res.Released > 0 {
 		res.Info, _ = parseOwner(res.Owner)
 		l.tel.forced(key, res.Token, o.Reason)
-		return res, nil
 	}
-	if len(failed) == len(servers) {
-		return res, unavailable(errors.Join(failed...))
+	// The holder keeps the lock only where the outcome is unknown: on one
+	// deployment, that server; on Redlock, a quorum of unanswered nodes.
+	if len(failed) > 0 && (!l.isRedlock() || len(failed) >= l.quorum) {
+		return res, unavailable(fmt.Errorf("forced release of %q: %d of %d servers did not answer, the holder may keep the lock: %w",
+			key, len(failed), len(servers), errors.Join(failed...)))
+	}
+	if res.Released > 0 {
+		return res, nil
 	}
 	if len(other) > 0 {
 		return res, fmt.Errorf("%w: %q is held under token %s, not %d", ErrNotHeld, key, other[0], o.Token)

@@ -56,8 +56,9 @@ type LockInfo struct {
 	// issued (0: none is remembered), which every later one exceeds.
 	Token int64
 	// Owner is the holder's owner id, or the Locker a reserved key is kept
-	// for; Info is what that Locker was given with WithOwnerInfo (zero for
-	// a WithOwner id).
+	// for; Info is what that Locker was given with WithOwnerInfo, read back
+	// from the id for display (zero for an id of another shape, as
+	// WithOwner's usually are).
 	Owner string
 	Info  OwnerInfo
 	Count int // re-entries in Redis (WithOwner), plus one
@@ -146,33 +147,48 @@ func (l *Locker) Inspect(ctx context.Context, key string) (LockInfo, error) {
 		keys: []string{name, queueOf(name), auditOf(name)},
 		args: []any{inspectWaiters, inspectForced},
 	}
-	views := make([]nodeView, len(servers))
-	l.eachServer(ctx, servers, func(ctx context.Context, i int, c redis.UniversalClient) error {
+	views, errs := eachServer(l, ctx, servers, func(ctx context.Context, c redis.UniversalClient) (nodeView, error) {
 		cmds, err := runScripts(ctx, c, inspectScript, []scriptCall{call}, nil)
-		if err == nil {
-			views[i], err = readView(cmds[0])
+		if err != nil {
+			return nodeView{}, err
 		}
-		views[i].err = err
-		return err
+		return readView(cmds[0])
 	})
+	for i, err := range errs {
+		views[i].err = err
+	}
 	return l.viewOf(key, name, views)
 }
 
 // eachServer runs fn for every server at once, each under ctx's deadline,
-// and waits for all.
-func (l *Locker) eachServer(ctx context.Context, servers []redis.UniversalClient, fn func(ctx context.Context, i int, c redis.UniversalClient) error) {
+// and returns each one's result and error. A server that had not answered
+// when ctx ended gets ctx's error and no result: what its call does later
+// is never read (an outcome unknown, not an answer).
+func eachServer[T any](l *Locker, ctx context.Context, servers []redis.UniversalClient, fn func(ctx context.Context, c redis.UniversalClient) (T, error)) ([]T, []error) {
+	results := make([]T, len(servers))
+	errs := make([]error, len(servers))
+	one := func(i int) {
+		var v T // written by fn, read only once fn has returned here
+		pending, err := l.call(ctx, func(ctx context.Context) error {
+			var err error
+			v, err = fn(ctx, servers[i])
+			return err
+		})
+		if pending == nil && err == nil {
+			results[i] = v
+		}
+		errs[i] = err
+	}
 	if len(servers) == 1 {
-		_, _ = l.call(ctx, func(ctx context.Context) error { return fn(ctx, 0, servers[0]) })
-		return
+		one(0)
+		return results, errs
 	}
 	var wg sync.WaitGroup
-	for i, c := range servers {
-		wg.Go(func() {
-			_, err := l.call(ctx, func(ctx context.Context) error { return fn(ctx, i, c) })
-			_ = err // fn recorded it; a deadline leaves the call to finish in the background
-		})
+	for i := range servers {
+		wg.Go(func() { one(i) })
 	}
 	wg.Wait()
+	return results, errs
 }
 
 // nodeView is one server's answer for one key.
@@ -296,6 +312,9 @@ func (v *nodeView) info(key, name string) LockInfo {
 	if in.Count == 0 {
 		in.State = Reserved
 	}
+	if in.State == Reserved {
+		return in // kept for a waiter: no acquisition yet
+	}
 	in.AcquiredAt = microTime(f[0])
 	if in.AcquiredAt.After(from) {
 		in.AcquiredAt = time.Time{} // a raised (Redlock) or floored token
@@ -370,6 +389,7 @@ func (l *Locker) quorumView(key, name string, views []nodeView) (LockInfo, error
 		slices.Reverse(leases)
 		in := nodes[idx[0]].Info
 		in.Lease = leases[l.quorum-1]
+		in.Forced = mergeForced(nodes)
 		if at := microTime(strconv.FormatInt(in.Token, 10)); in.AcquiredAt.IsZero() && !at.IsZero() {
 			// A Redlock token is mostly the proposal: the acquiring
 			// client's clock, proposalLead ahead.
@@ -378,7 +398,33 @@ func (l *Locker) quorumView(key, name string, views []nodeView) (LockInfo, error
 		in.Nodes = nodes
 		return in, nil
 	}
-	return LockInfo{Key: key, Name: name, Token: best.Token, ServerTime: best.ServerTime, Nodes: nodes}, nil
+	return LockInfo{Key: key, Name: name, Token: best.Token, ServerTime: best.ServerTime, Forced: mergeForced(nodes), Nodes: nodes}, nil
+}
+
+// mergeForced is the forced releases the nodes recorded, each once (a
+// forced release writes an entry on every node that freed the key), latest
+// first.
+func mergeForced(nodes []NodeInfo) []ForcedRelease {
+	type id struct {
+		token, floor int64
+		by, reason   string
+	}
+	seen := map[id]bool{}
+	var out []ForcedRelease
+	for _, n := range nodes {
+		for _, f := range n.Info.Forced {
+			k := id{f.Token, f.Floor, f.By, f.Reason}
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, f)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b ForcedRelease) int { return b.At.Compare(a.At) })
+	if len(out) > inspectForced {
+		out = out[:inspectForced]
+	}
+	return out
 }
 
 // auditOf is the key of lockKey's audit stream of forced releases (same

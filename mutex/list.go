@@ -51,7 +51,9 @@ type Page struct {
 // share of them are locks; pass Page.Cursor back for the next part. A
 // failed call's Page has only its RoundTrips. SCAN's
 // guarantees apply: a key present for the whole listing is found at least
-// once; keys that come and go meanwhile may or may not be. Waiters are
+// once; keys that come and go meanwhile may or may not be. A cursor names
+// the server it continues on: after a failover or a resharding it is
+// refused (ErrInvalid), and the listing starts again. Waiters are
 // listed, forced releases are not (Inspect shows them). An outside backend
 // (NewWithBackend) returns an error matching errors.ErrUnsupported.
 func (l *Locker) List(ctx context.Context, o ListOptions) (Page, error) {
@@ -82,7 +84,7 @@ func (l *Locker) List(ctx context.Context, o ListOptions) (Page, error) {
 	if servers == nil {
 		return Page{}, errInspectUnsupported
 	}
-	shard, cursor, err := parseCursor(o.Cursor)
+	shard, cursor, addr, err := parseCursor(o.Cursor)
 	if err != nil {
 		return Page{}, err
 	}
@@ -93,6 +95,11 @@ func (l *Locker) List(ctx context.Context, o ListOptions) (Page, error) {
 	if shard >= len(shards) { // a finished listing's cursor is "", never this
 		return Page{}, invalid("cursor %q names shard %d of %d", o.Cursor, shard, len(shards))
 	}
+	if o.Cursor != "" && addr != shards[shard].addr {
+		// A SCAN cursor means nothing on another server: after a failover
+		// or a resharding the listing starts again.
+		return Page{}, invalid("cursor %q is for %s, and shard %d is now %s: the servers changed, start the listing again", o.Cursor, addr, shard, shards[shard].addr)
+	}
 	var page Page
 	type found struct {
 		key, name string
@@ -102,11 +109,18 @@ func (l *Locker) List(ctx context.Context, o ListOptions) (Page, error) {
 	match := escapeGlob(l.cfg.prefix) + "{*"
 	for scans := 0; scans < o.Scans && shard < len(shards); scans++ {
 		var keys []string
-		_, err := l.call(ctx, func(ctx context.Context) error {
+		next := cursor
+		sh := shards[shard]
+		pending, err := l.call(ctx, func(ctx context.Context) error {
 			var err error
-			keys, cursor, err = shards[shard].c.ScanType(ctx, cursor, match, int64(o.Count), "string").Result()
+			keys, next, err = sh.c.ScanType(ctx, next, match, int64(o.Count), "string").Result()
 			return err
 		})
+		if pending != nil {
+			keys = nil // the call goes on: its reply is not ours to read
+		} else if err == nil {
+			cursor = next
+		}
 		page.RoundTrips++
 		if err != nil && l.isRedlock() {
 			// A node down: every lock a majority holds is on the others.
@@ -127,7 +141,7 @@ func (l *Locker) List(ctx context.Context, o ListOptions) (Page, error) {
 		}
 	}
 	if shard < len(shards) {
-		page.Cursor = strconv.Itoa(shard) + ":" + strconv.FormatUint(cursor, 10)
+		page.Cursor = strconv.Itoa(shard) + ":" + strconv.FormatUint(cursor, 10) + ":" + shards[shard].addr
 	}
 	if len(names) == 0 {
 		return page, nil
@@ -137,34 +151,30 @@ func (l *Locker) List(ctx context.Context, o ListOptions) (Page, error) {
 	for i, n := range names {
 		calls[i] = scriptCall{keys: []string{n.name, queueOf(n.name), auditOf(n.name)}, args: []any{inspectWaiters, 0}}
 	}
+	replies, serverErrs := eachServer(l, ctx, servers, func(ctx context.Context, c redis.UniversalClient) ([]*redis.Cmd, error) {
+		return runScripts(ctx, c, inspectScript, calls, nil)
+	})
 	views := make([][]nodeView, len(names)) // by name, by server
 	for i := range views {
 		views[i] = make([]nodeView, len(servers))
 	}
-	var mu sync.Mutex
 	var errs []error
-	l.eachServer(ctx, servers, func(ctx context.Context, s int, c redis.UniversalClient) error {
-		cmds, err := runScripts(ctx, c, inspectScript, calls, nil)
-		for i, cmd := range cmds {
-			v, cerr := readView(cmd)
-			if cerr == nil && err != nil && !errors.Is(err, redis.Nil) {
-				cerr = err
+	for s, cmds := range replies {
+		err := serverErrs[s]
+		for i := range views {
+			v, cerr := nodeView{}, err
+			if i < len(cmds) {
+				if v, cerr = readView(cmds[i]); cerr == nil && err != nil && !errors.Is(err, redis.Nil) {
+					cerr = err
+				}
 			}
 			v.err = cerr
 			views[i][s] = v
 		}
-		if err != nil && cmds == nil {
-			for i := range views {
-				views[i][s].err = err
-			}
-		}
 		if err != nil {
-			mu.Lock()
 			errs = append(errs, err)
-			mu.Unlock()
 		}
-		return err
-	})
+	}
 	page.RoundTrips++
 	for i, n := range names {
 		if l.isRedlock() && slices.ContainsFunc(views[i][:n.shard], func(v nodeView) bool { return v.err == nil && v.value != "" }) {
@@ -246,17 +256,20 @@ func (l *Locker) shards(ctx context.Context, servers []redis.UniversalClient) ([
 	return out, nil
 }
 
-func parseCursor(s string) (shard int, cursor uint64, err error) {
+func parseCursor(s string) (shard int, cursor uint64, addr string, err error) {
 	if s == "" {
-		return 0, 0, nil
+		return 0, 0, "", nil
 	}
-	a, b, ok := strings.Cut(s, ":")
-	shard, err1 := strconv.Atoi(a)
-	cursor, err2 := strconv.ParseUint(b, 10, 64)
-	if !ok || err1 != nil || err2 != nil || shard < 0 {
-		return 0, 0, invalid("cursor %q is not one List returned", s)
+	parts := strings.SplitN(s, ":", 3)
+	if len(parts) != 3 {
+		return 0, 0, "", invalid("cursor %q is not one List returned", s)
 	}
-	return shard, cursor, nil
+	shard, err1 := strconv.Atoi(parts[0])
+	cursor, err2 := strconv.ParseUint(parts[1], 10, 64)
+	if err1 != nil || err2 != nil || shard < 0 {
+		return 0, 0, "", invalid("cursor %q is not one List returned", s)
+	}
+	return shard, cursor, parts[2], nil
 }
 
 // escapeGlob quotes s for a Redis MATCH pattern.
@@ -272,74 +285,76 @@ func escapeGlob(s string) string {
 }
 
 // matchGlob is Redis's glob matching (stringmatchlen): * any run, ? any
-// byte, [abc], [^a], [a-z], and \ to quote the next byte.
+// byte, [abc], [^a], [a-z], and \ to quote the next byte. It backtracks
+// only to the last *, so its cost is at most len(p)·len(s), whatever the
+// pattern (the debug page takes one from a request).
 func matchGlob(p, s string) bool {
-	for len(p) > 0 {
-		switch p[0] {
-		case '*':
-			for len(p) > 1 && p[1] == '*' {
-				p = p[1:]
+	pi, si := 0, 0
+	star, mark := -1, 0 // the last * seen, and where s stood after it
+	for si < len(s) {
+		if pi < len(p) {
+			if p[pi] == '*' {
+				star, mark = pi, si
+				pi++
+				continue
 			}
-			if len(p) == 1 {
-				return true
+			if n, ok := matchOne(p[pi:], s[si]); ok {
+				pi += n
+				si++
+				continue
 			}
-			for i := 0; i <= len(s); i++ {
-				if matchGlob(p[1:], s[i:]) {
-					return true
-				}
-			}
-			return false
-		case '?':
-			if len(s) == 0 {
-				return false
-			}
-			s = s[1:]
-		case '[':
-			if len(s) == 0 {
-				return false
-			}
-			p = p[1:]
-			not := len(p) > 0 && p[0] == '^'
-			if not {
-				p = p[1:]
-			}
-			hit := false
-			for len(p) > 0 && p[0] != ']' {
-				switch {
-				case p[0] == '\\' && len(p) >= 2:
-					p = p[1:]
-					hit = hit || p[0] == s[0]
-				case len(p) >= 3 && p[1] == '-':
-					lo, hi := p[0], p[2]
-					if lo > hi {
-						lo, hi = hi, lo
-					}
-					hit = hit || (s[0] >= lo && s[0] <= hi)
-					p = p[2:]
-				default:
-					hit = hit || p[0] == s[0]
-				}
-				p = p[1:]
-			}
-			if hit == not {
-				return false
-			}
-			s = s[1:]
-			if len(p) == 0 {
-				return false // unclosed [: Redis matches it to the end; we refuse
-			}
-		case '\\':
-			if len(p) >= 2 {
-				p = p[1:]
-			}
-			fallthrough
-		default:
-			if len(s) == 0 || p[0] != s[0] {
-				return false
-			}
-			s = s[1:]
 		}
-		p = p[1:]
+		if star < 0 {
+			return false
+		}
+		mark++
+		pi, si = star+1, mark
 	}
-	return len(s) == 0
+	for pi < len(p) && p[pi] == '*' {
+		pi++
+	}
+	return pi == len(p)
+}
+
+// matchOne matches the byte c against the pattern item at the start of p
+// (not a *), and says how long the item is.
+func matchOne(p string, c byte) (n int, ok bool) {
+	switch p[0] {
+	case '?':
+		return 1, true
+	case '\\':
+		if len(p) >= 2 {
+			return 2, p[1] == c
+		}
+		return 1, c == '\\'
+	case '[':
+		i := 1
+		not := i < len(p) && p[i] == '^'
+		if not {
+			i++
+		}
+		hit := false
+		for i < len(p) && p[i] != ']' {
+			switch {
+			case p[i] == '\\' && i+1 < len(p):
+				i++
+				hit = hit || p[i] == c
+			case i+2 < len(p) && p[i+1] == '-':
+				lo, hi := p[i], p[i+2]
+				if lo > hi {
+					lo, hi = hi, lo
+				}
+				hit = hit || (c >= lo && c <= hi)
+				i += 2
+			default:
+				hit = hit || p[i] == c
+			}
+			i++
+		}
+		if i >= len(p) {
+			return len(p), false // unclosed [: Redis matches it to the end; we refuse
+		}
+		return i + 1, hit != not
+	}
+	return 1, p[0] == c
 }

@@ -25,9 +25,11 @@ local t = redis.call('TIME')
 if c + e * 1000 <= t[1] * 1000000 + t[2] then return {0, ''} end
 if ARGV[1] ~= '' and ARGV[1] ~= a then return {-1, a} end
 local floor = string.format('%d', a + 1)
-redis.call('SET', KEYS[1], floor, 'KEEPTTL')
+-- The audit first: a script's writes are not rolled back when a later
+-- command fails, and the holder must never be ended off the record.
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', '1000', '*', 'key', ARGV[6], 'token', a, 'floor', floor,
   'owner', d, 'count', b, 'by', ARGV[2], 'reason', ARGV[3])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
+redis.call('SET', KEYS[1], floor, 'KEEPTTL')
 redis.call(ARGV[4], KEYS[1] .. ':released', '')
 return {1, a, floor, d, b}
