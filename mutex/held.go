@@ -50,7 +50,7 @@ func (l *Locker) Held() []HeldLock {
 			continue
 		}
 		h := HeldLock{
-			Key: lk.key, Token: lk.token, Acquired: lk.acquired, HeldFor: time.Since(lk.acquired),
+			Key: lk.key, Token: lk.token, Acquired: lk.acquired, HeldFor: now.Sub(lk.acquired),
 			Lease: max(lk.deadline.Sub(now), 0), TTL: lk.ttl, Count: lk.count,
 			AutoRenew: lk.autoRenew, Renewals: lk.renewals, LastRenewal: lk.renewRTT,
 		}

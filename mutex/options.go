@@ -34,7 +34,6 @@ type config struct {
 	tp          trace.TracerProvider
 	mp          metric.MeterProvider
 	info        OwnerInfo
-	infoSet     bool
 	err         error // first bad option, reported by every call
 }
 
@@ -117,7 +116,7 @@ func WithOwnerInfo(info OwnerInfo) Option {
 			c.fail(invalid("negative pid %d in OwnerInfo", info.PID))
 			return
 		}
-		c.info, c.infoSet = info, true
+		c.info = info
 	})
 }
 

@@ -48,14 +48,11 @@ func (s server) where() string {
 func dialURL(raw string) (server, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		// Not echoed: it may hold a password that Redacted cannot find.
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return server{}, usagef("", "--redis: not a URL: %v", err)
+		// Neither the URL nor the parser's words are echoed: either may hold
+		// a piece of a password.
+		return server{}, usagef("", "--redis: not a valid URL (percent-encode any / # ? @ in the password)")
 	}
-	shown := u.Redacted() // as given, without its password
+	shown := redacted(u) // as given, without its passwords
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
 		return server{}, usagef("", "--redis %s: the scheme must be redis:// or rediss://", shown)
 	}
@@ -174,4 +171,22 @@ func (c *conn) close() {
 	for _, s := range c.servers {
 		_ = s.client.Close()
 	}
+}
+
+// redacted is u as it may be shown: the userinfo's password and the
+// password query parameters (Sentinel's, the master's) masked.
+func redacted(u *url.URL) string {
+	c := *u
+	q := c.Query()
+	masked := false
+	for _, k := range []string{"password", "sentinel_password"} {
+		if q.Has(k) {
+			q.Set(k, "xxxxx")
+			masked = true
+		}
+	}
+	if masked { // (Encode reorders the parameters: only when it must)
+		c.RawQuery = q.Encode()
+	}
+	return c.Redacted()
 }

@@ -24,7 +24,8 @@
 // forced one, and release refuses to run without --force and a --reason.
 // It is safe where other tools' are not: the key keeps a token floor above
 // the holder's token, so the holder's next renewal fails and its lock's
-// context ends with mutex.ErrLockLost (within a third of its lease), and
+// context ends with mutex.ErrLockLost (within a third of its lease when it
+// renews automatically, else at its next Extend or lease deadline), and
 // every later token exceeds the floor. With --fence RESOURCE and
 // DATABASE_URL, the fence of RESOURCE is raised to the floor at once
 // (fenced.Guard.Raise), so the old holder's writes through fenced are

@@ -90,14 +90,16 @@ func TestDialURL(t *testing.T) {
 		})
 	}
 	for url, want := range map[string]string{
-		"http://u:secret@127.0.0.1:1":                       "--redis http://u:xxxxx@127.0.0.1:1: the scheme must be redis:// or rediss://",
-		"redis://127.0.0.1:1?cluster=maybe":                 `--redis redis://127.0.0.1:1?cluster=maybe: cluster="maybe" is neither true nor false`,
-		"redis://127.0.0.1:1?cluster=false&addr=h:2":        "--redis redis://127.0.0.1:1?cluster=false&addr=h:2: addr parameters name Cluster nodes: drop cluster=false",
-		"redis://127.0.0.1:1?master_name=m&cluster=true":    "--redis redis://127.0.0.1:1?master_name=m&cluster=true: master_name (Sentinel) and cluster=true exclude each other",
-		"redis://u:secret@127.0.0.1:1?no_such_option=1":     "--redis redis://u:xxxxx@127.0.0.1:1?no_such_option=1: redis: unexpected option: no_such_option",
-		"redis://u:secret@127.0.0.1:1/x":                    `--redis redis://u:xxxxx@127.0.0.1:1/x: redis: invalid database number: "x"`,
-		"redis://127.0.0.1:1?master_name=m&no_such_option=": "--redis redis://127.0.0.1:1?master_name=m&no_such_option=: redis: unexpected option: no_such_option",
-		"redis://u:secret@[::1":                             "--redis: not a URL: missing ']' in host",
+		"http://u:secret@127.0.0.1:1":                                                    "--redis http://u:xxxxx@127.0.0.1:1: the scheme must be redis:// or rediss://",
+		"redis://127.0.0.1:1?cluster=maybe":                                              `--redis redis://127.0.0.1:1?cluster=maybe: cluster="maybe" is neither true nor false`,
+		"redis://127.0.0.1:1?cluster=false&addr=h:2":                                     "--redis redis://127.0.0.1:1?cluster=false&addr=h:2: addr parameters name Cluster nodes: drop cluster=false",
+		"redis://127.0.0.1:1?master_name=m&cluster=true":                                 "--redis redis://127.0.0.1:1?master_name=m&cluster=true: master_name (Sentinel) and cluster=true exclude each other",
+		"redis://u:secret@127.0.0.1:1?no_such_option=1":                                  "--redis redis://u:xxxxx@127.0.0.1:1?no_such_option=1: redis: unexpected option: no_such_option",
+		"redis://u:secret@127.0.0.1:1/x":                                                 `--redis redis://u:xxxxx@127.0.0.1:1/x: redis: invalid database number: "x"`,
+		"redis://127.0.0.1:1?master_name=m&no_such_option=":                              "--redis redis://127.0.0.1:1?master_name=m&no_such_option=: redis: unexpected option: no_such_option",
+		"redis://u:secret@[::1":                                                          "--redis: not a valid URL (percent-encode any / # ? @ in the password)",
+		"redis://:se/cret@127.0.0.1:1":                                                   "--redis: not a valid URL (percent-encode any / # ? @ in the password)",
+		"redis://127.0.0.1:1?master_name=m&password=secret&sentinel_password=secret&x=1": "--redis redis://127.0.0.1:1?master_name=m&password=xxxxx&sentinel_password=xxxxx&x=1: redis: unexpected option: sentinel_password, x",
 	} {
 		_, err := dialURL(url)
 		require.Error(t, err, url)

@@ -76,5 +76,7 @@
 //	    "since": ..., "waited_ms": ...}]}]}}
 //
 // next_cursor is "" at the end of the listing. The handler is safe for
-// concurrent use, starts no goroutine, and never panics while serving.
+// concurrent use, starts no goroutine of its own (List may run on the
+// Locker's, for a client without ContextTimeoutEnabled), and never panics
+// while serving.
 package lockdebug

@@ -340,7 +340,7 @@ func TestBadParameters(t *testing.T) {
 		name, query, words string
 	}{
 		{"malformed cursor", "all=1&cursor=garbage", `cursor "garbage" is not one List returned`},
-		{"cursor past the shards", "all=1&cursor=7:0", `names shard 7 of 1`},
+		{"cursor past the shards", "all=1&cursor=7:0:x", `names shard 7 of 1`},
 		{"match too long", "all=1&match=" + strings.Repeat("a", mutex.MaxKeyLen+1), "Match of 4097 bytes exceeds 4096"},
 		{"all not a boolean", "all=maybe", `all="maybe": want 1 or 0`},
 		{"scans zero", "all=1&scans=0", `scans="0": want a whole number from 1 to 10`},
