@@ -152,7 +152,9 @@ func slowOrigin(calls *atomic.Int64, delay time.Duration) http.Handler {
 func TestStampedeOneOriginCall(t *testing.T) {
 	var calls atomic.Int64
 	servers := replicas(t, 4, slowOrigin(&calls, 200*time.Millisecond))
+	late := testutil.MeasureLateness(t)
 	rs := burst(t, servers, 50, http.MethodGet, "/report?id=7", nil)
+	late.Stop()
 
 	require.Equal(t, int64(1), calls.Load(), "one origin call for 200 identical requests on 4 replicas")
 	first := rs[0]
@@ -174,8 +176,9 @@ func TestStampedeOneOriginCall(t *testing.T) {
 	t.Logf("last follower finished %v after the leader", lag)
 	// A follower that missed the publication would poll, 100-200 ms later;
 	// 90 ms leaves room for 199 responses on two loaded cores (make test runs
-	// the packages in parallel; 60 ms was seen once).
-	assert.Less(t, lag, 90*time.Millisecond, "followers finish soon after the leader")
+	// the packages in parallel; 60 ms was seen once), plus what this test's
+	// own timers were late by (a host busier still: 180 ms was seen).
+	assert.Less(t, lag, late.Bound(90*time.Millisecond), "followers finish soon after the leader")
 
 	// Within the share window a later request is served from Redis.
 	later := get(context.Background(), client(t), http.MethodGet, servers[2].URL+"/report?id=7", nil)
