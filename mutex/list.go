@@ -108,18 +108,19 @@ func (l *Locker) List(ctx context.Context, o ListOptions) (Page, error) {
 	var names []found
 	match := escapeGlob(l.cfg.prefix) + "{*"
 	for scans := 0; scans < o.Scans && shard < len(shards); scans++ {
-		var keys []string
-		next := cursor
-		sh := shards[shard]
+		// The call's own variables: one the caller stopped waiting for
+		// (pending) may still write them, and they are then never read.
+		var got []string
+		var next uint64
+		sh, from := shards[shard], cursor
 		pending, err := l.call(ctx, func(ctx context.Context) error {
-			var err error
-			keys, next, err = sh.c.ScanType(ctx, next, match, int64(o.Count), "string").Result()
+			k, n, err := sh.c.ScanType(ctx, from, match, int64(o.Count), "string").Result()
+			got, next = k, n
 			return err
 		})
-		if pending != nil {
-			keys = nil // the call goes on: its reply is not ours to read
-		} else if err == nil {
-			cursor = next
+		var keys []string
+		if pending == nil && err == nil {
+			keys, cursor = got, next
 		}
 		page.RoundTrips++
 		if err != nil && l.isRedlock() {
