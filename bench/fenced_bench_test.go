@@ -2,11 +2,8 @@ package bench
 
 import (
 	"context"
-	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -102,57 +99,21 @@ func BenchmarkFencedPaired(b *testing.B) {
 	if err := g.Protect(ctx, "bench_protected_rows", "resource"); err != nil {
 		b.Fatal(err)
 	}
-	write := func(table string) func(res string) {
+	write := func(table string) func(res string) error {
 		insert := `INSERT INTO ` + table + ` (resource, token) VALUES ($1, $2)`
-		return func(res string) {
-			err := g.Do(ctx, res, 1, func(ctx context.Context, tx pgx.Tx) error {
+		return func(res string) error {
+			return g.Do(ctx, res, 1, func(ctx context.Context, tx pgx.Tx) error {
 				_, err := tx.Exec(ctx, insert, res, 1)
 				return err
 			})
-			if err != nil {
-				b.Fatal(err)
-			}
 		}
 	}
 	ref, sub := write("bench_plain_rows"), write("bench_protected_rows")
-	const blockOps = 20
 	for _, par := range []int{1, 2} {
 		mode := "seq"
 		if par > 1 {
 			mode = "parallel"
 		}
-		b.Run(mode+"/protected-vs-fenced", func(b *testing.B) {
-			run := func(w func(string)) time.Duration {
-				start := time.Now()
-				var wg sync.WaitGroup
-				for g := range par {
-					res := "p" + strconv.Itoa(g)
-					wg.Go(func() {
-						for range blockOps {
-							w(res)
-						}
-					})
-				}
-				wg.Wait()
-				return time.Since(start)
-			}
-			var subT, refT time.Duration
-			ops := 0
-			for i := 0; ops < b.N; i++ {
-				// The order alternates, so that neither side always runs
-				// first in its pair.
-				if i%2 == 0 {
-					refT += run(ref)
-					subT += run(sub)
-				} else {
-					subT += run(sub)
-					refT += run(ref)
-				}
-				ops += blockOps * par
-			}
-			b.ReportMetric(float64(subT.Nanoseconds())/float64(ops), "ns/op")
-			b.ReportMetric(float64(refT.Nanoseconds())/float64(ops), "ref-ns/op")
-			b.ReportMetric(float64(subT)/float64(refT), "x-ref")
-		})
+		b.Run(mode+"/protected-vs-fenced", func(b *testing.B) { alternateBlocks(b, par, "p", ref, sub) })
 	}
 }

@@ -116,3 +116,50 @@ func scriptsSubject(b *testing.B, c *redis.Client) subject {
 		return func() error { return release.Run(ctx, c, keys, owner, tok).Err() }, nil
 	}}
 }
+
+// pairBlockOps is the operations a side runs per goroutine in one block of
+// alternateBlocks.
+const pairBlockOps = 20
+
+// alternateBlocks runs ref and sub in alternating blocks of pairBlockOps
+// operations on each of par goroutines (goroutine g works on resource
+// prefix+g), which side goes first alternating too, until each side has
+// run b.N operations, and reports sub's ns/op, ref's ref-ns/op and their
+// ratio x-ref, after a block of each to warm up: the side-by-side measure
+// of the fenced stores' benchmarks.
+func alternateBlocks(b *testing.B, par int, prefix string, ref, sub func(res string) error) {
+	run := func(w func(string) error) time.Duration {
+		start := time.Now()
+		var wg sync.WaitGroup
+		for g := range par {
+			res := prefix + strconv.Itoa(g)
+			wg.Go(func() {
+				for range pairBlockOps {
+					if err := w(res); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+	run(ref) // warm up: dial the connections, create the rows or keys
+	run(sub)
+	var subT, refT time.Duration
+	ops := 0
+	for i := 0; ops < b.N && !b.Failed(); i++ {
+		if i%2 == 0 {
+			refT += run(ref)
+			subT += run(sub)
+		} else {
+			subT += run(sub)
+			refT += run(ref)
+		}
+		ops += pairBlockOps * par
+	}
+	b.ReportMetric(float64(subT.Nanoseconds())/float64(ops), "ns/op")
+	b.ReportMetric(float64(refT.Nanoseconds())/float64(ops), "ref-ns/op")
+	b.ReportMetric(float64(subT)/float64(refT), "x-ref")
+}

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
-	"strconv"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -55,49 +52,11 @@ func BenchmarkRedisFencePaired(b *testing.B) {
 		})
 	}
 
-	const blockOps = 20
 	for _, par := range []int{1, max(2, runtime.GOMAXPROCS(0))} {
 		mode := "seq"
 		if par > 1 {
 			mode = "parallel"
 		}
-		b.Run(mode+"/fenced-vs-plain", func(b *testing.B) {
-			run := func(w func(string) error) time.Duration {
-				start := time.Now()
-				var wg sync.WaitGroup
-				for g := range par {
-					res := "rmw-" + mode + "-" + strconv.Itoa(g)
-					wg.Go(func() {
-						for range blockOps {
-							if err := w(res); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					})
-				}
-				wg.Wait()
-				return time.Since(start)
-			}
-			run(plain) // warm up: dial the connections, create the keys
-			run(fenced)
-			var subT, refT time.Duration
-			ops := 0
-			for i := 0; ops < b.N; i++ {
-				// The order alternates, so that neither side always runs
-				// first in its pair.
-				if i%2 == 0 {
-					refT += run(plain)
-					subT += run(fenced)
-				} else {
-					subT += run(fenced)
-					refT += run(plain)
-				}
-				ops += blockOps * par
-			}
-			b.ReportMetric(float64(subT.Nanoseconds())/float64(ops), "ns/op")
-			b.ReportMetric(float64(refT.Nanoseconds())/float64(ops), "ref-ns/op")
-			b.ReportMetric(float64(subT)/float64(refT), "x-ref")
-		})
+		b.Run(mode+"/fenced-vs-plain", func(b *testing.B) { alternateBlocks(b, par, "rmw-"+mode+"-", plain, fenced) })
 	}
 }

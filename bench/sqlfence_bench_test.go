@@ -3,10 +3,7 @@ package bench
 import (
 	"context"
 	"database/sql"
-	"strconv"
-	"sync"
 	"testing"
-	"time"
 
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -40,7 +37,6 @@ func BenchmarkSQLFencePaired(b *testing.B) {
 			`CREATE TABLE IF NOT EXISTS bench_sql_rows (id INTEGER PRIMARY KEY AUTOINCREMENT, resource TEXT NOT NULL, token INTEGER NOT NULL)`},
 	}
 	ctx := context.Background()
-	const blockOps = 20
 	for _, d := range dialects {
 		b.Run(d.name, func(b *testing.B) {
 			db, err := sql.Open(d.driver, d.dsn(b))
@@ -59,66 +55,29 @@ func BenchmarkSQLFencePaired(b *testing.B) {
 			if d.dialect == sqlfence.Postgres {
 				insert = `INSERT INTO bench_sql_rows (resource, token) VALUES ($1, $2)`
 			}
-			ref := func(res string) {
+			ref := func(res string) error {
 				tx, err := db.BeginTx(ctx, nil)
-				if err == nil {
-					if _, err = tx.ExecContext(ctx, insert, res, 1); err == nil {
-						err = tx.Commit()
-					} else {
-						_ = tx.Rollback()
-					}
-				}
 				if err != nil {
-					b.Error(err)
+					return err
 				}
+				if _, err := tx.ExecContext(ctx, insert, res, 1); err != nil {
+					_ = tx.Rollback()
+					return err
+				}
+				return tx.Commit()
 			}
-			sub := func(res string) {
-				err := g.Do(ctx, res, 1, func(ctx context.Context, tx *sql.Tx) error {
+			sub := func(res string) error {
+				return g.Do(ctx, res, 1, func(ctx context.Context, tx *sql.Tx) error {
 					_, err := tx.ExecContext(ctx, insert, res, 1)
 					return err
 				})
-				if err != nil {
-					b.Error(err)
-				}
 			}
 			for _, par := range []int{1, 2} {
 				mode := "seq"
 				if par > 1 {
 					mode = "parallel"
 				}
-				b.Run(mode+"/fenced-vs-plain", func(b *testing.B) {
-					run := func(w func(string)) time.Duration {
-						start := time.Now()
-						var wg sync.WaitGroup
-						for g := range par {
-							res := "p" + strconv.Itoa(g)
-							wg.Go(func() {
-								for range blockOps {
-									w(res)
-								}
-							})
-						}
-						wg.Wait()
-						return time.Since(start)
-					}
-					var subT, refT time.Duration
-					ops := 0
-					for i := 0; ops < b.N; i++ {
-						// The order alternates, so that neither side always
-						// runs first in its pair.
-						if i%2 == 0 {
-							refT += run(ref)
-							subT += run(sub)
-						} else {
-							subT += run(sub)
-							refT += run(ref)
-						}
-						ops += blockOps * par
-					}
-					b.ReportMetric(float64(subT.Nanoseconds())/float64(ops), "ns/op")
-					b.ReportMetric(float64(refT.Nanoseconds())/float64(ops), "ref-ns/op")
-					b.ReportMetric(float64(subT)/float64(refT), "x-ref")
-				})
+				b.Run(mode+"/fenced-vs-plain", func(b *testing.B) { alternateBlocks(b, par, "p", ref, sub) })
 			}
 		})
 	}
