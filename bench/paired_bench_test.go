@@ -113,7 +113,10 @@ func scriptsSubject(b *testing.B, c *redis.Client) subject {
 		if err != nil {
 			return nil, err // a number (held) or a table (re-entered): not a fresh acquisition (see acquire.lua)
 		}
-		return func() error { return release.Run(ctx, c, keys, owner, tok).Err() }, nil
+		// The expected value release.lua compares whole: what acquire.lua
+		// wrote, as the Locker builds it.
+		expect := tok + " 1 " + tok + "+10000 0 " + owner
+		return func() error { return release.Run(ctx, c, keys, expect, tok).Err() }, nil
 	}}
 }
 

@@ -352,6 +352,6 @@ var errNoAnswer = errors.New("no answer from Redis before the context ended")
 func (l *Locker) releaseBehind(lockKey, owner, token string) {
 	l.afterward(nil, func(ctx context.Context) {
 		keys, n := l.be.releaseKeys(lockKey)
-		_ = releaseScript.Run(ctx, l.client, keys[:n], l.releaseArgs(owner, token)...).Err()
+		_ = releaseScript.Run(ctx, l.client, keys[:n], l.releaseArgs(owner, token, 0)...).Err()
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,7 @@ type Lock struct {
 	releaseNodes []int           // Unlock's own release went to these (the others: releaseLate)
 	relKeys      [2]string       // the release script's keys (keys)
 	nRelKeys     int             // how many of relKeys
+	lease        time.Duration   // the lease the acquisition asked for (releaseArgs)
 
 	mu        sync.Mutex // after renewer.mu in the lock order; takes nothing under it
 	count     int        // local re-entries through the context, plus one
@@ -77,7 +79,7 @@ func newLock(caller context.Context, l *Locker, key, lockKey, owner string, toke
 	lk := &Lock{
 		l: l, key: key, lockKey: lockKey, owner: owner, token: token,
 		tokenStr: tokenStr, autoRenew: lc.autoRenew,
-		acquired: time.Now(), count: 1, ttl: lc.ttl,
+		acquired: time.Now(), count: 1, ttl: lc.ttl, lease: lc.ttl,
 	}
 	// The lock's context carries no caller cancellation, only the lock's own
 	// lifetime; it keeps the caller's values (trace span, held locks) so that
@@ -247,7 +249,7 @@ func (lk *Lock) keys() []string { return lk.relKeys[:lk.nRelKeys] }
 func (l *Locker) releaseCalls(locks []*Lock) []scriptCall {
 	calls := make([]scriptCall, len(locks))
 	for i, lk := range locks {
-		calls[i] = scriptCall{lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)}
+		calls[i] = scriptCall{lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr, lk.lease)}
 	}
 	return calls
 }
@@ -264,18 +266,32 @@ func (l *Locker) extendCalls(locks []*Lock, ttls []time.Duration) []scriptCall {
 // releaseLock runs the release script for lk on c: one count taken, the
 // count left (0: freed) or -1 when lk no longer holds it.
 func (l *Locker) releaseLock(ctx context.Context, c redis.UniversalClient, lk *Lock) *redis.Cmd {
-	return releaseScript.Run(ctx, c, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr)...)
+	return releaseScript.Run(ctx, c, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr, lk.lease)...)
 }
 
-// releaseArgs are the release script's arguments. The publish command is
-// sent only when it is not the script's default, PUBLISH (on Cluster:
-// SPUBLISH): every argument costs the server work on every release (see
-// bench/README.md).
-func (l *Locker) releaseArgs(owner, token string) []any {
+// releaseArgs are the release script's arguments for the holder owner of
+// token, acquired for lease (0: unknown): the value the acquisition wrote
+// when its token was the server time, which the script compares whole in
+// its common case, and the token. The publish command is sent only when it
+// is not the script's default, PUBLISH (on Cluster: SPUBLISH): every
+// argument costs the server work on every release (see bench/README.md).
+func (l *Locker) releaseArgs(owner, token string, lease time.Duration) []any {
+	// "<token> 1 <token>+<lease-ms> 0 <owner>", as acquire.lua writes it. A
+	// lease of 0 ms is never written, so an unknown lease always takes the
+	// script's slow path.
+	var b strings.Builder
+	b.Grow(2*len(token) + len(owner) + 32)
+	b.WriteString(token)
+	b.WriteString(" 1 ")
+	b.WriteString(token)
+	b.WriteByte('+')
+	b.WriteString(strconv.FormatInt(lease.Milliseconds(), 10))
+	b.WriteString(" 0 ")
+	b.WriteString(owner)
 	if l.publish == "PUBLISH" {
-		return []any{owner, token}
+		return []any{b.String(), token}
 	}
-	return []any{owner, token, l.publish}
+	return []any{b.String(), token, l.publish}
 }
 
 // reenter counts one more holder through the context; false if the lock is

@@ -300,7 +300,7 @@ func (l *Locker) redlockGiveBack(lockKey, owner string, explicitOwner bool, vote
 	for _, i := range voters {
 		c, tok := l.nodes[i], strconv.FormatInt(tokens[i], 10)
 		l.afterward(nil, func(ctx context.Context) {
-			_ = releaseScript.Run(ctx, c, keys[:1], l.releaseArgs(owner, tok)...).Err()
+			_ = releaseScript.Run(ctx, c, keys[:1], l.releaseArgs(owner, tok, 0)...).Err()
 		})
 	}
 	if explicitOwner {
