@@ -208,7 +208,7 @@ func (a *acquisition) try() (lk *Lock, ended bool, err error) {
 		return nil, false, nil
 	}
 	lk = newLock(a.ctx, l, a.key, a.lockKey, a.owner, res.token, res.tokenStr, a.lc, sent)
-	lk.settled, lk.lateNodes, lk.lateDone = res.settled, res.lateNodes, res.lateDone
+	lk.settled, lk.lateNodes, lk.lateDone, lk.asked = res.settled, res.lateNodes, res.lateDone, res.asked
 	outcome := "acquired"
 	if res.status == 2 {
 		outcome = "reentered"

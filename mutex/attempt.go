@@ -21,6 +21,7 @@ type acquireResult struct {
 	settled   <-chan struct{} // Redlock: closed when late nodes were raised too
 	lateNodes []int           // Redlock: nodes that granted after the quorum
 	lateDone  []atomic.Bool   // Redlock: by node, late node settled
+	asked     []int           // Redlock: the nodes asked (nil: all; see noderest.go)
 }
 
 // acquire runs the acquire script once. On an error whose outcome is unknown,

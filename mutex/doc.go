@@ -81,7 +81,10 @@
 // lock is held when a majority granted it and the validity, TTL − elapsed −
 // drift, is still positive. Otherwise the attempt releases what it took, at
 // once and on a context of its own (nodes that did not answer are cleaned up
-// when their call ends), and Lock retries.
+// when their call ends), and Lock retries. A node whose call timed out or
+// could not reach it rests: attempts count it as a refusal without asking
+// it, for 100 ms doubling to a second, then one attempt asks it again (see
+// NewRedlock); the span's redfence.redlock.nodes says "resting" for it.
 //
 // Fencing tokens stay monotonic: after winning the quorum, the attempt takes
 // the highest token the quorum's nodes issued and writes it to each of them
@@ -99,7 +102,8 @@
 // token when their reply arrives, if theirs differs (lowering a value nobody
 // was issued is safe); an Unlock before that releases them once they have.
 //
-// Release, extend and renewal act on all nodes at once; a renewal that cannot
+// Release acts at once on the nodes the acquisition asked, extend and
+// renewal on all nodes; a renewal that cannot
 // confirm a majority before the local lease deadline loses the lock. A
 // release notification from any node wakes the waiters. WithReplicaAck does
 // not apply (the nodes have no replicas by design). Redlock's safety rests on

@@ -90,3 +90,7 @@ func MatchGlob(p, s string) bool { return matchGlob(p, s) }
 
 // AcquireSHA is the acquire script's SHA-1, for SCRIPT EXISTS.
 func AcquireSHA() string { return acquireScript.Hash() }
+
+// NodeResting reports whether Redlock node i of l rests after failing to
+// answer (noderest.go).
+func NodeResting(l *Locker, i int) bool { return l.rests[i].until.Load() != 0 }

@@ -50,6 +50,7 @@ func (l *Locker) fanoutUntil(ctx context.Context, timeout time.Duration, nodes [
 		done[i] = make(chan error, 1)
 		l.goBg(func() {
 			vals, err := fn(callCtx, l.nodes[i])
+			l.noteReply(i, err)
 			late[i] = vals // read only after done[i]
 			done[i] <- err
 			results <- result{i, vals, err}

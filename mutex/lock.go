@@ -30,6 +30,7 @@ type Lock struct {
 	lateNodes    []int           // those nodes
 	lateDone     []atomic.Bool   // by node: that late node carries it
 	releaseNodes []int           // Unlock's own release went to these (the others: releaseLate)
+	asked        []int           // Redlock: the nodes the acquisition asked (nil: all), the only ones it can hold
 	relKeys      [2]string       // the release script's keys (keys)
 	nRelKeys     int             // how many of relKeys
 	lease        time.Duration   // the lease the acquisition asked for (releaseArgs)

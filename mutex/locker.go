@@ -38,7 +38,8 @@ type Locker struct {
 	// client; nil for a single deployment.
 	be     store // where the locks are held: single, redlock or external
 	nodes  []redis.UniversalClient
-	addrs  []string // by node, for errors; "" where unknown
+	addrs  []string   // by node, for errors; "" where unknown
+	rests  []nodeRest // by node: resting after failing to answer (noderest.go)
 	quorum int
 
 	held       atomic.Int64 // Locks of this Locker not yet released or lost

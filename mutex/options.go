@@ -166,7 +166,8 @@ func WithClock(now func() time.Time) Option {
 
 // WithNodeTimeout bounds each Redlock node's reply to one call (acquire,
 // extend, release), enforced by redfence whatever the client's
-// ContextTimeoutEnabled says. Default: TTL/20, between 5ms and 500ms. Ignored
+// ContextTimeoutEnabled says. Default: TTL/20, between 5ms and 500ms. A node
+// that does not answer within it rests for a while (see NewRedlock). Ignored
 // by a single-deployment Locker, whose calls run under the caller's ctx.
 func WithNodeTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {

@@ -21,6 +21,15 @@ import (
 // semantics of a single-deployment one (tokens, renewal, reentrancy,
 // waiting, telemetry); see the package documentation for the algorithm and
 // what it assumes. A bad argument returns an error wrapping ErrInvalid.
+//
+// A master that stopped answering (a call timed out or could not reach it)
+// rests: acquisitions with the Locker's own owner ids count it as a refusal
+// without asking it, for 100 ms after the first failure, doubling up to a
+// second, then ask it again; its first answer ends the rest. A paused or
+// partitioned master then costs an acquisition nothing, where asking it
+// would cost a node timeout's wait and a clean-up each time. Acquisitions
+// never rest so many masters that fewer than a majority would be asked, and
+// WithOwner acquisitions ask every master.
 func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Locker, error) {
 	if len(clients) < 3 {
 		return nil, invalid("Redlock needs at least 3 independent masters, got %d", len(clients))
@@ -36,6 +45,7 @@ func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Locker, error
 		return nil, err
 	}
 	l.nodes = slices.Clone(clients)
+	l.rests = make([]nodeRest, len(clients))
 	l.be = redlock{l}
 	l.addrs = addrs
 	l.quorum = len(clients)/2 + 1
@@ -109,7 +119,7 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 	span := trace.SpanFromContext(ctx)
 	start := l.now()
 	keys := []string{lockKey}
-	replies := l.redlockAsk(ctx, keys, owner, lc, waiting)
+	replies, asked := l.redlockAsk(ctx, keys, owner, lc, waiting)
 	v := l.tally(replies)
 	validity := lc.ttl - l.now().Sub(start) - l.drift(lc.ttl)
 	if span.IsRecording() {
@@ -123,7 +133,7 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 		chosen, confirmed := l.redlockConfirm(ctx, span, keys, owner, lc, &v)
 		validity = lc.ttl - l.now().Sub(start) - l.drift(lc.ttl)
 		if confirmed >= l.quorum && validity > 0 {
-			res := acquireResult{status: 1, token: chosen}
+			res := acquireResult{status: 1, token: chosen, asked: asked}
 			if v.reentered >= l.quorum {
 				res.status = 2
 			}
@@ -145,13 +155,19 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 	return acquireResult{status: 0, remaining: remaining, why: qerr}, nil
 }
 
-// redlockAsk runs the acquire script on every node, and stops waiting once
-// the replies decide: a majority granted, or too many refused or failed for
-// a majority to remain possible.
-func (l *Locker) redlockAsk(ctx context.Context, keys []string, owner string, lc *lockConfig, waiting bool) []nodeReply {
+// redlockAsk runs the acquire script on every node but those resting (see
+// noderest.go; asked is nil when it asked all), and stops waiting once the
+// replies decide: a majority granted, or too many refused or failed for a
+// majority to remain possible.
+func (l *Locker) redlockAsk(ctx context.Context, keys []string, owner string, lc *lockConfig, waiting bool) (replies []nodeReply, asked []int) {
+	ask, resting := l.askable(lc.owner == "")
 	decided := func(out []nodeReply, answered []bool) bool {
 		yes, no := 0, 0
 		for i, r := range out {
+			if resting != nil && resting[i] {
+				no++
+				continue
+			}
 			if !answered[i] {
 				continue
 			}
@@ -177,7 +193,7 @@ func (l *Locker) redlockAsk(ctx context.Context, keys []string, owner string, lc
 	if waiting {
 		args = append(args, l.id) // marks the lock waited-for, so that its release publishes
 	}
-	return l.fanoutUntil(ctx, l.nodeTimeout(lc.ttl), allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
+	replies = l.fanoutUntil(ctx, l.nodeTimeout(lc.ttl), ask, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
 		reply, err := acquireScript.Run(ctx, c, keys, args...).Result()
 		if err != nil {
 			return nil, err
@@ -185,6 +201,15 @@ func (l *Locker) redlockAsk(ctx context.Context, keys []string, owner string, lc
 		n, _, err := parseAcquire(reply)
 		return n[:], err
 	}, decided)
+	if resting == nil {
+		return replies, nil
+	}
+	for i := range resting {
+		if resting[i] {
+			replies[i] = nodeReply{err: errNodeResting}
+		}
+	}
+	return replies, ask
 }
 
 // votes are a Redlock attempt's replies, counted.
@@ -205,6 +230,8 @@ func (l *Locker) tally(replies []nodeReply) votes {
 			v.answers[i], v.outcomes[i] = r.err, "error"
 			if r.pending != nil {
 				v.outcomes[i] = "timeout"
+			} else if r.err == errNodeResting {
+				v.outcomes[i] = "resting"
 			}
 		case len(r.vals) != 3:
 			v.answers[i], v.outcomes[i] = errors.New("mutex: unexpected reply from the acquire script"), "error"

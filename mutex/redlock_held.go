@@ -156,10 +156,14 @@ func (l *Locker) redlockReleaseAll(ctx context.Context, timeout time.Duration, l
 // (releaseLate): a release sent now could reach such a node before the
 // acquisition and find nothing, leaving it held until the lease ran out.
 func (lk *Lock) unsettled() (now, later []int) {
-	if lk.isSettled() {
-		return allNodes(len(lk.l.nodes)), nil
+	asked := lk.asked
+	if asked == nil {
+		asked = allNodes(len(lk.l.nodes))
 	}
-	for i := range lk.l.nodes {
+	if lk.isSettled() {
+		return asked, nil
+	}
+	for _, i := range asked {
 		if slices.Contains(lk.lateNodes, i) && !lk.lateDone[i].Load() {
 			later = append(later, i)
 		} else {

@@ -3,6 +3,7 @@ package mutex_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,6 +131,79 @@ func TestRedlockPausedNode(t *testing.T) {
 	require.NoError(t, lk.Unlock(ctx))
 	assert.Less(t, time.Since(start), late.Bound(nodeTimeout+50*time.Millisecond))
 	srvs[4].Resume()
+}
+
+// callCount counts the commands and pipelines sent through a client.
+type callCount struct{ n atomic.Int64 }
+
+func (c *callCount) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *callCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
+}
+func (c *callCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
+}
+
+// TestRedlockRestsAnUnansweringNode: once a call to a paused node timed out,
+// attempts stop asking it (the quorum of the others decides) until its rest
+// is over by the Locker's clock; then one attempt asks it again, and once it
+// answers every attempt asks it as before.
+func TestRedlockRestsAnUnansweringNode(t *testing.T) {
+	clients, srvs := redlockNodes(t, 5)
+	calls := &callCount{}
+	clients[4].(*redis.Client).AddHook(calls)
+	// The Locker's clock stands still unless the test moves it: a rest
+	// ends only when the test says so, however slow the host.
+	base := time.Now()
+	var moved atomic.Int64
+	clock := func() time.Time { return base.Add(time.Duration(moved.Load())) }
+	l := newRedlock(t, clients, mutex.WithNodeTimeout(50*time.Millisecond), mutex.WithClock(clock))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cycle := func() {
+		t.Helper()
+		lk, err := l.Lock(ctx, "rest")
+		require.NoError(t, err)
+		require.NoError(t, lk.Unlock(ctx))
+	}
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			require.NoError(t, ctx.Err(), "waiting for %s", what)
+			time.Sleep(time.Millisecond)
+		}
+	}
+	cycle() // warm every connection and script
+
+	srvs[4].Pause()
+	t.Cleanup(srvs[4].Resume) // before Close, so its pending calls finish
+	cycle()
+	until("the paused node to rest", func() bool { return mutex.NodeResting(l, 4) })
+	before := calls.n.Load()
+	const cycles = 20
+	for range cycles {
+		cycle()
+	}
+	// What may still arrive is the clean-up of the attempt that met the
+	// pause; no attempt asked the node.
+	assert.LessOrEqual(t, calls.n.Load()-before, int64(2), "a resting node is not asked")
+
+	moved.Add(int64(2 * time.Second)) // past any rest
+	asked := calls.n.Load()
+	cycle()
+	until("the probe of the rested node", func() bool { return calls.n.Load() > asked })
+
+	srvs[4].Resume()
+	for mutex.NodeResting(l, 4) {
+		require.NoError(t, ctx.Err(), "waiting for the resumed node to answer a probe")
+		moved.Add(int64(2 * time.Second))
+		cycle()
+	}
+	asked = calls.n.Load()
+	for range cycles {
+		cycle()
+	}
+	assert.GreaterOrEqual(t, calls.n.Load()-asked, int64(cycles), "a node that answered again is asked by every attempt")
 }
 
 func TestRedlockRenewalAndLoss(t *testing.T) {
