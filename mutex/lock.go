@@ -295,6 +295,14 @@ func (l *Locker) releaseArgs(owner, token string, lease time.Duration) []any {
 	return []any{b.String(), token, l.publish}
 }
 
+// leaseTTL is the lease the lock asks for at each renewal (WithTTL, or
+// Extend's), which the renewer may change meanwhile.
+func (lk *Lock) leaseTTL() time.Duration {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	return lk.ttl
+}
+
 // reenter counts one more holder through the context; false if the lock is
 // no longer held.
 func (lk *Lock) reenter() bool {

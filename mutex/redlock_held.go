@@ -25,7 +25,7 @@ func (l *Locker) redlockRelease(ctx context.Context, lk *Lock, nodes []int) (int
 		}
 		return freed >= l.quorum
 	}
-	replies := l.fanoutUntil(ctx, l.nodeTimeout(lk.ttl), nodes, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
+	replies := l.fanoutUntil(ctx, l.nodeTimeout(lk.leaseTTL()), nodes, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
 		n, err := l.releaseLock(ctx, c, lk).Int64()
 		return []int64{n}, err
 	}, decided)
@@ -106,7 +106,7 @@ const (
 // remaining lease over the nodes that hold the lock.
 func (l *Locker) redlockTTL(ctx context.Context, lk *Lock) (time.Duration, error) {
 	keys := []string{lk.lockKey}
-	replies := l.fanout(ctx, l.nodeTimeout(lk.ttl), allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
+	replies := l.fanout(ctx, l.nodeTimeout(lk.leaseTTL()), allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
 		n, err := ttlScript.Run(ctx, c, keys, lk.owner, lk.tokenStr).Int64()
 		return []int64{n}, err
 	})
@@ -188,9 +188,7 @@ func (l *Locker) releaseLate(lk *Lock, nodes []int) {
 		}
 		// A node timeout, as every Redlock call: a node that does not
 		// answer (paused) must not pile up calls of a cleanup's length.
-		lk.mu.Lock()
-		timeout := l.nodeTimeout(lk.ttl)
-		lk.mu.Unlock()
+		timeout := l.nodeTimeout(lk.leaseTTL())
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		l.fanout(ctx, timeout, nodes, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
