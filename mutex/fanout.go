@@ -46,15 +46,32 @@ func (l *Locker) fanoutUntil(ctx context.Context, timeout time.Duration, nodes [
 	results := make(chan result, len(nodes))
 	done := make([]chan error, len(l.nodes))
 	late := make([][]int64, len(l.nodes))
+	// The node timeout, not the client's read timeout (which may be
+	// seconds), says that a node did not answer: the calls still out when
+	// it passes make their nodes rest (noderest.go) there and then.
+	state := make([]atomic.Int32, len(l.nodes)) // callRunning, callReturned, callTimedOut
+	stopTimeouts := context.AfterFunc(callCtx, func() {
+		if !errors.Is(callCtx.Err(), context.DeadlineExceeded) {
+			return
+		}
+		for _, i := range nodes {
+			if state[i].CompareAndSwap(callRunning, callTimedOut) {
+				l.noteNoAnswer(i)
+			}
+		}
+	})
 	for _, i := range nodes {
 		done[i] = make(chan error, 1)
 		l.goBg(func() {
 			vals, err := fn(callCtx, l.nodes[i])
-			l.noteReply(i, err)
+			if state[i].CompareAndSwap(callRunning, callReturned) {
+				l.noteReply(i, err)
+			}
 			late[i] = vals // read only after done[i]
 			done[i] <- err
 			results <- result{i, vals, err}
 			if left.Add(-1) == 0 {
+				stopTimeouts()
 				stopWatch()
 				cancelCalls()
 			}
@@ -109,6 +126,14 @@ wait:
 	}
 	return out
 }
+
+// A fan-out call's state, for noteReply and noteNoAnswer: each call is
+// reported once, as whichever comes first.
+const (
+	callRunning int32 = iota
+	callReturned
+	callTimedOut
+)
 
 // errNotAwaited: a node whose reply a fan-out did not wait for, since the
 // others' had decided.

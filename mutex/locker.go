@@ -36,11 +36,12 @@ type Locker struct {
 
 	// Redlock (NewRedlock): the independent masters, all of them including
 	// client; nil for a single deployment.
-	be     store // where the locks are held: single, redlock or external
-	nodes  []redis.UniversalClient
-	addrs  []string   // by node, for errors; "" where unknown
-	rests  []nodeRest // by node: resting after failing to answer (noderest.go)
-	quorum int
+	be        store // where the locks are held: single, redlock or external
+	nodes     []redis.UniversalClient
+	addrs     []string   // by node, for errors; "" where unknown
+	rests     []nodeRest // by node: resting after failing to answer (noderest.go)
+	restEpoch time.Time  // what rests are counted from
+	quorum    int
 
 	held       atomic.Int64 // Locks of this Locker not yet released or lost
 	fenceTTLMs string       // keyTTL for leases up to half the fence TTL

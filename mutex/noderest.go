@@ -13,23 +13,27 @@ import (
 // would send it a call that waits the node timeout, then a clean-up and a
 // late release that wait as long, for a vote that never comes, and those
 // calls take CPU and connections from the healthy quorum's (bench/README.md:
-// a paused master). After a call to a node times out or cannot reach it, the
-// node rests: attempts count it as a refusal without asking, for 100 ms,
-// doubling with every failure that follows up to a second. The first attempt
-// after the rest asks it again, alone (the others go on skipping it until
-// that probe answers), and an answer ends the rest. Safety is unchanged (a
-// resting node's vote counts as a no, as a timeout's does), and an attempt
-// never rests so many nodes that fewer than a quorum would be asked: then it
-// asks every node, as if none rested.
+// a paused master). When a call to a node is still out at the node timeout,
+// or fails to reach it, the node rests: attempts count it as a refusal
+// without asking, for 100 ms, doubling with every failure that follows up to
+// a second. The first attempt after the rest asks it again (the others go on
+// skipping it for another rest while that probe is out), and an answer
+// within the node timeout ends the rest. Safety is unchanged (a resting
+// node's vote counts as a no, as a timeout's does), and an attempt never
+// rests so many nodes that fewer than a quorum would be asked: then it asks
+// every node, as if none rested.
 const (
 	nodeRestMin = 100 * time.Millisecond
 	nodeRestMax = time.Second
+	// maxRestFailures caps the failure count: past it every rest is
+	// nodeRestMax anyway, and the count must not wrap.
+	maxRestFailures = 8
 )
 
 // nodeRest is one node's state.
 type nodeRest struct {
-	failures atomic.Int32 // calls in a row that found it unreachable
-	until    atomic.Int64 // unix ns: not asked before; 0 when healthy
+	failures atomic.Int32 // failed calls in a row, at most maxRestFailures
+	until    atomic.Int64 // not asked before: ns since the Locker's restEpoch, plus 1; 0 when healthy
 }
 
 // errNodeResting: a node an attempt did not ask, since it failed to answer
@@ -37,15 +41,22 @@ type nodeRest struct {
 var errNodeResting = errors.New("not asked: it failed to answer lately and rests before it is asked again")
 
 func restFor(failures int32) time.Duration {
-	if failures > 5 {
+	if failures >= 5 {
 		return nodeRestMax
 	}
-	return min(nodeRestMin<<(failures-1), nodeRestMax)
+	return min(nodeRestMin<<max(failures-1, 0), nodeRestMax)
 }
 
-// noteReply records how node i's call ended: an answer (a Redis error
-// included) ends its rest; a timeout or a failure to reach it starts or
-// lengthens one. A call cut short by its caller says nothing about the node.
+// restClock is the time rests are counted in: ns since l.restEpoch, plus one
+// so that 0 stays "healthy". Kept relative to an epoch read from the same
+// clock, so that the default clock's monotonic reading counts, not the wall
+// clock, which may step.
+func (l *Locker) restClock() int64 { return int64(l.now().Sub(l.restEpoch)) + 1 }
+
+// noteReply records how node i's call ended, when it ended before the node
+// timeout: an answer (a Redis error included) ends its rest; a failure to
+// reach the node starts or lengthens one. A call cut short by its caller
+// says nothing about the node.
 func (l *Locker) noteReply(i int, err error) {
 	if l.rests == nil {
 		return
@@ -60,9 +71,23 @@ func (l *Locker) noteReply(i int, err error) {
 		}
 	case errors.Is(err, context.Canceled):
 	default:
-		f := r.failures.Add(1)
-		r.until.Store(l.now().Add(restFor(f)).UnixNano())
+		l.noteNoAnswer(i)
 	}
+}
+
+// noteNoAnswer rests node i: a call to it was still out at the node timeout,
+// or could not reach it.
+func (l *Locker) noteNoAnswer(i int) {
+	if l.rests == nil {
+		return
+	}
+	r := &l.rests[i]
+	f := r.failures.Add(1)
+	if f > maxRestFailures {
+		r.failures.Store(maxRestFailures)
+		f = maxRestFailures
+	}
+	r.until.Store(l.restClock() + int64(restFor(f)))
 }
 
 // askable says which nodes an attempt asks: all but those resting, each
@@ -74,11 +99,11 @@ func (l *Locker) askable(mayRest bool) (ask []int, resting []bool) {
 		return allNodes(len(l.nodes)), nil
 	}
 	ask = make([]int, 0, len(l.nodes))
-	now := l.now()
+	now := l.restClock()
 	for i := range l.nodes {
 		r := &l.rests[i]
 		u := r.until.Load()
-		if u == 0 || now.UnixNano() >= u && r.until.CompareAndSwap(u, now.Add(restFor(max(r.failures.Load(), 1))).UnixNano()) {
+		if u == 0 || now >= u && r.until.CompareAndSwap(u, now+int64(restFor(r.failures.Load()))) {
 			ask = append(ask, i)
 			continue
 		}

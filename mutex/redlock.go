@@ -22,14 +22,19 @@ import (
 // waiting, telemetry); see the package documentation for the algorithm and
 // what it assumes. A bad argument returns an error wrapping ErrInvalid.
 //
-// A master that stopped answering (a call timed out or could not reach it)
-// rests: acquisitions with the Locker's own owner ids count it as a refusal
-// without asking it, for 100 ms after the first failure, doubling up to a
-// second, then ask it again; its first answer ends the rest. A paused or
-// partitioned master then costs an acquisition nothing, where asking it
-// would cost a node timeout's wait and a clean-up each time. Acquisitions
-// never rest so many masters that fewer than a majority would be asked, and
-// WithOwner acquisitions ask every master.
+// A master that stopped answering (a call still out at the node timeout,
+// or one that could not reach it) rests: acquisitions with the Locker's own
+// owner ids count it as a refusal without asking it, for 100 ms after the
+// first failure, doubling up to a second, then ask it again; an answer
+// within the node timeout ends the rest. A paused or partitioned master then
+// costs an acquisition nothing, where asking it would cost a node timeout's
+// wait and a clean-up each time. Acquisitions never rest so many masters
+// that fewer than a majority would be asked, and WithOwner acquisitions ask
+// every master. A lock taken while masters rest is held on fewer of them,
+// so its renewals have less slack: with 5 masters and 2 resting, one more
+// that fails to confirm a renewal leaves no majority. A process so busy that
+// its calls wait for connections past the node timeout rests healthy
+// masters too (the pool size is the client's PoolSize).
 func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Locker, error) {
 	if len(clients) < 3 {
 		return nil, invalid("Redlock needs at least 3 independent masters, got %d", len(clients))
@@ -45,7 +50,7 @@ func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Locker, error
 		return nil, err
 	}
 	l.nodes = slices.Clone(clients)
-	l.rests = make([]nodeRest, len(clients))
+	l.rests, l.restEpoch = make([]nodeRest, len(clients)), l.now()
 	l.be = redlock{l}
 	l.addrs = addrs
 	l.quorum = len(clients)/2 + 1
