@@ -133,17 +133,6 @@ func TestRedlockPausedNode(t *testing.T) {
 	srvs[4].Resume()
 }
 
-// callCount counts the commands and pipelines sent through a client.
-type callCount struct{ n atomic.Int64 }
-
-func (c *callCount) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *callCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
-}
-func (c *callCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
-}
-
 // TestRedlockRestsAnUnansweringNode: once a call to a paused node is out
 // past the node timeout (the client's own read timeout is seconds), attempts
 // stop asking it (the quorum of the others decides) until its rest is over
@@ -156,7 +145,7 @@ func TestRedlockRestsAnUnansweringNode(t *testing.T) {
 	slow := redis.NewClient(&redis.Options{Addr: srvs[4].Addr(), DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Minute, MaxRetries: -1})
 	t.Cleanup(func() { _ = slow.Close() })
 	clients[4] = slow
-	calls := &callCount{}
+	calls := &testutil.Calls{} // its dials too, which only a call to it makes
 	slow.AddHook(calls)
 	// The Locker's clock stands still unless the test moves it: a rest
 	// ends only when the test says so, however slow the host.
@@ -185,19 +174,19 @@ func TestRedlockRestsAnUnansweringNode(t *testing.T) {
 	t.Cleanup(srvs[4].Resume) // before Close, so its pending calls finish
 	cycle()
 	until("the paused node to rest", func() bool { return mutex.NodeResting(l, 4) })
-	before := calls.n.Load()
+	before := calls.N()
 	const cycles = 20
 	for range cycles {
 		cycle()
 	}
 	// What may still arrive is the clean-up of the attempt that met the
 	// pause; no attempt asked the node.
-	assert.LessOrEqual(t, calls.n.Load()-before, int64(2), "a resting node is not asked")
+	assert.LessOrEqual(t, calls.N()-before, int64(2), "a resting node is not asked")
 
 	moved.Add(int64(2 * time.Second)) // past any rest
-	asked := calls.n.Load()
+	asked := calls.N()
 	cycle()
-	until("the probe of the rested node", func() bool { return calls.n.Load() > asked })
+	until("the probe of the rested node", func() bool { return calls.N() > asked })
 
 	srvs[4].Resume()
 	for mutex.NodeResting(l, 4) {
@@ -205,13 +194,13 @@ func TestRedlockRestsAnUnansweringNode(t *testing.T) {
 		moved.Add(int64(2 * time.Second))
 		cycle()
 	}
-	asked = calls.n.Load()
+	asked = calls.N()
 	for range cycles {
 		cycle()
 	}
 	// An acquire and a release a cycle; the last cycle's may not have
 	// started yet (the quorum of the others decides).
-	assert.GreaterOrEqual(t, calls.n.Load()-asked, int64(2*(cycles-1)), "a node that answered again is asked by every attempt")
+	assert.GreaterOrEqual(t, calls.N()-asked, int64(2*(cycles-1)), "a node that answered again is asked by every attempt")
 }
 
 func TestRedlockRenewalAndLoss(t *testing.T) {
