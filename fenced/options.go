@@ -1,12 +1,11 @@
 package fenced
 
 import (
-	"strings"
-	"unicode/utf8"
-
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redfence/redfence/fenced/fence"
 )
 
 // An Option configures a Guard. Nil options are ignored.
@@ -43,21 +42,9 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 
 // quoteTable validates a table name and returns it quoted for SQL.
 func quoteTable(name string) (string, error) {
-	parts := strings.Split(name, ".")
-	if len(parts) > 2 {
-		return "", invalid("table name %q has more than schema.name", clip(name))
-	}
-	for _, p := range parts {
-		switch {
-		case p == "":
-			return "", invalid("table name %q has an empty part", clip(name))
-		case len(p) > 63:
-			return "", invalid("table name part %q is %d bytes, longer than PostgreSQL's 63", clip(p), len(p))
-		case strings.ContainsRune(p, 0):
-			return "", invalid("table name %q contains NUL", clip(name))
-		case !utf8.ValidString(p):
-			return "", invalid("table name %q is not valid UTF-8", clip(name))
-		}
+	parts, err := fence.SplitTable(name)
+	if err != nil {
+		return "", err
 	}
 	return pgx.Identifier(parts).Sanitize(), nil
 }

@@ -36,6 +36,31 @@ func ValidateToken(token int64) error {
 	return nil
 }
 
+// SplitTable validates a fence table's name, "name" or "schema.name", and
+// returns its parts, unquoted, for the store's own identifier quoting: a
+// part may not be empty, longer than 63 bytes (PostgreSQL's and MySQL's
+// limit on identifiers), contain a NUL, or be invalid UTF-8; otherwise the
+// error matches ErrInvalid.
+func SplitTable(name string) ([]string, error) {
+	parts := strings.Split(name, ".")
+	if len(parts) > 2 {
+		return nil, invalid("table name %q has more than schema.name", Clip(name))
+	}
+	for _, p := range parts {
+		switch {
+		case p == "":
+			return nil, invalid("table name %q has an empty part", Clip(name))
+		case len(p) > 63:
+			return nil, invalid("table name part %q is %d bytes, longer than 63", Clip(p), len(p))
+		case strings.ContainsRune(p, 0):
+			return nil, invalid("table name %q contains NUL", Clip(name))
+		case !utf8.ValidString(p):
+			return nil, invalid("table name %q is not valid UTF-8", Clip(name))
+		}
+	}
+	return parts, nil
+}
+
 // validText applies a resource's limits, other than being empty, to s,
 // which name says what it is.
 func validText(name, s string) error {

@@ -50,7 +50,7 @@ type statements struct {
 }
 
 // statements builds d's SQL for the fence table named name, split into
-// parts by splitTable.
+// parts by fence.SplitTable.
 func (d Dialect) statements(name string, parts []string) statements {
 	switch d {
 	case Postgres:

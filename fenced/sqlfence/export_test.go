@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 
+	"github.com/redfence/redfence/fenced/fence"
 	"github.com/redfence/redfence/internal/pgfence"
 )
 
@@ -15,7 +16,7 @@ import (
 // must catch this; the mutation test asserts that it does.
 func WithoutRowLock(g *Guard) *Guard {
 	m := *g
-	parts, _ := splitTable(g.table)
+	parts, _ := fence.SplitTable(g.table)
 	var table, write string
 	switch g.dialect {
 	case Postgres:

@@ -65,7 +65,7 @@ func New(db Beginner, d Dialect, opts ...Option) *Guard {
 		g.err = invalid("unknown dialect %v", d)
 		return g
 	}
-	parts, err := splitTable(cfg.table)
+	parts, err := fence.SplitTable(cfg.table)
 	if err != nil {
 		g.err = err
 		return g

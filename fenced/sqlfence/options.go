@@ -1,13 +1,8 @@
 package sqlfence
 
 import (
-	"strings"
-	"unicode/utf8"
-
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/redfence/redfence/fenced/fence"
 )
 
 // An Option configures a Guard. Nil options are ignored.
@@ -50,25 +45,4 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // nil included): the global provider.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) { c.meter = mp })
-}
-
-// splitTable validates a table name and returns its parts, unquoted.
-func splitTable(name string) ([]string, error) {
-	parts := strings.Split(name, ".")
-	if len(parts) > 2 {
-		return nil, invalid("table name %q has more than schema.name", fence.Clip(name))
-	}
-	for _, p := range parts {
-		switch {
-		case p == "":
-			return nil, invalid("table name %q has an empty part", fence.Clip(name))
-		case len(p) > 63:
-			return nil, invalid("table name part %q is %d bytes, longer than 63", fence.Clip(p), len(p))
-		case strings.ContainsRune(p, 0):
-			return nil, invalid("table name %q contains NUL", fence.Clip(name))
-		case !utf8.ValidString(p):
-			return nil, invalid("table name %q is not valid UTF-8", fence.Clip(name))
-		}
-	}
-	return parts, nil
 }
