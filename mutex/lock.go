@@ -286,7 +286,8 @@ func (l *Locker) releaseArgs(owner, token string, lease time.Duration) []any {
 	b.WriteString(" 1 ")
 	b.WriteString(token)
 	b.WriteByte('+')
-	b.WriteString(strconv.FormatInt(lease.Milliseconds(), 10))
+	var ms [20]byte
+	b.Write(strconv.AppendInt(ms[:0], lease.Milliseconds(), 10))
 	b.WriteString(" 0 ")
 	b.WriteString(owner)
 	if l.publish == "PUBLISH" {
