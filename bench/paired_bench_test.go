@@ -60,28 +60,33 @@ func BenchmarkPaired(b *testing.B) {
 		}
 		for _, p := range pairs {
 			sub, ref := all[p[0]], all[p[1]]
-			b.Run(mode+"/"+sub.name+"-vs-"+ref.name, func(b *testing.B) {
-				if mode == "seq-busy" {
-					defer spin(b)()
-				}
-				var subT, refT time.Duration
-				cycles := 0
-				for i := 0; cycles < b.N; i++ {
-					if i%2 == 0 {
-						refT += block(ctx, b, ref, "ref", mode, par)
-						subT += block(ctx, b, sub, "sub", mode, par)
-					} else {
-						subT += block(ctx, b, sub, "sub", mode, par)
-						refT += block(ctx, b, ref, "ref", mode, par)
-					}
-					cycles += pairBlock * par
-				}
-				b.ReportMetric(float64(subT.Nanoseconds())/float64(cycles), "ns/op")
-				b.ReportMetric(float64(refT.Nanoseconds())/float64(cycles), "ref-ns/op")
-				b.ReportMetric(float64(subT)/float64(refT), "x-ref")
-			})
+			b.Run(mode+"/"+sub.name+"-vs-"+ref.name, func(b *testing.B) { runPair(ctx, b, sub, ref, mode, par) })
 		}
 	}
+}
+
+// runPair runs sub and ref in alternating blocks, which goes first
+// alternating too, until each has run b.N cycles, and reports sub's ns/op,
+// ref's ref-ns/op and their ratio x-ref.
+func runPair(ctx context.Context, b *testing.B, sub, ref subject, mode string, par int) {
+	if mode == "seq-busy" {
+		defer spin(b)()
+	}
+	var subT, refT time.Duration
+	cycles := 0
+	for i := 0; cycles < b.N; i++ {
+		if i%2 == 0 {
+			refT += block(ctx, b, ref, "ref", mode, par)
+			subT += block(ctx, b, sub, "sub", mode, par)
+		} else {
+			subT += block(ctx, b, sub, "sub", mode, par)
+			refT += block(ctx, b, ref, "ref", mode, par)
+		}
+		cycles += pairBlock * par
+	}
+	b.ReportMetric(float64(subT.Nanoseconds())/float64(cycles), "ns/op")
+	b.ReportMetric(float64(refT.Nanoseconds())/float64(cycles), "ref-ns/op")
+	b.ReportMetric(float64(subT)/float64(refT), "x-ref")
 }
 
 // block runs pairBlock cycles of sub on each of par goroutines (distinct
