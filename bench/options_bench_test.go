@@ -10,20 +10,23 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// BenchmarkScriptOptionsPaired measures, end to end and paired, two
-// options for the uncontended cycle's server work that issue 26 weighed
-// against redislock, without the Locker (its Go work is BenchmarkPaired's
-// redfence-vs-scripts):
+// BenchmarkScriptOptionsPaired measures, end to end and paired, what each
+// part of redfence's scripts costs against redislock, without the Locker
+// (its Go work is BenchmarkPaired's redfence-vs-scripts). The variants of
+// the scripts subject:
 //
-//   - fcall: redfence's acquire and release scripts, unchanged, as a Redis
+//   - fcall: the acquire and release scripts, unchanged, as a Redis
 //     function library called with FCALL instead of EVALSHA;
 //   - fcall-notime: the same with the acquire's TIME call replaced by a
 //     counter in the library. Not a lock anyone may use: without the
 //     server's clock the token can go backwards after a failover or a
-//     restart that loses data (DESIGN.md). It shows what the clock costs.
+//     restart that loses data (DESIGN.md). It shows what the clock costs;
+//   - no-queue: the release without the fair queue's key;
+//   - short-owner: owner ids of 8 characters instead of 32;
+//   - bare: all four at once, the least these scripts could cost.
 //
-// Pairs, sequential and parallel: fcall against the scripts by EVALSHA,
-// fcall-notime against fcall, and the three against redislock.
+// Each is paired with the scripts as they are, and the scripts and bare
+// with redislock.
 func BenchmarkScriptOptionsPaired(b *testing.B) {
 	s := startServers(b)
 	ctx := context.Background()
@@ -36,11 +39,18 @@ func BenchmarkScriptOptionsPaired(b *testing.B) {
 		b.Fatal(err)
 	}
 	all["scripts"] = scriptsSubject(b, one)
-	all["fcall"] = fcallSubject(one, "fcall", "rf_acquire")
-	all["fcall-notime"] = fcallSubject(one, "fcall-notime", "rf_acquire_notime")
+	for _, v := range []scriptVariant{
+		{name: "fcall", acquireFn: "rf_acquire", ownerLen: 32},
+		{name: "fcall-notime", acquireFn: "rf_acquire_notime", ownerLen: 32},
+		{name: "no-queue", noQueue: true, ownerLen: 32},
+		{name: "short-owner", ownerLen: 8},
+		{name: "bare", acquireFn: "rf_acquire_notime", noQueue: true, ownerLen: 8},
+	} {
+		all[v.name] = variantSubject(b, one, v)
+	}
 	pairs := [][2]string{
-		{"fcall", "scripts"}, {"fcall-notime", "fcall"},
-		{"scripts", "redislock"}, {"fcall", "redislock"}, {"fcall-notime", "redislock"},
+		{"fcall", "scripts"}, {"fcall-notime", "fcall"}, {"no-queue", "scripts"}, {"short-owner", "scripts"},
+		{"scripts", "redislock"}, {"bare", "redislock"},
 	}
 	for _, mode := range []string{"seq", "parallel"} {
 		par := 1
@@ -57,41 +67,65 @@ func BenchmarkScriptOptionsPaired(b *testing.B) {
 // optionsLibrary is the mutex package's acquire and release scripts as one
 // function library; KEYS and ARGV become the functions' parameters.
 func optionsLibrary(b *testing.B) string {
-	acq, err := os.ReadFile("../mutex/lua/acquire.lua")
-	if err != nil {
-		b.Fatal(err)
-	}
-	rel, err := os.ReadFile("../mutex/lua/release.lua")
-	if err != nil {
-		b.Fatal(err)
-	}
+	acq, rel := readScript(b, "acquire"), readScript(b, "release")
 	// The counter starts at six digits and stays there for 900,000 cycles,
 	// far more than a run makes: the fake microseconds stay well formed.
-	notime := strings.Replace(string(acq), "local t = redis.call('TIME')",
+	notime := strings.Replace(acq, "local t = redis.call('TIME')",
 		"ctr = ctr + 1\nlocal t = {'1800000000', tostring(ctr)}", 1)
-	if notime == string(acq) {
+	if notime == acq {
 		b.Fatal("acquire.lua no longer calls TIME as this benchmark expects")
 	}
 	return "#!lua name=rfoptions\nlocal ctr = 100000\n" +
-		"local function acquire(KEYS, ARGV)\n" + string(acq) + "\nend\n" +
+		"local function acquire(KEYS, ARGV)\n" + acq + "\nend\n" +
 		"local function acquire_notime(KEYS, ARGV)\n" + notime + "\nend\n" +
-		"local function release(KEYS, ARGV)\n" + string(rel) + "\nend\n" +
+		"local function release(KEYS, ARGV)\n" + rel + "\nend\n" +
 		"redis.register_function('rf_acquire', acquire)\n" +
 		"redis.register_function('rf_acquire_notime', acquire_notime)\n" +
 		"redis.register_function('rf_release', release)\n"
 }
 
-// fcallSubject is scriptsSubject through the function library: the same
-// arguments, FCALL instead of EVALSHA.
-func fcallSubject(c *redis.Client, name, acquireFn string) subject {
-	return subject{name, func(ctx context.Context, key string) (func() error, error) {
-		owner := token()
+func readScript(b *testing.B, name string) string {
+	src, err := os.ReadFile("../mutex/lua/" + name + ".lua")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return string(src)
+}
+
+// scriptVariant is one way of running the scripts: as functions (acquireFn
+// names the acquire function; "": by EVALSHA), with the release's queue
+// key or not, with owner ids of ownerLen characters.
+type scriptVariant struct {
+	name      string
+	acquireFn string
+	noQueue   bool
+	ownerLen  int
+}
+
+// variantSubject is scriptsSubject's cycle run as v says.
+func variantSubject(b *testing.B, c *redis.Client, v scriptVariant) subject {
+	acquire, release := redis.NewScript(readScript(b, "acquire")), redis.NewScript(readScript(b, "release"))
+	return subject{v.name, func(ctx context.Context, key string) (func() error, error) {
+		owner := token()[:v.ownerLen]
 		keys := []string{"redfence:{" + key + "}", "redfence:{" + key + "}:q"}
-		tok, err := c.FCall(ctx, acquireFn, keys[:1], owner, int64(10000)).Text()
+		relKeys := keys
+		if v.noQueue {
+			relKeys = keys[:1]
+		}
+		var tok string
+		var err error
+		if v.acquireFn != "" {
+			tok, err = c.FCall(ctx, v.acquireFn, keys[:1], owner, int64(10000)).Text()
+		} else {
+			tok, err = acquire.Run(ctx, c, keys[:1], owner, int64(10000)).Text()
+		}
 		if err != nil {
 			return nil, err
 		}
 		expect := tok + " 1 " + tok + "+10000 0 " + owner
-		return func() error { return c.FCall(ctx, "rf_release", keys, expect, tok).Err() }, nil
+		if v.acquireFn != "" {
+			return func() error { return c.FCall(ctx, "rf_release", relKeys, expect, tok).Err() }, nil
+		}
+		return func() error { return release.Run(ctx, c, relKeys, expect, tok).Err() }, nil
 	}}
 }
