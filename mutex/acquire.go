@@ -75,14 +75,15 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	if err := l.check(ctx, key); err != nil {
 		return nil, err
 	}
-	lc := newLockConfig(opts)
+	a := &acquisition{l: l, key: key, wait: wait, cfg: newLockConfig(opts)}
+	lc := &a.cfg
 	if lc.err != nil {
 		return nil, lc.err
 	}
 	if lc.replicas > 0 && !l.be.replicaAck() {
 		return nil, invalid("WithReplicaAck applies to a single Redis deployment (New) alone; this Locker's servers have no replicas to wait for")
 	}
-	a := acquisition{l: l, key: key, wait: wait, lc: &lc, start: time.Now()}
+	a.lc, a.start = lc, time.Now()
 	a.ctx, a.span = l.tel.startSpan(ctx, spanName, key, 0)
 	if lk := heldIn(a.ctx, l, key); lk != nil && lk.reenter() {
 		return a.end(lk, "reentered", nil)
@@ -97,7 +98,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	a.lockKey = l.be.name(key)
 	var handoffTo *lockConfig
 	if l.be.handOff() && lc.replicas == 0 {
-		handoffTo = &lc // a local Unlock may hand the lock straight to us
+		handoffTo = lc // a local Unlock may hand the lock straight to us
 	}
 	w, err := l.enqueue(key, wait, a.owner, handoffTo)
 	if err != nil {
@@ -132,7 +133,8 @@ type acquisition struct {
 	start       time.Time
 	key         string
 	lockKey     string
-	wait        bool // Lock, not TryLock
+	wait        bool       // Lock, not TryLock
+	cfg         lockConfig // the call's options; lc points here (one allocation with the acquisition)
 	lc          *lockConfig
 	owner       string
 	randomOwner bool // owner is ours to change: a fresh one per attempt

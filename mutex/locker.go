@@ -44,6 +44,7 @@ type Locker struct {
 	quorum    int
 
 	held       atomic.Int64 // Locks of this Locker not yet released or lost
+	waiters    atomic.Int64 // calls in the local queues (queue.go); an Unlock with none looks for no one to hand off to or wake
 	fenceTTLMs string       // keyTTL for leases up to half the fence TTL
 
 	id          string        // this Locker's id in the waiting queues

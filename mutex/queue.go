@@ -169,6 +169,7 @@ func (l *Locker) enqueue(key string, wait bool, owner string, lc *lockConfig) (*
 		w.turn = make(chan struct{})
 	}
 	q.waiters = append(q.waiters, w)
+	l.waiters.Add(1)
 	return w, nil
 }
 
@@ -190,6 +191,7 @@ func (l *Locker) dequeue(key string, w *waiter, acquired bool) {
 			continue
 		}
 		q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+		l.waiters.Add(-1)
 		if i == 0 && len(q.waiters) > 0 {
 			next := q.waiters[0]
 			next.quiet = acquired

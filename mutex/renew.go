@@ -55,7 +55,7 @@ func (r *renewer) add(lk *Lock) error {
 		return ErrClosed
 	}
 	lk.mu.Lock()
-	done := lk.done
+	done, deadline, due := lk.done, lk.deadline, lk.nextRenew
 	lk.mu.Unlock()
 	if done {
 		// Lost before it could be added (its lease ended while the acquire
@@ -64,9 +64,6 @@ func (r *renewer) add(lk *Lock) error {
 		return nil
 	}
 	r.locks[lk] = struct{}{}
-	lk.mu.Lock()
-	deadline := lk.deadline
-	lk.mu.Unlock()
 	if deadline.After(r.lastDeadline) {
 		r.lastDeadline = deadline
 	}
@@ -79,9 +76,6 @@ func (r *renewer) add(lk *Lock) error {
 		}
 		// Waking the loop costs a context switch per Lock; only do it when
 		// this lock falls due before the loop would wake anyway (see plan).
-		lk.mu.Lock()
-		due := lk.nextRenew
-		lk.mu.Unlock()
 		if due.After(r.lastDue) {
 			r.lastDue = due
 		}

@@ -38,9 +38,12 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	l := lk.l
 	ctx, span := l.tel.startSpan(ctx, "redfence.Unlock", lk.key, lk.token)
 	// Only a waiter that can be handed the lock is reserved: none of a
-	// backend without hand-off (Redlock) ever is (see enqueue).
-	if w := l.reserveHandoff(lk.key); w != nil {
-		return lk.handOff(ctx, w, span)
+	// backend without hand-off (Redlock) ever is (see enqueue). With no call
+	// queued at all there is none to look for.
+	if l.waiters.Load() > 0 {
+		if w := l.reserveHandoff(lk.key); w != nil {
+			return lk.handOff(ctx, w, span)
+		}
 	}
 	n, pending, err := l.be.release(ctx, lk)
 	switch {
@@ -56,7 +59,11 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 		return ErrNotHeld
 	}
 	lk.finish(ErrReleased, "")
-	l.wakeLocal(lk.key)
+	// Read after the release landed: a call queued later asks Redis after
+	// it, and finds the lock free, so only one queued before needs waking.
+	if l.waiters.Load() > 0 {
+		l.wakeLocal(lk.key)
+	}
 	endSpan(span, "released", nil)
 	return nil
 }
