@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -28,12 +27,8 @@ import (
 // Each is paired with the scripts as they are, and the scripts and bare
 // with redislock.
 func BenchmarkScriptOptionsPaired(b *testing.B) {
-	s := startServers(b)
 	ctx := context.Background()
-	all := map[string]subject{}
-	for _, sub := range uncontendedSubjects(b, s) {
-		all[sub.name] = sub
-	}
+	s, all := subjectsByName(b)
 	one := s.client(b, s.one)
 	if err := one.FunctionLoadReplace(ctx, optionsLibrary(b)).Err(); err != nil {
 		b.Fatal(err)
@@ -52,16 +47,7 @@ func BenchmarkScriptOptionsPaired(b *testing.B) {
 		{"fcall", "scripts"}, {"fcall-notime", "fcall"}, {"no-queue", "scripts"}, {"short-owner", "scripts"},
 		{"scripts", "redislock"}, {"bare", "redislock"},
 	}
-	for _, mode := range []string{"seq", "parallel"} {
-		par := 1
-		if mode == "parallel" {
-			par = runtime.GOMAXPROCS(0)
-		}
-		for _, p := range pairs {
-			sub, ref := all[p[0]], all[p[1]]
-			b.Run(mode+"/"+sub.name+"-vs-"+ref.name, func(b *testing.B) { runPair(ctx, b, sub, ref, mode, par) })
-		}
-	}
+	runPairs(ctx, b, all, pairs, "seq", "parallel")
 }
 
 // optionsLibrary is the mutex package's acquire and release scripts as one
@@ -102,7 +88,10 @@ type scriptVariant struct {
 	ownerLen  int
 }
 
-// variantSubject is scriptsSubject's cycle run as v says.
+// variantSubject runs redfence's acquire and release scripts (read from
+// the mutex package's source) directly, as v says, with the arguments an
+// uncontended Lock and Unlock send, and nothing else: the server-side part
+// of redfence's cycle, with go-redis's cost but none of the Locker's.
 func variantSubject(b *testing.B, c *redis.Client, v scriptVariant) subject {
 	acquire, release := redis.NewScript(readScript(b, "acquire")), redis.NewScript(readScript(b, "release"))
 	return subject{v.name, func(ctx context.Context, key string) (func() error, error) {
@@ -120,8 +109,10 @@ func variantSubject(b *testing.B, c *redis.Client, v scriptVariant) subject {
 			tok, err = acquire.Run(ctx, c, keys[:1], owner, int64(10000)).Text()
 		}
 		if err != nil {
-			return nil, err
+			return nil, err // a number (held) or a table (re-entered): not a fresh acquisition (see acquire.lua)
 		}
+		// The expected value release.lua compares whole: what acquire.lua
+		// wrote, as the Locker builds it.
 		expect := tok + " 1 " + tok + "+10000 0 " + owner
 		if v.acquireFn != "" {
 			return func() error { return c.FCall(ctx, "rf_release", relKeys, expect, tok).Err() }, nil

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"os"
 	"runtime"
 	"strconv"
 	"sync"
@@ -41,19 +40,32 @@ const pairBlock = 16
 // which should read 1.00×); and Redlock over 5 nodes against redsync over
 // the same 5.
 func BenchmarkPaired(b *testing.B) {
-	s := startServers(b)
 	ctx := context.Background()
-	all := map[string]subject{}
-	for _, sub := range uncontendedSubjects(b, s) {
-		all[sub.name] = sub
-	}
+	s, all := subjectsByName(b)
 	all["scripts"] = scriptsSubject(b, s.client(b, s.one))
 	pairs := [][2]string{
 		{"redfence", "floor"}, {"scripts", "floor"}, {"redislock", "floor"},
 		{"redfence", "redislock"}, {"redfence", "scripts"}, {"floor", "floor"},
 		{"redlock-5", "redsync-5"},
 	}
-	for _, mode := range []string{"seq", "seq-busy", "parallel"} {
+	runPairs(ctx, b, all, pairs, "seq", "seq-busy", "parallel")
+}
+
+// subjectsByName starts the run's servers and returns them with the
+// uncontended subjects by name.
+func subjectsByName(b *testing.B) (*servers, map[string]subject) {
+	s := startServers(b)
+	all := map[string]subject{}
+	for _, sub := range uncontendedSubjects(b, s) {
+		all[sub.name] = sub
+	}
+	return s, all
+}
+
+// runPairs runs each pair of subjects (from all, by name) in each mode, as
+// <mode>/<subject>-vs-<reference>; parallel mode on GOMAXPROCS goroutines.
+func runPairs(ctx context.Context, b *testing.B, all map[string]subject, pairs [][2]string, modes ...string) {
+	for _, mode := range modes {
 		par := 1
 		if mode == "parallel" {
 			par = runtime.GOMAXPROCS(0)
@@ -114,32 +126,10 @@ func block(ctx context.Context, b *testing.B, sub subject, side, mode string, pa
 	return time.Since(start)
 }
 
-// scriptsSubject runs redfence's acquire and release scripts (read from the
-// mutex package's source) directly, with the arguments an uncontended Lock
-// and Unlock send, and nothing else: the server-side part of redfence's
-// cycle, with go-redis's cost but none of the Locker's.
+// scriptsSubject is redfence's two scripts as they are, without a Locker
+// (variantSubject).
 func scriptsSubject(b *testing.B, c *redis.Client) subject {
-	acq, err := os.ReadFile("../mutex/lua/acquire.lua")
-	if err != nil {
-		b.Fatal(err)
-	}
-	rel, err := os.ReadFile("../mutex/lua/release.lua")
-	if err != nil {
-		b.Fatal(err)
-	}
-	acquire, release := redis.NewScript(string(acq)), redis.NewScript(string(rel))
-	return subject{"scripts", func(ctx context.Context, key string) (func() error, error) {
-		owner := token()
-		keys := []string{"redfence:{" + key + "}", "redfence:{" + key + "}:q"}
-		tok, err := acquire.Run(ctx, c, keys[:1], owner, int64(10000)).Text()
-		if err != nil {
-			return nil, err // a number (held) or a table (re-entered): not a fresh acquisition (see acquire.lua)
-		}
-		// The expected value release.lua compares whole: what acquire.lua
-		// wrote, as the Locker builds it.
-		expect := tok + " 1 " + tok + "+10000 0 " + owner
-		return func() error { return release.Run(ctx, c, keys, expect, tok).Err() }, nil
-	}}
+	return variantSubject(b, c, scriptVariant{name: "scripts", ownerLen: 32})
 }
 
 // pairBlockOps is the operations a side runs per goroutine in one block of
