@@ -75,15 +75,15 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	if err := l.check(ctx, key); err != nil {
 		return nil, err
 	}
-	a := &acquisition{l: l, key: key, wait: wait, cfg: newLockConfig(opts)}
-	lc := &a.cfg
+	a := &acquisition{l: l, key: key, wait: wait, lc: newLockConfig(opts)}
+	lc := &a.lc
 	if lc.err != nil {
 		return nil, lc.err
 	}
 	if lc.replicas > 0 && !l.be.replicaAck() {
 		return nil, invalid("WithReplicaAck applies to a single Redis deployment (New) alone; this Locker's servers have no replicas to wait for")
 	}
-	a.lc, a.start = lc, time.Now()
+	a.start = time.Now()
 	a.ctx, a.span = l.tel.startSpan(ctx, spanName, key, 0)
 	if lk := heldIn(a.ctx, l, key); lk != nil && lk.reenter() {
 		return a.end(lk, "reentered", nil)
@@ -134,8 +134,7 @@ type acquisition struct {
 	key         string
 	lockKey     string
 	wait        bool       // Lock, not TryLock
-	cfg         lockConfig // the call's options; lc points here (one allocation with the acquisition)
-	lc          *lockConfig
+	lc          lockConfig // the call's options, allocated with the acquisition
 	owner       string
 	randomOwner bool // owner is ours to change: a fresh one per attempt
 	w           *waiter
@@ -191,7 +190,7 @@ func (a *acquisition) try() (lk *Lock, ended bool, err error) {
 	// A call that found no local waiter before it makes its first attempt
 	// as a TryLock would (fewer arguments); only when that finds the lock
 	// held does it queue, with the retry that follows its subscription.
-	res, err := l.be.acquire(a.ctx, a.key, a.lockKey, a.owner, a.lc, a.wait && !(a.attempts == 1 && a.w.first), sent)
+	res, err := l.be.acquire(a.ctx, a.key, a.lockKey, a.owner, &a.lc, a.wait && !(a.attempts == 1 && a.w.first), sent)
 	switch {
 	case err != nil:
 		return a.failed(err, sent)
@@ -209,7 +208,7 @@ func (a *acquisition) try() (lk *Lock, ended bool, err error) {
 		a.remaining = res.remaining
 		return nil, false, nil
 	}
-	lk = newLock(a.ctx, l, a.key, a.lockKey, a.owner, res.token, res.tokenStr, a.lc, sent)
+	lk = newLock(a.ctx, l, a.key, a.lockKey, a.owner, res.token, res.tokenStr, &a.lc, sent)
 	lk.settled, lk.lateNodes, lk.lateDone, lk.asked = res.settled, res.lateNodes, res.lateDone, res.asked
 	outcome := "acquired"
 	if res.status == 2 {
@@ -267,7 +266,7 @@ func (a *acquisition) park() (*Lock, bool, error) {
 	if !offered || !h.ok {
 		return nil, false, nil // try again
 	}
-	lk := newLock(a.ctx, a.l, a.key, a.lockKey, a.owner, h.token, "", a.lc, h.sent)
+	lk := newLock(a.ctx, a.l, a.key, a.lockKey, a.owner, h.token, "", &a.lc, h.sent)
 	lk, err := a.take(lk, "acquired")
 	return lk, true, err
 }
@@ -302,7 +301,7 @@ func (a *acquisition) take(lk *Lock, outcome string) (*Lock, error) {
 		}
 		return a.end(nil, "closed", err)
 	}
-	if err := a.l.replicaAck(a.ctx, lk, a.lc); err != nil {
+	if err := a.l.replicaAck(a.ctx, lk, &a.lc); err != nil {
 		return a.end(nil, "replica_ack", err)
 	}
 	a.acquired = true

@@ -60,7 +60,7 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	}
 	lk.finish(ErrReleased, "")
 	// Read after the release landed: a call queued later asks Redis after
-	// it, and finds the lock free, so only one queued before needs waking.
+	// it and finds the lock free; only a call queued before can need waking.
 	if l.waiters.Load() > 0 {
 		l.wakeLocal(lk.key)
 	}
