@@ -40,10 +40,9 @@ type nodeRest struct {
 // lately (see nodeRest).
 var errNodeResting = errors.New("not asked: it failed to answer lately and rests before it is asked again")
 
+// restFor is the rest after failures in a row (at most maxRestFailures, so
+// the shift stays far from overflowing).
 func restFor(failures int32) time.Duration {
-	if failures >= 5 {
-		return nodeRestMax
-	}
 	return min(nodeRestMin<<max(failures-1, 0), nodeRestMax)
 }
 
