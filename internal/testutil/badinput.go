@@ -3,8 +3,10 @@ package testutil
 import (
 	"context"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,14 +46,21 @@ func Safely(t testing.TB, bound time.Duration, fn func() error) error {
 }
 
 // RefusedAddr is a loopback address where nothing listens: connections to
-// it are refused.
+// it are refused. Its port stays bound, without a listen, until the test's
+// cleanup, so no server that another test package starts meanwhile can take
+// it: a closed listener's port would go back to the pool, and a paused
+// server there accepts and never answers.
 func RefusedAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	require.NoError(t, err, "socket")
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}), "bind")
+	sa, err := syscall.Getsockname(fd)
+	require.NoError(t, err, "getsockname")
+	in4, ok := sa.(*syscall.SockaddrInet4)
+	require.True(t, ok, "getsockname gave %T", sa)
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(in4.Port))
 }
 
 // SilentServer accepts TCP connections and never answers: a server that

@@ -378,6 +378,20 @@ func TestMySQLPackageDatabase(t *testing.T) {
 	assert.Zero(t, n, "the other package's database must be dropped at its end")
 }
 
+// TestRefusedAddrStaysRefused: a dial to the address is refused, and while
+// the test runs no one else can listen there, with or without SO_REUSEADDR
+// (which Go sets on every listener).
+func TestRefusedAddrStaysRefused(t *testing.T) {
+	addr := testutil.RefusedAddr(t)
+	_, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		_ = ln.Close()
+	}
+	require.ErrorIs(t, err, syscall.EADDRINUSE, "another listener took the refused address's port")
+}
+
 // TestMySQLMissing: with no server at the DSN the test fails, saying what to
 // install; it does not skip.
 func TestMySQLMissing(t *testing.T) {
