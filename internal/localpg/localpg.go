@@ -138,9 +138,18 @@ func run(ctx context.Context, bin, dir, data string, port int, cred *syscall.Cre
 	for {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		conn, err := pgx.Connect(cctx, s.URL())
+		if err == nil {
+			// Another package's throwaway server can hold the port when
+			// ours fails to bind it; only the data directory tells them apart.
+			var got string
+			err = conn.QueryRow(cctx, "SHOW data_directory").Scan(&got)
+			_ = conn.Close(context.Background())
+			if err == nil && got != data {
+				err = fmt.Errorf("another postgres answers there (data directory %s)", got)
+			}
+		}
 		cancel()
 		if err == nil {
-			_ = conn.Close(context.Background())
 			return s, nil
 		}
 		select {

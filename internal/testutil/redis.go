@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -217,7 +218,7 @@ func (s *RedisServer) start() error {
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 
-	if err := waitRedis(s.Addr(), exited, 10*time.Second); err != nil {
+	if err := waitRedis(s.Addr(), cmd.Process.Pid, exited, 10*time.Second); err != nil {
 		_ = cmd.Process.Kill()
 		<-exited
 		log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
@@ -229,20 +230,27 @@ func (s *RedisServer) start() error {
 	return nil
 }
 
-func waitRedis(addr string, exited <-chan struct{}, within time.Duration) error {
+// waitRedis waits until the redis-server with process id pid answers at
+// addr. Another package's server can hold the port when ours fails to bind
+// it, and answers pings too; only its process id tells them apart.
+func waitRedis(addr string, pid int, exited <-chan struct{}, within time.Duration) error {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer c.Close()
 	deadline := time.Now().Add(within)
+	want := "process_id:" + strconv.Itoa(pid) + "\r\n"
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
+		info, err := c.Info(ctx, "server").Result()
 		cancel()
 		if err == nil {
-			return nil
+			if strings.Contains(info, want) {
+				return nil
+			}
+			err = errors.New("another redis-server answers there")
 		}
 		select {
 		case <-exited:
-			return errors.New("redis-server exited")
+			return fmt.Errorf("redis-server exited: %w", err)
 		default:
 		}
 		if time.Now().After(deadline) {
