@@ -52,7 +52,8 @@ func RedisCluster(t testing.TB, masters int) *Cluster {
 		}
 	}
 	for i := 1; i < masters; i++ {
-		if err := nodes[i].ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(c.Masters[0].Port())).Err(); err != nil {
+		// Each node's bus port is its own (see RedisServer.busPort), so MEET names it.
+		if err := nodes[i].Do(ctx, "CLUSTER", "MEET", "127.0.0.1", c.Masters[0].Port(), c.Masters[0].busPort).Err(); err != nil {
 			t.Fatalf("testutil: cluster meet: %v", err)
 		}
 	}

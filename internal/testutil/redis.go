@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,8 +31,12 @@ type RedisServer struct {
 	bin  string
 	dir  string
 	port int
-	args []string
-	conf string // sentinel mode: the config file Sentinel requires (and rewrites)
+	// busPort is a cluster node's cluster bus port; 0 outside cluster mode.
+	// Left to redis-server it is port+10000, which it refuses for a port
+	// above 55535: a quarter of the kernel's ephemeral range.
+	busPort int
+	args    []string
+	conf    string // sentinel mode: the config file Sentinel requires (and rewrites)
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -90,9 +95,16 @@ func StartRedis(t testing.TB, opts ...RedisOption) *RedisServer {
 
 	// A free port can be taken by another package's server between our probe
 	// and redis-server's bind; try a few.
+	cluster := slices.Contains(extra, "--cluster-enabled")
 	var lastErr error
 	for range 5 {
 		srv.port = freePort(t)
+		if cluster {
+			srv.busPort = freePort(t)
+			for srv.busPort == srv.port {
+				srv.busPort = freePort(t)
+			}
+		}
 		if lastErr = srv.start(); lastErr == nil {
 			return srv
 		}
@@ -202,6 +214,9 @@ func (s *RedisServer) start() error {
 		"--protected-mode", "no",
 		"--enable-debug-command", "local",
 		"--logfile", "redis.log",
+	}
+	if s.busPort != 0 {
+		args = append(args, "--cluster-port", strconv.Itoa(s.busPort))
 	}
 	args = append(args, s.args...)
 	if s.conf != "" {

@@ -1,6 +1,9 @@
 package testutil
 
 import (
+	"context"
+	"net"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,4 +17,31 @@ func TestStartTellsItsServerFromAnother(t *testing.T) {
 	s := &RedisServer{t: t, bin: other.bin, dir: t.TempDir(), port: other.port}
 	t.Cleanup(s.stop)
 	require.ErrorContains(t, s.start(), "another redis-server answers there")
+}
+
+// TestClusterNodeAboveThePortLimit: a cluster node on a port above 55535,
+// where redis-server would put its cluster bus past 65535 and refuse to
+// start, starts, since StartRedis gives it a bus port of its own.
+func TestClusterNodeAboveThePortLimit(t *testing.T) {
+	args := []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}
+	node := StartRedis(t, WithRedisArgs(args...))
+	require.NotZero(t, node.busPort, "StartRedis gave a cluster node no bus port")
+	// Ports from 61000 are outside the kernel's ephemeral range: no other
+	// package's server is given one while this test runs.
+	high := 0
+	for p := 61000; p < 65535 && high == 0; p += 7 {
+		if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
+			_ = ln.Close()
+			high = p
+		}
+	}
+	require.NotZero(t, high, "no free port from 61000 up")
+	s := &RedisServer{t: t, bin: node.bin, dir: t.TempDir(), port: high, busPort: freePort(t), args: args}
+	t.Cleanup(s.stop)
+	require.NoError(t, s.start())
+	c := s.Client()
+	defer c.Close()
+	got, err := c.ConfigGet(context.Background(), "cluster-port").Result()
+	require.NoError(t, err)
+	require.Equal(t, strconv.Itoa(s.busPort), got["cluster-port"])
 }
