@@ -14,3 +14,16 @@ func Probing(h http.Handler) bool {
 	defer s.mu.Unlock()
 	return s.probing
 }
+
+// Following is how many requests have joined the local flights of a handler
+// made by New or NewHandler that are still in the air.
+func Following(h http.Handler) int {
+	hh := h.(*handler)
+	hh.mu.Lock()
+	defer hh.mu.Unlock()
+	n := 0
+	for _, fl := range hh.flights {
+		n += fl.followers
+	}
+	return n
+}

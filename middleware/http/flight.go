@@ -14,9 +14,10 @@ import (
 // later ones wait for its outcome. It ends with its leader; the next request
 // for the key starts a new one.
 type flight struct {
-	done chan struct{}
-	aged time.Time // past it, the leader counts as stalled (lock age)
-	out  outcome   // written by the leader before done is closed
+	done      chan struct{}
+	aged      time.Time // past it, the leader counts as stalled (lock age)
+	out       outcome   // written by the leader before done is closed
+	followers int       // requests that joined it; under handler.mu
 }
 
 // An outcome is how a flight ended, for the requests waiting on it.
@@ -41,6 +42,8 @@ func (h *handler) collapse(w http.ResponseWriter, r *http.Request, key string, d
 		if !ok {
 			fl = &flight{done: make(chan struct{}), aged: time.Now().Add(h.cfg.lockAge)}
 			h.flights[key] = fl
+		} else {
+			fl.followers++
 		}
 		h.mu.Unlock()
 		if !ok {

@@ -342,23 +342,27 @@ func TestPanickingLeaderReleasesFollowers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const requests = 10 // 2 replicas × 5
 			var calls, arrived atomic.Int64
+			var mws []http.Handler // each replica's middleware; set before any request
 			rdb, srv := testutil.Redis(t)
 			origin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if calls.Add(1) == 1 {
 					// Panic only once every request is in, waiting behind
-					// us: the other replica's leader subscribed. A request
+					// us: the other replica's leader subscribed, and each
+					// replica's other requests joined its flight. A request
 					// that has not begun to wait when the leader ends leads
 					// a flight of its own.
+					following := func() int { return httplock.Following(mws[0]) + httplock.Following(mws[1]) }
 					deadline := time.Now().Add(5 * time.Second)
-					for (arrived.Load() < requests || subscribers(rdb) < 1) && time.Now().Before(deadline) {
+					for (arrived.Load() < requests || subscribers(rdb) < 1 || following() < requests-2) && time.Now().Before(deadline) {
 						time.Sleep(time.Millisecond) // poll with a deadline
 					}
-					time.Sleep(20 * time.Millisecond) // the local followers reach their flight
+					assert.Equal(t, requests-2, following(), "requests in the replicas' flights when the leader panics")
 					panic("origin bug")
 				}
 				fmt.Fprint(w, "recovered")
 			})
 			count := func(next http.Handler) http.Handler {
+				mws = append(mws, next)
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					arrived.Add(1)
 					next.ServeHTTP(w, r)
