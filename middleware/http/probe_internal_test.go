@@ -65,12 +65,20 @@ func TestLostProbe(t *testing.T) {
 	const timeout = 20 * time.Millisecond
 	s := newHealth(rdb, timeout)
 	s.fail()
-	due := func() { // the probe interval is over
+	// due asks for a probe once the interval is over, with the current
+	// probe (if any) started age ago, and says how many probes have started
+	// (gen, which probeIfDue raises before the probe's goroutine starts).
+	due := func(age time.Duration) uint64 {
 		s.mu.Lock()
 		s.next = time.Time{}
+		s.started = time.Now().Add(-age)
 		s.mu.Unlock()
 		s.probeIfDue()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.gen
 	}
+	const young, old = 0, 3 * timeout // a probe is lost at 2 × timeout
 	waitStarted := func(n int) {
 		t.Helper()
 		require.Eventually(t, func() bool { started, _ := pings.counts(); return started == n },
@@ -85,23 +93,17 @@ func TestLostProbe(t *testing.T) {
 		s.probes.Wait()
 	})
 
-	due()
+	due(young)
 	waitStarted(1)
-	due()
-	time.Sleep(5 * timeout) // a second probe would have started by now
-	started, _ := pings.counts()
-	assert.Equal(t, 1, started, "a probe started beside one not yet lost")
+	assert.Equal(t, uint64(1), due(young), "a probe started beside one not yet lost")
 
 	// The first is lost: a second starts.
-	time.Sleep(2 * timeout)
-	due()
+	assert.Equal(t, uint64(2), due(old))
 	waitStarted(2)
 	// The second is lost too, but the first still runs: no third.
-	time.Sleep(3 * timeout)
-	due()
-	time.Sleep(5 * timeout)
+	assert.Equal(t, uint64(2), due(old), "a third probe beside a lost one")
 	started, running := pings.counts()
-	assert.Equal(t, 2, started, "a third probe beside a lost one")
+	assert.Equal(t, 2, started)
 	assert.Equal(t, 2, running)
 
 	// The first, lost, is answered: ignored, Redis stays down; a third may
@@ -111,7 +113,7 @@ func TestLostProbe(t *testing.T) {
 	require.Eventually(t, func() bool { _, running := pings.counts(); return running == 1 }, 5*time.Second, time.Millisecond)
 	require.Eventually(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return !s.lost }, 5*time.Second, time.Millisecond)
 	assert.False(t, s.up(), "a lost probe's answer marked Redis up")
-	due()
+	assert.Equal(t, uint64(3), due(old))
 	waitStarted(3)
 	_, running = pings.counts()
 	assert.Equal(t, 2, running, "the current probe and one lost")
