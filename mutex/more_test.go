@@ -290,13 +290,23 @@ func TestShortCyclesDoNotWakeTheRenewer(t *testing.T) {
 	l := newLocker(t, c)
 	ctx := context.Background()
 	// 30 ms leases fall due every 10 ms: 300 ms of cycles span 30 periods,
-	// at whose ends the loop mostly finds no lock held.
+	// at whose ends the loop mostly finds no lock held. A pause of more than
+	// a period between two Locks (a busy host's) lets the loop go idle, and
+	// the next Lock rightly wakes it: those are allowed for.
+	const ttl, period = 30 * time.Millisecond, 10 * time.Millisecond
+	pauses := int64(0)
+	var prev time.Time
 	for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
-		lk, err := l.Lock(ctx, "cycle", mutex.WithTTL(30*time.Millisecond))
+		now := time.Now()
+		if !prev.IsZero() && now.Sub(prev) > period {
+			pauses++
+		}
+		prev = now
+		lk, err := l.Lock(ctx, "cycle", mutex.WithTTL(ttl))
 		require.NoError(t, err)
 		require.NoError(t, lk.Unlock(ctx))
 	}
-	assert.LessOrEqual(t, mutex.RenewWakes(l), int64(3), "renewal loop woken by short cycles")
+	assert.LessOrEqual(t, mutex.RenewWakes(l), 3+pauses, "renewal loop woken by short cycles (%d pauses)", pauses)
 
 	lk, err := l.Lock(ctx, "long", mutex.WithTTL(time.Minute))
 	require.NoError(t, err)
