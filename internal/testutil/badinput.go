@@ -52,15 +52,10 @@ func Safely(t testing.TB, bound time.Duration, fn func() error) error {
 // server there accepts and never answers.
 func RefusedAddr(t testing.TB) string {
 	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	require.NoError(t, err, "socket")
+	fd, port, err := bindLoopback(0, false)
+	require.NoError(t, err, "bind a loopback port")
 	t.Cleanup(func() { _ = syscall.Close(fd) })
-	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}), "bind")
-	sa, err := syscall.Getsockname(fd)
-	require.NoError(t, err, "getsockname")
-	in4, ok := sa.(*syscall.SockaddrInet4)
-	require.True(t, ok, "getsockname gave %T", sa)
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(in4.Port))
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // SilentServer accepts TCP connections and never answers: a server that

@@ -42,6 +42,10 @@ type RedisServer struct {
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has been waited for
 	paused bool
+	// held are sockets bound, without a listen, to the ports of a killed
+	// server until it runs again: connections are refused as with nothing
+	// there, and no other package's server is given the ports meanwhile.
+	held []int
 }
 
 // RedisOption adjusts the server started by Redis and RedisN.
@@ -157,11 +161,13 @@ func (s *RedisServer) signal(sig syscall.Signal, paused bool) {
 }
 
 // Kill ends the server with SIGKILL and waits for it; its data is gone.
+// Its port stays its own, refusing connections, until Restart.
 func (s *RedisServer) Kill() {
 	s.t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.killLocked()
+	s.holdLocked()
 }
 
 // Restart starts a killed (or running, which is killed first) server again on
@@ -170,6 +176,7 @@ func (s *RedisServer) Restart() {
 	s.t.Helper()
 	s.mu.Lock()
 	s.killLocked()
+	s.holdLocked()
 	s.mu.Unlock()
 	var err error
 	deadline := time.Now().Add(5 * time.Second)
@@ -180,9 +187,39 @@ func (s *RedisServer) Restart() {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	s.mu.Lock()
+	s.releaseLocked()
+	s.mu.Unlock()
 	if err != nil {
 		s.t.Fatalf("testutil: restart redis-server on %s: %v", s.Addr(), err)
 	}
+}
+
+// holdLocked binds the server's ports, without a listen, while it is down.
+// With SO_REUSEADDR: the killed server's connections linger on the port,
+// and redis-server, which sets it too, can bind and listen beside these
+// sockets when it restarts. The kernel's choice of a free port (bind to
+// port 0, as freePort does in every package) passes over a bound one.
+func (s *RedisServer) holdLocked() {
+	if s.held != nil {
+		return
+	}
+	s.held = []int{}
+	for _, port := range []int{s.port, s.busPort} {
+		if port == 0 {
+			continue
+		}
+		if fd, _, err := bindLoopback(port, true); err == nil {
+			s.held = append(s.held, fd)
+		}
+	}
+}
+
+func (s *RedisServer) releaseLocked() {
+	for _, fd := range s.held {
+		_ = syscall.Close(fd)
+	}
+	s.held = nil
 }
 
 func (s *RedisServer) killLocked() {
@@ -201,6 +238,7 @@ func (s *RedisServer) stop() {
 		_ = s.cmd.Process.Signal(syscall.SIGCONT)
 	}
 	s.killLocked()
+	s.releaseLocked()
 }
 
 func (s *RedisServer) start() error {
@@ -291,6 +329,30 @@ func freePortErr() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// bindLoopback binds a TCP socket to 127.0.0.1:port (0: the kernel picks)
+// without a listen, and returns it and its port; the caller closes it.
+func bindLoopback(port int, reuseAddr bool) (fd, bound int, err error) {
+	fd, err = syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, 0, err
+	}
+	if reuseAddr {
+		err = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+	}
+	if err == nil {
+		err = syscall.Bind(fd, &syscall.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}})
+	}
+	var sa syscall.Sockaddr
+	if err == nil {
+		sa, err = syscall.Getsockname(fd)
+	}
+	if err != nil {
+		_ = syscall.Close(fd)
+		return -1, 0, err
+	}
+	return fd, sa.(*syscall.SockaddrInet4).Port, nil
 }
 
 func tail(b []byte, n int) string {
