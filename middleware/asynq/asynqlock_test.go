@@ -156,14 +156,16 @@ func TestLongHandlerKeepsLockUntilLost(t *testing.T) {
 	cause := make(chan error, 1)
 	proceed := make(chan struct{})
 	handler := func(ctx context.Context, task *asynq.Task) error {
-		time.Sleep(time.Second) // outlives the 300 ms TTL
+		time.Sleep(3 * time.Second) // the handler's work outlives three TTLs
 		alive <- ctx.Err()
 		<-proceed
 		<-ctx.Done()
 		cause <- context.Cause(ctx)
 		return ctx.Err()
 	}
-	server(t, srv, handler, nil, asynqlock.WithTTL(300*time.Millisecond))
+	// A renewal may come two thirds of a TTL (660 ms) late, which a busy
+	// two-core host does not reach.
+	server(t, srv, handler, nil, asynqlock.WithTTL(time.Second))
 	enqueue(t, srv, 1, 1)
 	require.NoError(t, <-alive, "the ctx is alive after three TTLs")
 	require.NoError(t, client.FlushAll(context.Background()).Err())
