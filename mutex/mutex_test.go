@@ -230,8 +230,8 @@ func TestAutoRenewalKeepsLock(t *testing.T) {
 		a, b := newLocker(t, c), newLocker(t, c)
 		ctx := context.Background()
 		// Renewed every third of a lease, a lock survives a renewal up to
-		// about two thirds of a lease late: 660 ms here, which a busy
-		// two-core host does not reach, where 300 ms leases (200 ms) were lost.
+		// about two thirds of a lease late: 660 ms here. A busy two-core
+		// host reached the 200 ms that a 300 ms lease allows.
 		lk, err := a.Lock(ctx, "renew", mutex.WithTTL(time.Second))
 		require.NoError(t, err)
 		hold := time.NewTimer(3 * time.Second) // the holding period under test (three leases), not synchronisation

@@ -4,7 +4,9 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -44,4 +46,23 @@ func TestClusterNodeAboveThePortLimit(t *testing.T) {
 	got, err := c.ConfigGet(context.Background(), "cluster-port").Result()
 	require.NoError(t, err)
 	require.Equal(t, strconv.Itoa(s.busPort), got["cluster-port"])
+}
+
+// TestKillHoldsThePort: a killed server's port refuses connections and is
+// no one else's (a bind without SO_REUSEADDR, which the kernel's choice of
+// a free port respects as well, fails) until Restart starts it there.
+func TestKillHoldsThePort(t *testing.T) {
+	srv := StartRedis(t) // no client: no connection lingers on the port
+	srv.Kill()
+	_, err := net.DialTimeout("tcp", srv.Addr(), 5*time.Second)
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	fd, _, err := bindLoopback(srv.port, false)
+	if err == nil {
+		_ = syscall.Close(fd)
+	}
+	require.ErrorIs(t, err, syscall.EADDRINUSE, "the killed server's port was free for others")
+	srv.Restart()
+	c := srv.Client()
+	defer c.Close()
+	require.NoError(t, c.Ping(context.Background()).Err())
 }

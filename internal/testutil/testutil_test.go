@@ -392,25 +392,6 @@ func TestRefusedAddrStaysRefused(t *testing.T) {
 	require.ErrorIs(t, err, syscall.EADDRINUSE, "another listener took the refused address's port")
 }
 
-// TestKillHoldsThePort: a killed server's port refuses connections and
-// is no one else's (a bind without SO_REUSEADDR, which the kernel's choice
-// of a free port respects as well, fails) until Restart starts it there.
-func TestKillHoldsThePort(t *testing.T) {
-	srv := testutil.StartRedis(t) // no client: no connection lingers on the port
-	srv.Kill()
-	_, err := net.DialTimeout("tcp", srv.Addr(), 5*time.Second)
-	require.ErrorIs(t, err, syscall.ECONNREFUSED)
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	require.NoError(t, err)
-	err = syscall.Bind(fd, &syscall.SockaddrInet4{Port: srv.Port(), Addr: [4]byte{127, 0, 0, 1}})
-	_ = syscall.Close(fd)
-	require.ErrorIs(t, err, syscall.EADDRINUSE, "the killed server's port was free for others")
-	srv.Restart()
-	c := srv.Client()
-	defer c.Close()
-	require.NoError(t, c.Ping(context.Background()).Err())
-}
-
 // TestMySQLMissing: with no server at the DSN the test fails, saying what to
 // install; it does not skip.
 func TestMySQLMissing(t *testing.T) {
