@@ -205,6 +205,10 @@
 //	ForceRelease of a key not held (or held under        ErrNotHeld (nothing is changed)
 //	  another token than the one given)
 //	Inspect, List, ForceRelease on an outside backend    errors.ErrUnsupported
+//	Inspect, List, ForceRelease: no answer (Redlock:     ErrUnavailable, node by node; never an
+//	  fewer than a quorum of nodes answered)               empty listing or a free key
+//	ListAll: a quorum answered, not every node           ErrPartial, with the locks found
+//	  (List: Page.Skipped)
 //
 // ErrNotAcquired without ErrUnavailable means contention: other holders stood
 // in the way. ErrUnavailable means an outage, so that an adapter can retry a

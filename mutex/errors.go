@@ -28,6 +28,10 @@ var (
 	// ErrInvalid is matched (errors.Is) by every bad-input error; the error
 	// itself says what is wrong. Bad input never reaches Redis.
 	ErrInvalid = errors.New("mutex: invalid argument")
+	// ErrPartial is matched by ListAll's error when a quorum of Redlock
+	// nodes answered but not every node: the locks it returns are those the
+	// others showed, and one held on a skipped node may be missing or free.
+	ErrPartial = errors.New("mutex: partial listing")
 )
 
 // errNoMajority: a Redlock call that no majority of nodes confirmed.

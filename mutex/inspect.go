@@ -132,7 +132,8 @@ func (l *Locker) isRedlock() bool { return len(l.nodes) > 0 }
 
 // Inspect returns key's state as the servers hold it: owner, token, lease,
 // waiters and the latest forced releases, in one round trip per server.
-// It changes nothing. An outside backend (NewWithBackend) returns an error
+// It changes nothing, and reads with a read-only script (EVALSHA_RO where
+// the server has it), which a CLIENT PAUSE WRITE does not hold. An outside backend (NewWithBackend) returns an error
 // matching errors.ErrUnsupported; bad input one matching ErrInvalid.
 func (l *Locker) Inspect(ctx context.Context, key string) (LockInfo, error) {
 	if err := l.check(ctx, key); err != nil {
@@ -148,7 +149,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (LockInfo, error) {
 		args: []any{inspectWaiters, inspectForced},
 	}
 	views, errs := eachServer(l, ctx, servers, func(ctx context.Context, c redis.UniversalClient) (nodeView, error) {
-		cmds, err := runScripts(ctx, c, inspectScript, []scriptCall{call}, nil)
+		cmds, err := runScriptsRO(ctx, c, inspectScript, []scriptCall{call})
 		if err != nil {
 			return nodeView{}, err
 		}
@@ -169,7 +170,7 @@ func eachServer[T any](l *Locker, ctx context.Context, servers []redis.Universal
 	errs := make([]error, len(servers))
 	one := func(i int) {
 		var v T // written by fn, read only once fn has returned here
-		pending, err := l.call(ctx, func(ctx context.Context) error {
+		pending, err := l.interruptible(ctx, func(ctx context.Context) error {
 			var err error
 			v, err = fn(ctx, servers[i])
 			return err

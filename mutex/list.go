@@ -1,6 +1,7 @@
 package mutex
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,8 +39,11 @@ type Page struct {
 	// RoundTrips is the number of round trips this call made, counting
 	// calls to several servers at once as one.
 	RoundTrips int
-	// Skipped are the Redlock nodes this call could not scan (the listing
-	// goes on without them: a lock a majority holds is on the others).
+	// Skipped says why this page is partial: the Redlock nodes it could
+	// not scan or read, and the keys too few nodes answered for. A
+	// majority still answered (else List fails), but a lock held on a
+	// skipped node may be missing from the page or shown free. Empty for
+	// a whole page.
 	Skipped []error
 }
 
@@ -54,37 +58,25 @@ type Page struct {
 // once; keys that come and go meanwhile may or may not be. A cursor names
 // the server it continues on: after a failover or a resharding it is
 // refused (ErrInvalid), and the listing starts again. Waiters are
-// listed, forced releases are not (Inspect shows them). An outside backend
+// listed, forced releases are not (Inspect shows them). Reads are
+// read-only scripts (EVALSHA_RO where the server has it), which a CLIENT
+// PAUSE WRITE does not hold.
+//
+// Every Redlock call reads from every node, whether it found keys or not:
+// when fewer than a quorum answer, it fails with an error matching
+// ErrUnavailable, never an empty page; when a quorum answers but not all,
+// the page is partial and Page.Skipped says why. An outside backend
 // (NewWithBackend) returns an error matching errors.ErrUnsupported.
 func (l *Locker) List(ctx context.Context, o ListOptions) (Page, error) {
-	switch {
-	case l == nil:
-		return Page{}, invalid("nil Locker")
-	case l.err != nil:
-		return Page{}, l.err
-	case ctx == nil:
-		return Page{}, invalid("nil context")
-	case o.Scans < 0 || o.Scans > 1000:
-		return Page{}, invalid("Scans %d is outside 1..1000", o.Scans)
-	case o.Count < 0 || o.Count > 100000:
-		return Page{}, invalid("Count %d is outside 1..100000", o.Count)
-	case len(o.Match) > MaxKeyLen:
-		return Page{}, invalid("Match of %d bytes exceeds %d", len(o.Match), MaxKeyLen)
-	}
-	if o.Scans == 0 {
-		o.Scans = 10
-	}
-	if o.Count == 0 {
-		o.Count = 1000
-	}
-	if o.Match == "" {
-		o.Match = "*"
+	o, err := l.checkList(ctx, o)
+	if err != nil {
+		return Page{}, err
 	}
 	servers := l.servers()
 	if servers == nil {
 		return Page{}, errInspectUnsupported
 	}
-	shard, cursor, addr, err := parseCursor(o.Cursor)
+	at, err := parseCursor(o.Cursor)
 	if err != nil {
 		return Page{}, err
 	}
@@ -92,127 +84,224 @@ func (l *Locker) List(ctx context.Context, o ListOptions) (Page, error) {
 	if err != nil {
 		return Page{}, unavailable(err)
 	}
-	if shard >= len(shards) { // a finished listing's cursor is "", never this
-		return Page{}, invalid("cursor %q names shard %d of %d", o.Cursor, shard, len(shards))
-	}
-	if o.Cursor != "" && addr != shards[shard].addr {
-		// A SCAN cursor means nothing on another server: after a failover
-		// or a resharding the listing starts again.
-		return Page{}, invalid("cursor %q is for %s, and shard %d is now %s: the servers changed, start the listing again", o.Cursor, addr, shard, shards[shard].addr)
+	if err := at.fits(o.Cursor, shards); err != nil {
+		return Page{}, err
 	}
 	var page Page
-	type found struct {
-		key, name string
-		shard     int
+	first := at.shard
+	found, err := l.scanPage(ctx, &page, shards, &at, o)
+	if err != nil {
+		return Page{RoundTrips: page.RoundTrips}, err
 	}
-	var names []found
-	match := escapeGlob(l.cfg.prefix) + "{*"
-	for scans := 0; scans < o.Scans && shard < len(shards); scans++ {
-		// The call's own variables: one the caller stopped waiting for
-		// (pending) may still write them, and they are then never read.
-		var got []string
-		var next uint64
-		sh, from := shards[shard], cursor
-		pending, err := l.call(ctx, func(ctx context.Context) error {
-			k, n, err := sh.c.ScanType(ctx, from, match, int64(o.Count), "string").Result()
-			got, next = k, n
-			return err
-		})
-		var keys []string
-		if pending == nil && err == nil {
-			keys, cursor = got, next
-		}
-		page.RoundTrips++
-		if err != nil && l.isRedlock() {
-			// A node down: every lock a majority holds is on the others.
-			page.Skipped = append(page.Skipped, fmt.Errorf("scan %s: %w", shards[shard].addr, err))
-			shard, cursor = shard+1, 0
-			continue
-		}
-		if err != nil {
-			return Page{RoundTrips: page.RoundTrips}, unavailable(fmt.Errorf("scan %s: %w", shards[shard].addr, err))
-		}
-		for _, name := range keys {
-			if key, ok := l.keyOf(name); ok && matchGlob(o.Match, key) {
-				names = append(names, found{key, name, shard})
-			}
-		}
-		if cursor == 0 {
-			shard++
-		}
+	if at.shard < len(shards) {
+		page.Cursor = at.String(shards)
 	}
-	if shard < len(shards) {
-		page.Cursor = strconv.Itoa(shard) + ":" + strconv.FormatUint(cursor, 10) + ":" + shards[shard].addr
-	}
-	if len(names) == 0 {
-		return page, nil
-	}
-	// One pipelined read of every lock found, on every server at once.
-	calls := make([]scriptCall, len(names))
-	for i, n := range names {
-		calls[i] = scriptCall{keys: []string{n.name, queueOf(n.name), auditOf(n.name)}, args: []any{inspectWaiters, 0}}
-	}
-	replies, serverErrs := eachServer(l, ctx, servers, func(ctx context.Context, c redis.UniversalClient) ([]*redis.Cmd, error) {
-		return runScripts(ctx, c, inspectScript, calls, nil)
-	})
-	views := make([][]nodeView, len(names)) // by name, by server
-	for i := range views {
-		views[i] = make([]nodeView, len(servers))
-	}
-	var errs []error
-	for s, cmds := range replies {
-		err := serverErrs[s]
-		for i := range views {
-			v, cerr := nodeView{}, err
-			if i < len(cmds) {
-				if v, cerr = readView(cmds[i]); cerr == nil && err != nil && !errors.Is(err, redis.Nil) {
-					cerr = err
-				}
-			}
-			v.err = cerr
-			views[i][s] = v
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	page.RoundTrips++
-	for i, n := range names {
-		if l.isRedlock() && slices.ContainsFunc(views[i][:n.shard], func(v nodeView) bool { return v.err == nil && v.value != "" }) {
-			continue // found on an earlier node, and listed there
-		}
-		in, err := l.viewOf(n.key, n.name, views[i])
-		if err != nil {
-			if !l.isRedlock() {
-				return Page{RoundTrips: page.RoundTrips}, err
-			}
-			continue // too few nodes answered for this key
-		}
-		if in.State != Free || o.Free {
-			page.Locks = append(page.Locks, in)
-		}
-	}
-	if answered := len(servers) - len(errs); answered == 0 || l.isRedlock() && answered < l.quorum {
-		return Page{RoundTrips: page.RoundTrips}, unavailable(errors.Join(errs...))
+	if err := l.readPage(ctx, &page, servers, found, at.skipped, first, o.Free); err != nil {
+		return Page{RoundTrips: page.RoundTrips}, err
 	}
 	return page, nil
 }
 
+// checkList refuses bad ListOptions and fills in the defaults.
+func (l *Locker) checkList(ctx context.Context, o ListOptions) (ListOptions, error) {
+	switch {
+	case l == nil:
+		return o, invalid("nil Locker")
+	case l.err != nil:
+		return o, l.err
+	case ctx == nil:
+		return o, invalid("nil context")
+	case o.Scans < 0 || o.Scans > 1000:
+		return o, invalid("Scans %d is outside 1..1000", o.Scans)
+	case o.Count < 0 || o.Count > 100000:
+		return o, invalid("Count %d is outside 1..100000", o.Count)
+	case len(o.Match) > MaxKeyLen:
+		return o, invalid("Match of %d bytes exceeds %d", len(o.Match), MaxKeyLen)
+	case len(o.Cursor) > maxCursorLen:
+		return o, invalid("cursor of %d bytes is not one List returned", len(o.Cursor))
+	}
+	o.Scans = cmp.Or(o.Scans, 10)
+	o.Count = cmp.Or(o.Count, 1000)
+	o.Match = cmp.Or(o.Match, "*")
+	return o, nil
+}
+
+// foundKey is a lock key a SCAN found, and the shard it was found on.
+type foundKey struct {
+	key, name string
+	shard     int
+}
+
+// scanPage makes up to o.Scans SCAN calls from at on, moving at along, and
+// returns the lock keys found that match o.Match. A Redlock node that fails
+// is skipped (the listing goes on without it, and says so); any other
+// server's failure ends the call.
+func (l *Locker) scanPage(ctx context.Context, page *Page, shards []scanShard, at *listCursor, o ListOptions) ([]foundKey, error) {
+	var found []foundKey
+	match := escapeGlob(l.cfg.prefix) + "{*"
+	for scans := 0; scans < o.Scans && at.shard < len(shards); scans++ {
+		// The call's own variables: one the caller stopped waiting for
+		// (pending) may still write them, and they are then never read.
+		var got []string
+		var next uint64
+		sh, from := shards[at.shard], at.cursor
+		pending, err := l.interruptible(ctx, func(ctx context.Context) error {
+			k, n, err := sh.c.ScanType(ctx, from, match, int64(o.Count), "string").Result()
+			got, next = k, n
+			return err
+		})
+		page.RoundTrips++
+		if err != nil && l.isRedlock() && ctx.Err() == nil {
+			// A node down: every lock a majority holds is on the others.
+			page.Skipped = append(page.Skipped, fmt.Errorf("scan node %s: %w", l.nodeName(at.shard), err))
+			at.skip()
+			continue
+		}
+		if err != nil {
+			return nil, unavailable(fmt.Errorf("scan %s: %w", sh.addr, err))
+		}
+		if pending == nil {
+			at.cursor = next
+		}
+		for _, name := range got {
+			if key, ok := l.keyOf(name); ok && matchGlob(o.Match, key) {
+				found = append(found, foundKey{key, name, at.shard})
+			}
+		}
+		if at.cursor == 0 {
+			at.shard++
+		}
+	}
+	return found, nil
+}
+
+// readPage reads every lock found in one pipelined round trip per server,
+// all servers at once, and adds to page those it lists. Redlock reads every
+// node even when nothing was found: fewer than a quorum answering is an
+// error, not an empty page. skipped are the Redlock nodes the listing could
+// not scan, whose locks it lists where the other nodes hold them; this page
+// began at shard first.
+func (l *Locker) readPage(ctx context.Context, page *Page, servers []redis.UniversalClient, found []foundKey, skipped []bool, first int, free bool) error {
+	if len(found) == 0 && !l.isRedlock() {
+		return nil
+	}
+	calls := make([]scriptCall, len(found))
+	for i, n := range found {
+		calls[i] = scriptCall{keys: []string{n.name, queueOf(n.name), auditOf(n.name)}, args: []any{inspectWaiters, 0}}
+	}
+	replies, serverErrs := eachServer(l, ctx, servers, func(ctx context.Context, c redis.UniversalClient) ([]*redis.Cmd, error) {
+		if len(calls) == 0 {
+			return nil, c.Ping(ctx).Err()
+		}
+		return runScriptsRO(ctx, c, inspectScript, calls)
+	})
+	page.RoundTrips++
+	if err := l.quorumAnswered(servers, serverErrs); err != nil {
+		return err
+	}
+	for s, err := range serverErrs {
+		if err != nil && !(s >= first && s < len(skipped) && skipped[s]) { // (said once a page)
+			page.Skipped = append(page.Skipped, fmt.Errorf("read node %s: %w", l.nodeName(s), err))
+		}
+	}
+	views := viewsByKey(len(found), replies, serverErrs)
+	for i, n := range found {
+		if l.isRedlock() && listedEarlier(views[i][:n.shard], skipped) {
+			continue
+		}
+		in, err := l.viewOf(n.key, n.name, views[i])
+		if err != nil {
+			if !l.isRedlock() {
+				return err
+			}
+			page.Skipped = append(page.Skipped, fmt.Errorf("read %q: %w", n.key, err))
+			continue
+		}
+		if in.State != Free || free {
+			page.Locks = append(page.Locks, in)
+		}
+	}
+	return nil
+}
+
+// quorumAnswered fails unless enough servers answered a listing's read:
+// one of one deployment's, a quorum of Redlock's nodes.
+func (l *Locker) quorumAnswered(servers []redis.UniversalClient, errs []error) error {
+	need := 1
+	if l.isRedlock() {
+		need = l.quorum
+	}
+	var failed []error
+	for s, err := range errs {
+		if err != nil {
+			failed = append(failed, fmt.Errorf("node %s: %w", l.nodeName(s), err))
+		}
+	}
+	if answered := len(servers) - len(failed); answered < need {
+		if !l.isRedlock() {
+			return unavailable(errs[0])
+		}
+		return unavailable(fmt.Errorf("list: %d of %d nodes answered, %d needed: %w", answered, len(servers), need, errors.Join(failed...)))
+	}
+	return nil
+}
+
+// viewsByKey arranges the servers' replies by key, then by server; a
+// server's failure is each of its keys' error.
+func viewsByKey(keys int, replies [][]*redis.Cmd, errs []error) [][]nodeView {
+	views := make([][]nodeView, keys)
+	for i := range views {
+		views[i] = make([]nodeView, len(replies))
+		for s, cmds := range replies {
+			v, err := nodeView{}, errs[s]
+			if i < len(cmds) {
+				if v, err = readView(cmds[i]); err == nil && errs[s] != nil && !errors.Is(errs[s], redis.Nil) {
+					err = errs[s]
+				}
+			}
+			v.err = err
+			views[i][s] = v
+		}
+	}
+	return views
+}
+
+// listedEarlier: a Redlock key found on a node is listed there once, so a
+// later node that finds it again skips it; a node the listing could not
+// scan listed nothing.
+func listedEarlier(earlier []nodeView, skipped []bool) bool {
+	for j, v := range earlier {
+		if v.err == nil && v.value != "" && (j >= len(skipped) || !skipped[j]) {
+			return true
+		}
+	}
+	return false
+}
+
 // ListAll walks a whole listing (List, page after page) and returns every
-// lock found, or the first error.
+// lock found, or the first error. When a page was partial (Page.Skipped),
+// it returns the locks found with an error matching ErrPartial that says
+// why: a caller that stops at any error never takes a partial listing for a
+// whole one.
 func (l *Locker) ListAll(ctx context.Context, o ListOptions) ([]LockInfo, error) {
 	var out []LockInfo
+	var skipped []error
 	for {
 		page, err := l.List(ctx, o)
 		if err != nil {
 			return out, err
 		}
 		out = append(out, page.Locks...)
+		skipped = append(skipped, page.Skipped...)
 		if page.Cursor == "" {
-			return out, nil
+			break
 		}
 		o.Cursor = page.Cursor
 	}
+	if len(skipped) > 0 {
+		return out, fmt.Errorf("%w: %w", ErrPartial, errors.Join(skipped...))
+	}
+	return out, nil
 }
 
 // scanShard is one server to SCAN: a standalone or Sentinel-managed server,
@@ -257,20 +346,84 @@ func (l *Locker) shards(ctx context.Context, servers []redis.UniversalClient) ([
 	return out, nil
 }
 
-func parseCursor(s string) (shard int, cursor uint64, addr string, err error) {
+// maxCursorLen bounds a cursor: one List returns is far shorter.
+const maxCursorLen = 512
+
+// listCursor is where a listing stands: the shard, SCAN's cursor on it,
+// and the Redlock nodes it skipped so far. Its text form,
+// "shard:cursor:skipped:addr", names the shard's server, so that a cursor
+// is refused once the servers changed; skipped lists node indices joined
+// by ".", "" for none.
+type listCursor struct {
+	shard   int
+	cursor  uint64
+	skipped []bool // by shard; nil until one is skipped
+	addr    string
+}
+
+// skip moves past the current shard, a Redlock node that did not answer.
+func (c *listCursor) skip() {
+	for len(c.skipped) <= c.shard {
+		c.skipped = append(c.skipped, false)
+	}
+	c.skipped[c.shard] = true
+	c.shard, c.cursor = c.shard+1, 0
+}
+
+func (c listCursor) String(shards []scanShard) string {
+	var skipped []string
+	for i, s := range c.skipped {
+		if s {
+			skipped = append(skipped, strconv.Itoa(i))
+		}
+	}
+	return strconv.Itoa(c.shard) + ":" + strconv.FormatUint(c.cursor, 10) + ":" + strings.Join(skipped, ".") + ":" + shards[c.shard].addr
+}
+
+func parseCursor(s string) (listCursor, error) {
+	var c listCursor
 	if s == "" {
-		return 0, 0, "", nil
+		return c, nil
 	}
-	parts := strings.SplitN(s, ":", 3)
-	if len(parts) != 3 {
-		return 0, 0, "", invalid("cursor %q is not one List returned", s)
+	bad := invalid("cursor %q is not one List returned", s)
+	parts := strings.SplitN(s, ":", 4)
+	if len(parts) != 4 {
+		return c, bad
 	}
-	shard, err1 := strconv.Atoi(parts[0])
-	cursor, err2 := strconv.ParseUint(parts[1], 10, 64)
-	if err1 != nil || err2 != nil || shard < 0 {
-		return 0, 0, "", invalid("cursor %q is not one List returned", s)
+	var err1, err2 error
+	c.shard, err1 = strconv.Atoi(parts[0])
+	c.cursor, err2 = strconv.ParseUint(parts[1], 10, 64)
+	if err1 != nil || err2 != nil || c.shard < 0 {
+		return c, bad
 	}
-	return shard, cursor, parts[2], nil
+	if parts[2] != "" {
+		for i := range strings.SplitSeq(parts[2], ".") {
+			n, err := strconv.Atoi(i)
+			if err != nil || n < len(c.skipped) || n >= c.shard {
+				return c, bad // indices increase, and name shards already passed
+			}
+			c.skipped = append(c.skipped, make([]bool, n+1-len(c.skipped))...)
+			c.skipped[n] = true
+		}
+	}
+	c.addr = parts[3]
+	return c, nil
+}
+
+// fits checks a parsed cursor (text, as given) against the shards now.
+func (c listCursor) fits(text string, shards []scanShard) error {
+	if text == "" {
+		return nil
+	}
+	if c.shard >= len(shards) { // a finished listing's cursor is "", never this
+		return invalid("cursor %q names shard %d of %d", text, c.shard, len(shards))
+	}
+	if c.addr != shards[c.shard].addr {
+		// A SCAN cursor means nothing on another server: after a failover
+		// or a resharding the listing starts again.
+		return invalid("cursor %q is for %s, and shard %d is now %s: the servers changed, start the listing again", text, c.addr, c.shard, shards[c.shard].addr)
+	}
+	return nil
 }
 
 // escapeGlob quotes s for a Redis MATCH pattern.

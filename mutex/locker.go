@@ -232,7 +232,18 @@ func (l *Locker) keyTTL(lease time.Duration) string {
 // for when ctx ends; pending then reports fn's eventual result, so clean-up
 // can wait for a command that might still reach the server.
 func (l *Locker) call(ctx context.Context, fn func(context.Context) error) (pending <-chan error, err error) {
-	if l.direct(ctx) {
+	return l.callIn(ctx, l.direct(ctx), fn)
+}
+
+// interruptible is call for inspection, which a person interrupts: a client
+// that applies ctx's deadline to its sockets still does not stop reading
+// when ctx is cancelled, so the call runs apart unless ctx cannot end.
+func (l *Locker) interruptible(ctx context.Context, fn func(context.Context) error) (pending <-chan error, err error) {
+	return l.callIn(ctx, ctx.Done() == nil, fn)
+}
+
+func (l *Locker) callIn(ctx context.Context, direct bool, fn func(context.Context) error) (pending <-chan error, err error) {
+	if direct {
 		return nil, fn(ctx)
 	}
 	if err := ctx.Err(); err != nil {

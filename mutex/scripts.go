@@ -3,6 +3,7 @@ package mutex
 import (
 	"context"
 	_ "embed"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -51,11 +52,31 @@ type scriptCall struct {
 // handles NOSCRIPT for pipelines; single calls use Script.Run, which does
 // the same for one command.
 func runScripts(ctx context.Context, c redis.UniversalClient, s *redis.Script, calls []scriptCall, extra func(redis.Pipeliner)) ([]*redis.Cmd, error) {
+	return runPipelined(ctx, c, s, false, calls, extra)
+}
+
+// runScriptsRO is runScripts for a script that only reads, sent as
+// EVALSHA_RO: a server in CLIENT PAUSE WRITE runs it (it holds every
+// EVALSHA), and a replica may. A server older than Redis 7, which lacks the
+// command, gets EVALSHA.
+func runScriptsRO(ctx context.Context, c redis.UniversalClient, s *redis.Script, calls []scriptCall) ([]*redis.Cmd, error) {
+	cmds, err := runPipelined(ctx, c, s, true, calls, nil)
+	if err != nil && slices.ContainsFunc(cmds, func(cmd *redis.Cmd) bool { return redis.HasErrorPrefix(cmd.Err(), "ERR unknown command") }) {
+		return runPipelined(ctx, c, s, false, calls, nil)
+	}
+	return cmds, err
+}
+
+func runPipelined(ctx context.Context, c redis.UniversalClient, s *redis.Script, ro bool, calls []scriptCall, extra func(redis.Pipeliner)) ([]*redis.Cmd, error) {
+	evalSha := s.EvalSha
+	if ro {
+		evalSha = s.EvalShaRO
+	}
 	cmds := make([]*redis.Cmd, len(calls))
 	send := func(which []int) error {
 		pipe := c.Pipeline()
 		for _, i := range which {
-			cmds[i] = s.EvalSha(ctx, pipe, calls[i].keys, calls[i].args...)
+			cmds[i] = evalSha(ctx, pipe, calls[i].keys, calls[i].args...)
 		}
 		if extra != nil {
 			extra(pipe)

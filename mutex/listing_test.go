@@ -1,0 +1,118 @@
+package mutex_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/mutex"
+)
+
+// A Redlock listing that fewer than a quorum of nodes answer is an error,
+// never "no locks"; one that a quorum answers, but not every node, returns
+// what it found and says it is partial.
+func TestRedlockListingNeedsAQuorum(t *testing.T) {
+	clients, srvs := redlockNodes(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lk, err := newRedlock(t, clients).Lock(ctx, "batch", mutex.WithTTL(time.Minute))
+	require.NoError(t, err)
+	viewer := newRedlock(t, clients)
+
+	locks, err := viewer.ListAll(ctx, mutex.ListOptions{})
+	require.NoError(t, err, "every node answered: a whole listing")
+	require.Len(t, locks, 1)
+
+	srvs[2].Kill()
+	locks, err = viewer.ListAll(ctx, mutex.ListOptions{})
+	assert.ErrorIs(t, err, mutex.ErrPartial)
+	assert.NotErrorIs(t, err, mutex.ErrUnavailable)
+	assert.ErrorContains(t, err, srvs[2].Addr())
+	require.Len(t, locks, 1, "what the majority holds is found")
+	assert.Equal(t, lk.Token(), locks[0].Token)
+
+	for _, tc := range []struct {
+		kill     int
+		answered string
+	}{{1, "1 of 3 nodes answered, 2 needed"}, {0, "0 of 3 nodes answered, 2 needed"}} {
+		srvs[tc.kill].Kill()
+		locks, err = viewer.ListAll(ctx, mutex.ListOptions{})
+		assert.ErrorIs(t, err, mutex.ErrUnavailable, tc.answered)
+		assert.ErrorContains(t, err, tc.answered)
+		assert.Empty(t, locks)
+		for cursor := ""; ; {
+			// No page of the listing is an empty answer.
+			page, err := viewer.List(ctx, mutex.ListOptions{Cursor: cursor, Scans: 1})
+			if err != nil {
+				assert.ErrorIs(t, err, mutex.ErrUnavailable)
+				assert.Empty(t, page.Locks)
+				break
+			}
+			require.NotEmpty(t, page.Cursor, "a listing without a quorum reached its end: %+v", page)
+			cursor = page.Cursor
+		}
+		_, err = viewer.Inspect(ctx, "batch")
+		assert.ErrorIs(t, err, mutex.ErrUnavailable)
+	}
+}
+
+// A Redlock node whose SCAN failed listed nothing: a lock it holds is
+// listed from a later node, although the failed node answers the read.
+func TestRedlockListingAfterASkippedNode(t *testing.T) {
+	_, rest := testutil.RedisN(t, 2)
+	srvs := append([]*testutil.RedisServer{testutil.StartRedis(t, testutil.WithRedisArgs("--rename-command", "SCAN", "SCAN-hidden"))}, rest...)
+	clients := make([]redis.UniversalClient, len(srvs))
+	for i, s := range srvs {
+		clients[i] = s.Client()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rl := newRedlock(t, clients)
+	lk, err := rl.Lock(ctx, "batch", mutex.WithTTL(time.Minute))
+	require.NoError(t, err)
+	waitFor(t, ctx, "every node holds the lock", func() bool {
+		n := 0
+		for _, c := range clients {
+			if keys, _ := c.Keys(ctx, "redfence:{batch}").Result(); len(keys) == 1 {
+				n++
+			}
+		}
+		return n == 3
+	})
+	locks, err := newRedlock(t, clients).ListAll(ctx, mutex.ListOptions{})
+	assert.ErrorIs(t, err, mutex.ErrPartial)
+	assert.ErrorContains(t, err, "scan node 0")
+	require.Len(t, locks, 1)
+	assert.Equal(t, lk.Token(), locks[0].Token)
+}
+
+// Inspection reads with read-only scripts: a server whose writes are paused
+// (CLIENT PAUSE WRITE, as during a failover) still answers them.
+func TestInspectDuringWritePause(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lk, err := newLocker(t, c).Lock(ctx, "acct:1", mutex.WithTTL(time.Minute))
+	require.NoError(t, err)
+	viewer := newLocker(t, c)
+	_, err = viewer.Inspect(ctx, "acct:1") // the script is loaded before the pause
+	require.NoError(t, err)
+	require.NoError(t, c.Do(ctx, "CLIENT", "PAUSE", 60000, "WRITE").Err())
+	t.Cleanup(func() { _ = c.Do(context.Background(), "CLIENT", "UNPAUSE").Err() })
+
+	short, cancelShort := context.WithTimeout(ctx, 2*time.Second)
+	defer cancelShort()
+	in, err := viewer.Inspect(short, "acct:1")
+	require.NoError(t, err)
+	assert.Equal(t, mutex.Held, in.State)
+	assert.Equal(t, lk.Token(), in.Token)
+	locks, err := viewer.ListAll(short, mutex.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, locks, 1)
+	assert.Equal(t, "acct:1", locks[0].Key)
+}
