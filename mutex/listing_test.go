@@ -22,6 +22,7 @@ func TestRedlockListingNeedsAQuorum(t *testing.T) {
 	defer cancel()
 	lk, err := newRedlock(t, clients).Lock(ctx, "batch", mutex.WithTTL(time.Minute))
 	require.NoError(t, err)
+	waitHeldEverywhere(t, ctx, clients, "redfence:{batch}")
 	viewer := newRedlock(t, clients)
 
 	locks, err := viewer.ListAll(ctx, mutex.ListOptions{})
@@ -68,22 +69,17 @@ func TestRedlockListingAfterASkippedNode(t *testing.T) {
 	srvs := append([]*testutil.RedisServer{testutil.StartRedis(t, testutil.WithRedisArgs("--rename-command", "SCAN", "SCAN-hidden"))}, rest...)
 	clients := make([]redis.UniversalClient, len(srvs))
 	for i, s := range srvs {
-		clients[i] = s.Client()
+		// A refused node fails at once, not after go-redis's retries.
+		c := redis.NewClient(&redis.Options{Addr: s.Addr(), DialTimeout: 200 * time.Millisecond, MaxRetries: -1, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = c.Close() })
+		clients[i] = c
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rl := newRedlock(t, clients)
 	lk, err := rl.Lock(ctx, "batch", mutex.WithTTL(time.Minute))
 	require.NoError(t, err)
-	waitFor(t, ctx, "every node holds the lock", func() bool {
-		n := 0
-		for _, c := range clients {
-			if keys, _ := c.Keys(ctx, "redfence:{batch}").Result(); len(keys) == 1 {
-				n++
-			}
-		}
-		return n == 3
-	})
+	waitHeldEverywhere(t, ctx, clients, "redfence:{batch}")
 	locks, err := newRedlock(t, clients).ListAll(ctx, mutex.ListOptions{})
 	assert.ErrorIs(t, err, mutex.ErrPartial)
 	assert.ErrorContains(t, err, "scan node 0")
@@ -115,4 +111,18 @@ func TestInspectDuringWritePause(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, locks, 1)
 	assert.Equal(t, "acct:1", locks[0].Key)
+}
+
+// waitHeldEverywhere waits until every Redlock node has the lock key:
+// Lock returns at the quorum, and the last node may still be granting.
+func waitHeldEverywhere(t *testing.T, ctx context.Context, nodes []redis.UniversalClient, name string) {
+	t.Helper()
+	waitFor(t, ctx, "every node holds "+name, func() bool {
+		for _, c := range nodes {
+			if c.Exists(ctx, name).Val() != 1 {
+				return false
+			}
+		}
+		return true
+	})
 }

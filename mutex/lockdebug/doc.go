@@ -11,7 +11,11 @@
 // their owners. Mount it on an internal or admin listener only, as you
 // would net/http/pprof, never on a public mux; it has no authentication of
 // its own. Everything that comes from a key, an owner id or a request is
-// escaped (html/template); responses carry Cache-Control: no-store,
+// escaped (html/template), with control and bidirectional characters and
+// bytes that are not UTF-8 shown as Go escapes ("rtl\u202eevil"); a bad
+// parameter's value is repeated in an error only up to 64 bytes, and an
+// oversize match or cursor is dropped from the page. Responses carry
+// Cache-Control: no-store,
 // X-Content-Type-Options: nosniff and a Content-Security-Policy that allows
 // no script (the page has none).
 //
@@ -48,32 +52,37 @@
 //
 //	200  the page
 //	400  a bad parameter, or one List refused (a malformed cursor, a match
-//	     longer than mutex.MaxKeyLen): the page says which, in words
+//	     longer than mutex.MaxKeyLen, a cursor over 512 bytes): the page says
+//	     which, in words
 //	405  a method other than GET and HEAD (with Allow: GET, HEAD)
 //	500  the listing was asked of a nil Locker or one whose construction
 //	     failed (Locker.Err)
 //	501  the Locker's backend offers no listing (mutex.NewWithBackend)
-//	502  List failed: Redis did not answer or refused. The page still shows
-//	     this process's locks, and the error in words.
+//	502  List failed: Redis did not answer or refused, or fewer than a
+//	     quorum of Redlock nodes answered. The page still shows this
+//	     process's locks, and the error in words.
 //
 // # JSON
 //
-// The JSON form has the same content in snake_case; times are RFC 3339
-// (UTC), durations are milliseconds (to the microsecond) in fields ending
-// in _ms:
+// The JSON form has the same content, in the schema the redfence command
+// writes (`redfence help json` prints it, version 2 in every document's
+// "schema"): times are RFC 3339 in UTC with microseconds, durations are
+// milliseconds (to the microsecond) in fields ending in _ms, and a key that
+// is not UTF-8 also comes as key_hex. The page is
 //
-//	{"time": ..., "host": ..., "pid": ..., "error": ...,
+//	{"schema": 2, "time": ..., "host": ..., "pid": ..., "error": ...,
 //	 "lockers": [{"name": ..., "error": ..., "held_total": 2, "held": [
 //	   {"key": ..., "token": ..., "acquired": ..., "held_ms": ..., "lease_ms": ...,
 //	    "ttl_ms": ..., "count": ..., "auto_renew": ..., "renewals": ...,
-//	    "last_renewal_ms": ..., "waiters": ...}]}],
+//	    "last_renewal_ms": ..., "local_waiters": ...}]}],
 //	 "listing": {"locker": ..., "match": ..., "cursor": ..., "next_cursor": ...,
-//	   "round_trips": ..., "error": ..., "locks": [
-//	   {"key": ..., "state": "held", "token": ..., "owner": ..., "owner_info":
-//	    {"service": ..., "host": ..., "pid": ..., "label": ...}, "count": ...,
-//	    "acquired_at": ..., "renewed_at": ..., "held_ms": ..., "lease_ms": ...,
-//	    "server_time": ..., "waiters": [{"locker": ..., "owner_info": ...,
-//	    "since": ..., "waited_ms": ...}]}]}}
+//	   "round_trips": ..., "error": ..., "schema": 2, "complete": ...,
+//	   "skipped": [...], "truncated": false, "locks": [lock, ...]}}
+//
+// where a lock has the fields of `redfence locks --json`'s. A listing that
+// a quorum of Redlock nodes answered but not every node is shown with
+// complete false, skipped saying which and why, and a banner in HTML; one
+// that fewer answered is a 502, never an empty listing.
 //
 // next_cursor is "" at the end of the listing. The handler is safe for
 // concurrent use, starts no goroutine of its own (List may run on the

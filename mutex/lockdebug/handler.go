@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redfence/redfence/internal/lockview"
 	"github.com/redfence/redfence/mutex"
 )
 
@@ -79,10 +80,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	q, qerr := parseQuery(r, h.lockers)
 	p := &page{
-		Now:  time.Now().UTC(),
-		Host: h.host,
-		PID:  h.pid,
-		q:    q,
+		Schema: lockview.Schema,
+		Now:    lockview.Time(time.Now()),
+		Host:   h.host,
+		PID:    h.pid,
+		q:      q,
 
 		Lockers: make([]lockerView, 0, len(h.lockers)),
 		named:   h.lockers,
@@ -108,7 +110,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // list makes the request's one List call and the status it leads to.
 func (h *handler) list(ctx context.Context, q query) (*listingView, int) {
 	n := h.lockers[q.locker]
-	lv := &listingView{Locker: n.Name, Match: q.match, Cursor: q.cursor, Locks: []infoView{}}
+	lv := &listingView{Locker: n.Name, Match: q.match, Cursor: q.cursor}
+	lv.Listing = lockview.Listing{Schema: lockview.Schema, Skipped: []string{}, Locks: []lockview.Lock{}}
 	if err := n.Locker.Err(); err != nil {
 		lv.Error = "locker " + strconv.Quote(n.Name) + " cannot list: " + err.Error()
 		return lv, http.StatusInternalServerError
@@ -128,10 +131,14 @@ func (h *handler) list(ctx context.Context, q query) (*listingView, int) {
 	}
 	lv.RoundTrips = pg.RoundTrips
 	lv.NextCursor = pg.Cursor
-	for _, in := range pg.Locks {
-		lv.Locks = append(lv.Locks, infoOf(in))
+	lv.Complete = len(pg.Skipped) == 0
+	for _, err := range pg.Skipped {
+		lv.Skipped = append(lv.Skipped, err.Error())
 	}
-	slices.SortStableFunc(lv.Locks, func(a, b infoView) int { return strings.Compare(a.Key, b.Key) })
+	for _, in := range pg.Locks {
+		lv.Locks = append(lv.Locks, lockview.LockOf(in))
+	}
+	slices.SortStableFunc(lv.Locks, func(a, b lockview.Lock) int { return strings.Compare(a.Key, b.Key) })
 	if pg.Cursor != "" {
 		next := q
 		next.cursor = pg.Cursor

@@ -340,8 +340,8 @@ func TestBadParameters(t *testing.T) {
 		name, query, words string
 	}{
 		{"malformed cursor", "all=1&cursor=garbage", `cursor "garbage" is not one List returned`},
-		{"cursor past the shards", "all=1&cursor=7:0:x", `names shard 7 of 1`},
-		{"match too long", "all=1&match=" + strings.Repeat("a", mutex.MaxKeyLen+1), "Match of 4097 bytes exceeds 4096"},
+		{"cursor past the shards", "all=1&cursor=7:0::x", `names shard 7 of 1`},
+		{"match too long", "all=1&match=" + strings.Repeat("a", mutex.MaxKeyLen+1), "match of 4097 bytes exceeds 4096"},
 		{"all not a boolean", "all=maybe", `all="maybe": want 1 or 0`},
 		{"scans zero", "all=1&scans=0", `scans="0": want a whole number from 1 to 10`},
 		{"scans above the default", "all=1&scans=11", `scans="11"`},

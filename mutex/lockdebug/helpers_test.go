@@ -103,6 +103,7 @@ func decode(t *testing.T, rec *httptest.ResponseRecorder) jsonPage {
 
 // The JSON form as a client reads it: the field names are the contract.
 type jsonPage struct {
+	Schema  int       `json:"schema"`
 	Time    time.Time `json:"time"`
 	Host    string    `json:"host"`
 	PID     int       `json:"pid"`
@@ -122,7 +123,7 @@ type jsonPage struct {
 			AutoRenew   bool      `json:"auto_renew"`
 			Renewals    int       `json:"renewals"`
 			LastRenewal float64   `json:"last_renewal_ms"`
-			Waiters     int       `json:"waiters"`
+			Waiters     int       `json:"local_waiters"`
 		} `json:"held"`
 	} `json:"lockers"`
 	Listing *struct {
@@ -132,6 +133,9 @@ type jsonPage struct {
 		NextCursor string     `json:"next_cursor"`
 		RoundTrips int        `json:"round_trips"`
 		Error      string     `json:"error"`
+		Schema     int        `json:"schema"`
+		Complete   bool       `json:"complete"`
+		Skipped    []string   `json:"skipped"`
 		Locks      []jsonInfo `json:"locks"`
 	} `json:"listing"`
 }

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/redfence/redfence/mutex"
 )
 
 // query is a request's parameters (see the package documentation).
@@ -27,6 +29,22 @@ const (
 	maxCount = 1000
 )
 
+// maxCursor bounds the cursor parameter: one List returns is far shorter.
+const maxCursor = 512
+
+// maxEcho bounds how much of a bad parameter an error repeats.
+const maxEcho = 64
+
+// echo is a bad parameter's value as an error repeats it: quoted, so that
+// its control and bidirectional characters show as escapes, and cut to
+// maxEcho bytes, so that an error is never larger than its request.
+func echo(s string) string {
+	if len(s) > maxEcho {
+		return strconv.Quote(s[:maxEcho]) + fmt.Sprintf("… (%d bytes)", len(s))
+	}
+	return strconv.Quote(s)
+}
+
 // parseQuery reads r's parameters. On a bad one it returns the error, in
 // words, with the format still chosen so that the error is served in it.
 func parseQuery(r *http.Request, lockers []Named) (query, error) {
@@ -39,16 +57,26 @@ func parseQuery(r *http.Request, lockers []Named) (query, error) {
 	case "":
 		q.json = wantsJSON(r.Header.Values("Accept"))
 	default:
-		return q, fmt.Errorf("format %q is neither html nor json", f)
+		return q, fmt.Errorf("format %s is neither html nor json", echo(f))
 	}
 	if s := v.Get("all"); s != "" {
 		all, err := strconv.ParseBool(s)
 		if err != nil {
-			return q, fmt.Errorf("all=%q: want 1 or 0", s)
+			return q, fmt.Errorf("all=%s: want 1 or 0", echo(s))
 		}
 		q.all = all
 	}
 	q.match, q.cursor = v.Get("match"), v.Get("cursor")
+	// Oversize values are dropped, not shown again in the form and links.
+	switch n := len(q.match); {
+	case n > mutex.MaxKeyLen:
+		q.match, q.cursor = "", ""
+		return q, fmt.Errorf("match of %d bytes exceeds %d", n, mutex.MaxKeyLen)
+	case len(q.cursor) > maxCursor:
+		n = len(q.cursor)
+		q.cursor = ""
+		return q, fmt.Errorf("cursor of %d bytes is not one this page gave: start the listing again", n)
+	}
 	if name, ok := v["locker"]; ok {
 		q.locker = -1
 		for i, n := range lockers {
@@ -58,7 +86,7 @@ func parseQuery(r *http.Request, lockers []Named) (query, error) {
 			}
 		}
 		if q.locker < 0 {
-			return q, fmt.Errorf("locker %q: no Locker of that name", name[0])
+			return q, fmt.Errorf("locker %s: no Locker of that name", echo(name[0]))
 		}
 	}
 	if q.all && len(lockers) == 0 {
@@ -82,7 +110,7 @@ func bounded(v url.Values, name string, most int) (int, error) {
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 || n > most {
-		return 0, fmt.Errorf("%s=%q: want a whole number from 1 to %d", name, s, most)
+		return 0, fmt.Errorf("%s=%s: want a whole number from 1 to %d", name, echo(s), most)
 	}
 	return n, nil
 }

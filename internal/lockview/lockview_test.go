@@ -1,0 +1,61 @@
+package lockview_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redfence/redfence/internal/lockview"
+	"github.com/redfence/redfence/mutex"
+)
+
+// Keys and owner ids are anyone's bytes: shown, they carry no control or
+// bidirectional character, and no two print alike.
+func TestVisible(t *testing.T) {
+	for in, want := range map[string]string{
+		"acct:1 é":          "acct:1 é",
+		"a\tb\nc\x1b[2J":    `"a\tb\nc\x1b[2J"`,
+		`tab\there`:         `tab\there`,
+		"tab\there":         `"tab\there"`,
+		`"tab\there"`:       `"\"tab\\there\""`,
+		"\xff":              `"\xff"`,
+		"\u009b":            `"\u009b"`,
+		"rtl\u202eevil":     `"rtl\u202eevil"`,
+		"bin\x00\xff\xfe":   `"bin\x00\xff\xfe"`,
+		"bell\a and escape": `"bell\a and escape"`,
+	} {
+		assert.Equal(t, want, lockview.Visible(in), "%q", in)
+	}
+}
+
+// A key that is not UTF-8 keeps its exact bytes in key_hex; times and
+// durations are written as the schema says.
+func TestLockOf(t *testing.T) {
+	now := time.Date(2026, 12, 1, 22, 0, 0, 123456789, time.UTC)
+	in := mutex.LockInfo{
+		Key: "bin\x00\xff", State: mutex.Held, Token: 7, AcquiredAt: now.Add(-1500 * time.Microsecond),
+		RenewedAt: now, Lease: 2500*time.Millisecond + 300*time.Microsecond, ServerTime: now,
+	}
+	b, err := json.Marshal(lockview.LockOf(in))
+	require.NoError(t, err)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(b, &got))
+	assert.Equal(t, "62696e00ff", got["key_hex"])
+	assert.Equal(t, "2026-12-01T22:00:00.123456Z", got["server_time"])
+	assert.Equal(t, 1.5, got["held_ms"])
+	assert.Equal(t, 2500.3, got["lease_ms"])
+	assert.Nil(t, got["owner_info"])
+	assert.Contains(t, got, "acquired_at")
+
+	in.Key = "plain"
+	b, err = json.Marshal(lockview.LockOf(in))
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "key_hex")
+	b, err = json.Marshal(lockview.LockOf(mutex.LockInfo{Key: "free"}))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"acquired_at":null`)
+	assert.Contains(t, string(b), `"held_ms":null`)
+}

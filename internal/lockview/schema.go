@@ -1,0 +1,53 @@
+package lockview
+
+// SchemaDoc documents the JSON of both views: `redfence help json` prints
+// it, and the lockdebug package doc points to it.
+const SchemaDoc = `JSON schema 2, written by redfence --json and the lockdebug page (format=json).
+
+Every document has "schema": 2; within a version fields are only ever added.
+Times are RFC 3339 strings in UTC with microseconds, null when unknown.
+Durations are numbers of milliseconds, to the microsecond, in fields ending
+in _ms. Strings are the exact bytes where they are valid UTF-8; a key that
+is not has key_hex, its bytes in hex (inspect and release take --key-hex).
+
+lock (an element of a listing's locks; the head of an inspection):
+  key          string   the key as given to Lock
+  key_hex      string   the key's bytes in hex; present only when key is not valid UTF-8
+  redis_key    string   the Redis key that holds it
+  state        string   "held", "reserved" (kept for the first waiter) or "free"
+  token        int      the holder's fencing token; when free, the last one issued (0: none)
+  owner        string   the holder's owner id ("" when free)
+  owner_info   object   {service, host, pid, label} of the holder's Locker; null for a WithOwner id
+  count        int      re-entries in Redis, plus one
+  acquired_at  time     when the token was issued (server clock); null when unknown
+  renewed_at   time     when the current lease began
+  held_ms      number   server_time - acquired_at; null when unknown
+  lease_ms     number   what is left of the lease
+  waited       bool     a waiting Lock found it held
+  waiters      array    {locker, owner_info, since, waited_ms}, longest waiting first
+  server_time  time     when the server read it
+
+listing (redfence locks --json; the page's "listing" has these fields too):
+  schema       int      2
+  complete     bool     false when servers were skipped or a limit cut the listing
+  skipped      array    of strings: each server or key the listing could not read, and why
+  truncated    bool     the listing stopped at --limit: more locks may match
+  locks        array    of lock, by key
+
+inspection (redfence inspect --json): schema, the lock's fields, and
+  forced_releases  array  {id, at, by, reason, token, floor, owner, owner_info, count}, latest first
+  nodes            array  Redlock only: {node, addr, error, lock}, each node's view
+
+page (lockdebug, format=json):
+  schema, time, host, pid, error (a bad parameter),
+  lockers   array  {name, error, held_total, held: [{key, key_hex, token, acquired,
+                   held_ms, lease_ms, ttl_ms, count, auto_renew, renewals,
+                   last_renewal_ms, local_waiters}]}: the locks this process holds
+  listing   object (all=1) {locker, match, cursor, next_cursor ("" at the end),
+                   round_trips, error, and the listing's fields}
+
+fence (redfence fences --json, an array):
+  resource     string
+  token        int      the highest token recorded
+  updated_at   time
+`
