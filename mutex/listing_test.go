@@ -126,3 +126,36 @@ func waitHeldEverywhere(t *testing.T, ctx context.Context, nodes []redis.Univers
 		return true
 	})
 }
+
+// Inspection returns when its ctx is cancelled, also with a client that
+// applies ctx deadlines to its sockets (which stops reading at a deadline,
+// not at a cancellation): an operator's Ctrl-C is not held by a hung server.
+func TestInspectionReturnsWhenCancelled(t *testing.T) {
+	addr, accepted := testutil.HungServer(t)
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	l := mutex.New(c)
+	t.Cleanup(func() {
+		_ = c.Close() // first: the abandoned calls end, and Close does not wait for them
+		assert.NoError(t, l.Close())
+	})
+	for name, call := range map[string]func(ctx context.Context) error{
+		"Inspect": func(ctx context.Context) error { _, err := l.Inspect(ctx, "k"); return err },
+		"List":    func(ctx context.Context) error { _, err := l.List(ctx, mutex.ListOptions{}); return err },
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			late := testutil.MeasureLateness(t)
+			var cancelled time.Time
+			go func() {
+				<-accepted // the call waits on the server
+				cancelled = time.Now()
+				cancel()
+			}()
+			err := call(ctx)
+			took := time.Since(cancelled)
+			assert.ErrorIs(t, err, context.Canceled)
+			assert.Less(t, took, late.Bound(100*time.Millisecond))
+		})
+	}
+}

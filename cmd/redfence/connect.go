@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -112,9 +113,24 @@ type conn struct {
 	servers []server
 }
 
-// connect builds the Locker of the --redis URLs: over one deployment, or
-// Redlock over three or more. The caller closes it.
-func (g *globals) connect() (*conn, error) {
+// connect builds the Locker of the --redis URLs (dial), once each server
+// named by a plain URL said it is a master outside a Cluster (probe). The
+// caller closes it.
+func (g *globals) connect(ctx context.Context) (*conn, error) {
+	c, err := g.dial()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.probe(ctx, g.timeout); err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// dial builds the Locker of the --redis URLs: over one deployment, or
+// Redlock over three or more. It sends nothing. The caller closes it.
+func (g *globals) dial() (*conn, error) {
 	c := &conn{}
 	for _, raw := range g.redis {
 		s, err := dialURL(raw)
@@ -163,13 +179,15 @@ func (c *conn) where() string {
 // redlock reports whether c's Locker is a Redlock one.
 func (c *conn) redlock() bool { return len(c.servers) > 1 }
 
-// close closes the Locker, then the clients.
+// close closes the clients, then the Locker: a call still waiting on a
+// hung server (an interrupted command's) then ends at once, and the
+// Locker's Close, which waits for it, does not wait for the server.
 func (c *conn) close() {
-	if c.locker != nil {
-		_ = c.locker.Close()
-	}
 	for _, s := range c.servers {
 		_ = s.client.Close()
+	}
+	if c.locker != nil {
+		_ = c.locker.Close()
 	}
 }
 

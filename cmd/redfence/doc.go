@@ -3,18 +3,19 @@
 // fences of package fenced.
 //
 //	redfence locks [PATTERN]       a table of the locks whose keys match PATTERN
-//	redfence inspect KEY           everything about one key, in words
+//	redfence inspect KEY           everything about one key, in words, and its release line
 //	redfence watch [PATTERN]       the table, redrawn every --interval until Ctrl-C
-//	redfence release KEY --force --reason TEXT [--token N] [--by NAME] [--fence RESOURCE]
+//	redfence release --token N --force --reason TEXT [--fence RESOURCE] -- KEY
 //	redfence fences [PREFIX]       the highest token per resource (DATABASE_URL)
-//	redfence help [COMMAND]
+//	redfence help [COMMAND | json]
 //
 // Global flags, before or after the command: --redis URL (repeatable;
 // default $REDIS_URL, else redis://127.0.0.1:6379), --prefix (the Lockers'
 // mutex.WithPrefix, default "redfence:") and --timeout (the bound on each
-// command, default 10s). A URL is redis:// or rediss:// for one server; with
-// a master_name parameter its host is a Sentinel; with cluster=true, or addr
-// parameters naming more nodes, a Cluster. Three or more --redis URLs are
+// call to the servers, each page of a listing, default 10s). A URL is
+// redis:// or rediss:// for one server; with a master_name parameter its
+// host is a Sentinel; with cluster=true, or addr parameters naming more
+// nodes, a Cluster. Three or more --redis URLs are
 // Redlock's independent masters. The command's Locker announces itself as
 // service "redfence-cli".
 //
@@ -29,45 +30,38 @@
 // every later token exceeds the floor. With --fence RESOURCE and
 // DATABASE_URL, the fence of RESOURCE is raised to the floor at once
 // (fenced.Guard.Raise), so the old holder's writes through fenced are
-// refused even before its renewal notices. Without --token, release reads
-// the holder's token first and passes it, so that a holder who released
-// meanwhile, and whoever took the key since, are left alone. The release is
-// audited beside the key (by, reason, tokens, holder); inspect shows it.
+// refused even before its renewal notices; without --fence, release says
+// that the holder's fenced writes still pass until the fence is raised.
+// Name the holder by the token inspect showed (inspect prints the whole
+// line), so that a holder who released meanwhile, and whoever took the key
+// since, are left alone. Without --token, release shows the holder there is
+// now (owner, token, held for) and asks before ending that one, unless
+// --yes. The release is audited beside the key (by, reason, tokens,
+// holder); inspect shows it.
+//
+// # What it refuses to say
+//
+// It never reports "no locks" or "free" when it could not look: fewer than
+// a quorum of Redlock nodes answering is an error; a listing that a quorum
+// answered but not every node prints what it found, says it is partial, and
+// exits 1. A plain URL to a Cluster node (which would show one master's
+// keys) or to a replica (which shows a lock it has not synced as free) is
+// refused, with the URL or address to give instead. An error after a
+// timeout says how long it waited and which server; Ctrl-C returns at once.
+// Keys, owners and reasons that hold control, invisible or non-UTF-8 bytes,
+// or start with a double quote, print quoted as Go strings; inspect and
+// release take such a key as --key-hex.
 //
 // # JSON output
 //
-// locks --json prints an array of lock objects, inspect --json one lock
-// object with forced_releases (and nodes, for Redlock), fences --json an
-// array of fence objects. Fields are only ever added. Times are RFC 3339
-// strings in UTC with microseconds, null when unknown; durations are
-// integers of milliseconds.
-//
-//	lock:
-//	  key          string   the key as given to Lock
-//	  redis_key    string   the Redis key that holds it
-//	  state        string   "held", "reserved" (kept for the first waiter) or "free"
-//	  token        int      the holder's fencing token; when free, the last one issued (0: none)
-//	  owner        string   the holder's owner id ("" when free)
-//	  owner_info   object   {service, host, pid, label} of the holder's Locker; null for a WithOwner id
-//	  count        int      re-entries in Redis, plus one
-//	  acquired_at  time     when the token was issued (server clock)
-//	  renewed_at   time     when the current lease began
-//	  held_ms      int      server_time − acquired_at; null when unknown
-//	  lease_ms     int      what is left of the lease
-//	  waited       bool     a waiting Lock found it held
-//	  waiters      array    {locker, owner_info, since, waited_ms}, longest waiting first
-//	  server_time  time     when the server read it
-//	  forced_releases array (inspect) {id, at, by, reason, token, floor, owner, owner_info, count}, latest first
-//	  nodes        array    (inspect, Redlock) {node, addr, error, lock}: each node's view
-//
-//	fence:
-//	  resource     string
-//	  token        int      the highest token recorded
-//	  updated_at   time
+// locks --json, inspect --json and fences --json print version 2 of the
+// schema that the lockdebug page writes too; `redfence help json` prints it
+// whole. Within a version, fields are only ever added.
 //
 // # Exit status
 //
 // 0 when the command did what it was asked (watch: also when interrupted),
-// 1 when it could not (the error on stderr says why, in words), 2 when it
-// was asked wrongly and did nothing.
+// 1 when it could not, wholly (the error on stderr says why, in words; a
+// partial listing is printed and exits 1), 2 when it was asked wrongly and
+// did nothing.
 package main

@@ -11,13 +11,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redfence/redfence/mutex"
 )
 
-// explain words err, returned by a call of c's Locker under a ctx bounded
-// by timeout, for an operator: which server, and what went wrong, without
-// the layers of wrapping. Bad input becomes a usage error.
-func (c *conn) explain(err error, timeout time.Duration) error {
+// explain words err, returned by a call of c's Locker that ran for
+// elapsed, for an operator: which server, what went wrong, and how long it
+// waited, without the layers of wrapping. Bad input becomes a usage error.
+func (c *conn) explain(err error, elapsed time.Duration) error {
+	var answer redis.Error
 	switch {
 	case err == nil:
 		return nil
@@ -26,11 +29,13 @@ func (c *conn) explain(err error, timeout time.Duration) error {
 	case errors.Is(err, context.Canceled):
 		return errors.New("interrupted")
 	case c.redlock() && errors.Is(err, mutex.ErrUnavailable):
-		return fmt.Errorf("cannot reach enough Redlock nodes (%s): %s", c.addrs(), plain(err, timeout))
+		return fmt.Errorf("cannot reach enough Redlock nodes (%s): %s", c.addrs(), plain(err, elapsed))
 	case c.redlock():
-		return fmt.Errorf("the Redlock nodes %s: %s", c.addrs(), plain(err, timeout))
+		return fmt.Errorf("the Redlock nodes %s: %s", c.addrs(), plain(err, elapsed))
+	case errors.As(err, &answer):
+		return fmt.Errorf("%s answered: %s", c.node(err), plain(err, elapsed))
 	case isTimeout(err):
-		return fmt.Errorf("%s did not answer within %v", c.servers[0].where(), timeout)
+		return fmt.Errorf("%s did not answer: gave up after %v", c.node(err), elapsed.Round(10*time.Millisecond))
 	}
 	s := c.servers[0]
 	var op *net.OpError
@@ -46,9 +51,20 @@ func (c *conn) explain(err error, timeout time.Duration) error {
 		return fmt.Errorf("cannot reach %s at %s: %s", what, addr, netWords(op))
 	}
 	if errors.Is(err, mutex.ErrUnavailable) {
-		return fmt.Errorf("%s failed: %s", s.where(), plain(err, timeout))
+		return fmt.Errorf("%s failed: %s", s.where(), plain(err, elapsed))
 	}
-	return errors.New(plain(err, timeout))
+	return errors.New(plain(err, elapsed))
+}
+
+// node names the server err came from: the address a network error names
+// (a Cluster's node, say), else the server of the URL.
+func (c *conn) node(err error) string {
+	var op *net.OpError
+	s := c.servers[0]
+	if errors.As(err, &op) && op.Addr != nil && s.kind != standalone {
+		return "Redis at " + op.Addr.String() + " (" + s.where() + ")"
+	}
+	return s.where()
 }
 
 // addrs lists the servers' addresses: "a, b, c".
@@ -61,8 +77,9 @@ func (c *conn) addrs() string {
 }
 
 // plain is err's message without mutex's prefixes, each network error in
-// it said in a few words, and joined errors on one line.
-func plain(err error, timeout time.Duration) string {
+// it said in a few words, a passed deadline as the time waited, and joined
+// errors on one line.
+func plain(err error, elapsed time.Duration) string {
 	msg := err.Error()
 	walk(err, func(e error) {
 		op, ok := e.(*net.OpError)
@@ -81,7 +98,7 @@ func plain(err error, timeout time.Duration) string {
 		msg = strings.ReplaceAll(msg, op.Error(), "cannot reach "+addr+": "+words)
 	})
 	if isTimeout(err) {
-		msg = strings.ReplaceAll(msg, context.DeadlineExceeded.Error(), fmt.Sprintf("no answer within %v", timeout))
+		msg = strings.ReplaceAll(msg, context.DeadlineExceeded.Error(), fmt.Sprintf("no answer after %v", elapsed.Round(10*time.Millisecond)))
 	}
 	for _, s := range []error{mutex.ErrUnavailable, mutex.ErrNotHeld, mutex.ErrNotAcquired} {
 		msg = strings.ReplaceAll(msg, s.Error()+": ", "")

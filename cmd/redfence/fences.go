@@ -15,10 +15,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/redfence/redfence/fenced"
+	"github.com/redfence/redfence/internal/lockview"
 )
 
 func setupFences(fs *flag.FlagSet) runFunc {
-	asJSON := fs.Bool("json", false, "print a JSON array (see the package doc for its schema)")
+	asJSON := fs.Bool("json", false, "print JSON (redfence help json has its schema)")
 	limit := fs.Int("limit", 100, "at most `N` rows, 1 to "+strconv.Itoa(fenced.MaxFences))
 	table := fs.String("table", fenced.DefaultTable, "fence table `T`")
 	return func(ctx context.Context, inv *invocation, args []string) error {
@@ -29,23 +30,21 @@ func setupFences(fs *flag.FlagSet) runFunc {
 		if *limit < 1 || *limit > fenced.MaxFences {
 			return usagef("fences", "--limit must be 1 to %d, got %d", fenced.MaxFences, *limit)
 		}
-		ctx, cancel := context.WithTimeout(ctx, inv.g.timeout)
-		defer cancel()
 		db, err := openFenceDB(ctx, inv.env, *table, "fences reads the fence table of a PostgreSQL database")
 		if err != nil {
 			return err
 		}
 		defer db.close()
-		fences, err := db.guard.Fences(ctx, prefix, *limit)
+		var fences []fenced.Fence
+		elapsed, err := timed(ctx, inv.g.timeout, func(ctx context.Context) (err error) {
+			fences, err = db.guard.Fences(ctx, prefix, *limit)
+			return err
+		})
 		if err != nil {
-			return db.explain(err, inv.g.timeout)
+			return db.explain(err, elapsed)
 		}
 		if *asJSON {
-			out := make([]fenceJSON, 0, len(fences))
-			for _, f := range fences {
-				out = append(out, toFenceJSON(f))
-			}
-			return writeJSON(inv.stdout, out)
+			return writeJSON(inv.stdout, toFencesJSON(fences))
 		}
 		return writeFences(inv.stdout, fences, prefix, *table)
 	}
@@ -63,7 +62,7 @@ func writeFences(w io.Writer, fences []fenced.Fence, prefix, table string) error
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RESOURCE\tTOKEN\tUPDATED")
 	for _, f := range fences {
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", cell(f.Resource), f.Token, stamp(f.UpdatedAt))
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", lockview.Visible(f.Resource), f.Token, stamp(f.UpdatedAt))
 	}
 	return tw.Flush()
 }
@@ -98,8 +97,8 @@ func openFenceDB(ctx context.Context, env func(string) string, table, why string
 
 func (db *fenceDB) close() { db.pool.Close() }
 
-// explain words an error of the Guard for an operator.
-func (db *fenceDB) explain(err error, timeout time.Duration) error {
+// explain words an error of the Guard, after elapsed, for an operator.
+func (db *fenceDB) explain(err error, elapsed time.Duration) error {
 	switch {
 	case errors.Is(err, fenced.ErrInvalid):
 		return usagef("", "%s", trimSentinel(err.Error(), fenced.ErrInvalid))
@@ -108,7 +107,7 @@ func (db *fenceDB) explain(err error, timeout time.Duration) error {
 	case errors.Is(err, context.Canceled):
 		return errors.New("interrupted")
 	case isTimeout(err):
-		return fmt.Errorf("%s did not answer within %v", db.where, timeout)
+		return fmt.Errorf("%s did not answer: gave up after %v", db.where, elapsed.Round(10*time.Millisecond))
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return fmt.Errorf("cannot reach %s: connection refused", db.where)
 	}

@@ -31,7 +31,7 @@ func newGlobals() globals {
 func (g *globals) register(fs *flag.FlagSet) {
 	fs.Var(&g.redis, "redis", "Redis `URL`; repeat it 3 or more times for Redlock nodes (default $REDIS_URL, else "+defaultRedisURL+")")
 	fs.StringVar(&g.prefix, "prefix", g.prefix, "key `prefix` of the Lockers to look at, as mutex.WithPrefix")
-	fs.DurationVar(&g.timeout, "timeout", g.timeout, "time `D` each command may take (for watch, each refresh)")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "time `D` each call to the servers may take (for a listing, each page)")
 }
 
 // resolve fills in the defaults that come from the environment and checks

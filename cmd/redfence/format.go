@@ -5,19 +5,16 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redfence/redfence/internal/lockview"
 	"github.com/redfence/redfence/mutex"
 )
-
-// timeLayout is how times print, in tables and JSON alike: RFC 3339 in
-// UTC, to the microsecond (a token's resolution).
-const timeLayout = "2006-01-02T15:04:05.000000Z07:00"
 
 // stamp prints t, or "-" for the zero time.
 func stamp(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.UTC().Format(timeLayout)
+	return t.UTC().Format(lockview.TimeLayout)
 }
 
 // human prints d to the precision a person reads at that size: 850ms,
@@ -49,15 +46,6 @@ func ownerText(owner string, info mutex.OwnerInfo) string {
 		return owner
 	}
 	return "-"
-}
-
-// heldFor is how long in has been held, by the server's clock; ok is false
-// when that is unknown: free, or a token that is not a server time.
-func heldFor(in mutex.LockInfo) (d time.Duration, ok bool) {
-	if in.State == mutex.Free || in.AcquiredAt.IsZero() || in.ServerTime.IsZero() {
-		return 0, false
-	}
-	return max(in.ServerTime.Sub(in.AcquiredAt), 0), true
 }
 
 // tokenText prints a token, "-" for none.

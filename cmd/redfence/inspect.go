@@ -3,34 +3,68 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
+	"github.com/redfence/redfence/internal/lockview"
 	"github.com/redfence/redfence/mutex"
 )
 
 func setupInspect(fs *flag.FlagSet) runFunc {
-	asJSON := fs.Bool("json", false, "print a JSON object (see the package doc for its schema)")
+	asJSON := fs.Bool("json", false, "print JSON (redfence help json has its schema)")
+	keyHex := fs.String("key-hex", "", "the key's bytes in `HEX`, in place of KEY (for a key a shell cannot pass: key_hex in --json)")
 	return func(ctx context.Context, inv *invocation, args []string) error {
-		c, err := inv.g.connect()
+		key, err := keyArg("inspect", args, *keyHex)
+		if err != nil {
+			return err
+		}
+		c, err := inv.g.connect(ctx)
 		if err != nil {
 			return err
 		}
 		defer c.close()
-		ctx, cancel := context.WithTimeout(ctx, inv.g.timeout)
-		defer cancel()
-		in, err := c.locker.Inspect(ctx, args[0])
+		var in mutex.LockInfo
+		elapsed, err := timed(ctx, inv.g.timeout, func(ctx context.Context) (err error) {
+			in, err = c.locker.Inspect(ctx, key)
+			return err
+		})
 		if err != nil {
-			return c.explain(err, inv.g.timeout)
+			return c.explain(err, elapsed)
 		}
-		explain := func(err error) string { return plain(err, inv.g.timeout) }
+		explain := func(err error) string { return plain(err, elapsed) }
 		if *asJSON {
-			return writeJSON(inv.stdout, toInspectJSON(in, explain))
+			return writeJSON(inv.stdout, lockview.InspectionOf(in, explain))
 		}
-		return writeInspect(inv.stdout, in, c.redlock(), explain)
+		if err := writeInspect(inv.stdout, in, c.redlock(), inv.g.prefix, explain); err != nil {
+			return err
+		}
+		if in.State == mutex.Free {
+			return hintPrefixed(ctx, inv, c, key)
+		}
+		return nil
 	}
+}
+
+// keyArg is the key a command names: its one argument, or --key-hex's
+// bytes.
+func keyArg(cmd string, args []string, keyHex string) (string, error) {
+	switch {
+	case len(args) == 1 && keyHex != "":
+		return "", usagef(cmd, "give KEY or --key-hex, not both")
+	case len(args) == 1:
+		return args[0], nil
+	case keyHex == "":
+		return "", usagef(cmd, "no key given: KEY, or --key-hex HEX")
+	}
+	b, err := hex.DecodeString(keyHex)
+	if err != nil {
+		return "", usagef(cmd, "--key-hex is not hexadecimal: %v", err)
+	}
+	return string(b), nil
 }
 
 // stateWords says what a state means.
@@ -42,8 +76,8 @@ var stateWords = map[mutex.State]string{
 
 // writeInspect prints every field of in, in words, then its waiters, its
 // forced releases and, for Redlock, each node's view.
-func writeInspect(w io.Writer, in mutex.LockInfo, redlock bool, explain func(error) string) error {
-	if err := writeFields(w, in, redlock); err != nil {
+func writeInspect(w io.Writer, in mutex.LockInfo, redlock bool, prefix string, explain func(error) string) error {
+	if err := writeFields(w, in, redlock, prefix); err != nil {
 		return err
 	}
 	if err := writeWaiters(w, in.Waiters, redlock); err != nil {
@@ -55,11 +89,11 @@ func writeInspect(w io.Writer, in mutex.LockInfo, redlock bool, explain func(err
 	return writeNodes(w, in.Nodes, explain)
 }
 
-func writeFields(w io.Writer, in mutex.LockInfo, redlock bool) error {
+func writeFields(w io.Writer, in mutex.LockInfo, redlock bool, prefix string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	line := func(name, format string, args ...any) { fmt.Fprintf(tw, name+"\t"+format+"\n", args...) }
-	line("key", "%s", cell(in.Key))
-	line("redis key", "%s", cell(in.Name))
+	line("key", "%s", lockview.Visible(in.Key))
+	line("redis key", "%s", lockview.Visible(in.Name))
 	state := stateWords[in.State]
 	if redlock {
 		state += " (the quorum's view; each node's is below)"
@@ -78,10 +112,10 @@ func writeFields(w io.Writer, in mutex.LockInfo, redlock bool) error {
 		if in.State == mutex.Reserved {
 			who = "reserved for"
 		}
-		line(who, "%s", cell(ownerText(in.Owner, in.Info)))
-		line("owner id", "%s", cell(in.Owner))
+		line(who, "%s", lockview.Visible(ownerText(in.Owner, in.Info)))
+		line("owner id", "%s", lockview.Visible(in.Owner))
 		line("count", "%d (re-entries in Redis, plus one)", in.Count)
-		if d, ok := heldFor(in); ok {
+		if d, ok := lockview.HeldFor(in); ok {
 			line("acquired", "%s, %s ago", stamp(in.AcquiredAt), human(d))
 		} else {
 			line("acquired", "unknown: the token is not a server time (a Redlock token, or one raised above a floor)")
@@ -92,6 +126,9 @@ func writeFields(w io.Writer, in mutex.LockInfo, redlock bool) error {
 			line("waited", "yes: a waiting Lock found it held")
 		} else {
 			line("waited", "no: nobody waited for it while held")
+		}
+		if in.State == mutex.Held {
+			line("release", "%s", releaseLine(in, prefix))
 		}
 	}
 	line("server time", "%s", stamp(in.ServerTime))
@@ -111,7 +148,7 @@ func writeWaiters(w io.Writer, waiters []mutex.Waiter, redlock bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  LOCKER\tWAITED FOR\tSINCE\tLOCKER ID")
 	for _, wt := range waiters {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", cell(ownerText("", wt.Info)), human(wt.Waited), stamp(wt.Since), cell(wt.Locker))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", lockview.Visible(ownerText("", wt.Info)), human(wt.Waited), stamp(wt.Since), lockview.Visible(wt.Locker))
 	}
 	return tw.Flush()
 }
@@ -125,7 +162,7 @@ func writeForced(w io.Writer, forced []mutex.ForcedRelease) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  AT\tBY\tREASON\tTOKEN → FLOOR\tHOLDER")
 	for _, f := range forced {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d → %d\t%s\n", stamp(f.At), cell(f.By), cell(f.Reason), f.Token, f.Floor, cell(ownerText(f.Owner, f.Info)))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d → %d\t%s\n", stamp(f.At), lockview.Visible(f.By), lockview.Visible(f.Reason), f.Token, f.Floor, lockview.Visible(ownerText(f.Owner, f.Info)))
 	}
 	return tw.Flush()
 }
@@ -147,7 +184,65 @@ func writeNodes(w io.Writer, nodes []mutex.NodeInfo, explain func(error) string)
 		if n.Info.State != mutex.Free {
 			lease = human(n.Info.Lease)
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", n.Node, addr, n.Info.State, tokenText(n.Info.Token), cell(ownerText(n.Info.Owner, n.Info.Info)), lease)
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", n.Node, addr, n.Info.State, tokenText(n.Info.Token), lockview.Visible(ownerText(n.Info.Owner, n.Info.Info)), lease)
 	}
 	return tw.Flush()
+}
+
+// releaseLine is the release command that ends in's holder and no other:
+// it carries the holder's token, so a later holder is never ended.
+func releaseLine(in mutex.LockInfo, prefix string) string {
+	line := fmt.Sprintf("redfence release --token %d --force --reason REASON", in.Token)
+	if prefix != newGlobals().prefix {
+		line += " --prefix " + shellQuote(prefix)
+	}
+	return line + " " + argOf(in.Key)
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// adapterPrefixes are what redfence's adapters put before the keys they
+// lock: a key named in the application's words is held under one of them.
+var adapterPrefixes = []struct{ prefix, adapter string }{
+	{"asynq:", "asynqlock"},
+	{"runner:", "runner"},
+	{"httplock:", "httplock"},
+}
+
+// hintPrefixed tells, after a free key, which keys that differ from it by
+// an adapter's prefix are held. It is a hint: a failed look says nothing.
+func hintPrefixed(ctx context.Context, inv *invocation, c *conn, key string) error {
+	for _, a := range adapterPrefixes {
+		other, ok := strings.CutPrefix(key, a.prefix)
+		if !ok {
+			other = a.prefix + key
+		}
+		if other == "" || len(other) > mutex.MaxKeyLen {
+			continue
+		}
+		var in mutex.LockInfo
+		_, err := timed(ctx, inv.g.timeout, func(ctx context.Context) (err error) {
+			in, err = c.locker.Inspect(ctx, other)
+			return err
+		})
+		if err == nil && in.State != mutex.Free {
+			_, err := fmt.Fprintf(inv.stdout, "\nnote: %s is %s: %s puts %q before the keys it locks; see redfence inspect %s\n",
+				lockview.Visible(other), in.State, a.adapter, a.prefix, argOf(other))
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// argOf is key as the last argument of inspect or release, for a shell.
+func argOf(key string) string {
+	if lockview.Visible(key) != key || strings.ContainsRune(key, 0) {
+		return "--key-hex " + hex.EncodeToString([]byte(key))
+	}
+	return "-- " + shellQuote(key)
 }

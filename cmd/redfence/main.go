@@ -22,7 +22,7 @@ func main() {
 	// that a second one kills as usual.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
@@ -40,11 +40,11 @@ const (
 )
 
 // run is the whole command but for the process: args without the program
-// name, env to read the environment (os.Getenv), and the two outputs. It
-// returns the exit status. When ctx ends, watch returns 0 and the other
-// commands stop waiting and fail.
-func run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
-	err := dispatch(ctx, args, env, stdout)
+// name, env to read the environment (os.Getenv), the input (release's
+// confirmation) and the two outputs. It returns the exit status. When ctx
+// ends, watch returns 0 and the other commands stop waiting and fail.
+func run(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	err := dispatch(ctx, args, &invocation{env: env, stdin: stdin, stdout: stdout, stderr: stderr})
 	var usage *usageError
 	switch {
 	case err == nil:
@@ -65,7 +65,8 @@ func run(ctx context.Context, args []string, env func(string) string, stdout, st
 
 // dispatch parses the global flags and the command name and runs the
 // command.
-func dispatch(ctx context.Context, args []string, env func(string) string, stdout io.Writer) error {
+func dispatch(ctx context.Context, args []string, inv *invocation) error {
+	stdout := inv.stdout
 	g := newGlobals()
 	fs := newFlagSet("redfence")
 	g.register(fs)
@@ -107,18 +108,22 @@ func dispatch(ctx context.Context, args []string, env func(string) string, stdou
 	if len(pos) < cmd.minArgs || len(pos) > cmd.maxArgs {
 		return usagef(cmd.name, "usage: redfence %s %s", cmd.name, cmd.synopsis)
 	}
-	if err := g.resolve(env); err != nil {
+	if err := g.resolve(inv.env); err != nil {
 		return err
 	}
-	return runCmd(ctx, &invocation{g: g, env: env, stdout: stdout}, pos)
+	inv.g = g
+	return runCmd(ctx, inv, pos)
 }
 
 // invocation is what every command runs with: the global flags resolved,
-// the environment and the output.
+// the environment, the input and the outputs (stderr for warnings beside
+// a result).
 type invocation struct {
 	g      globals
 	env    func(string) string
+	stdin  io.Reader
 	stdout io.Writer
+	stderr io.Writer
 }
 
 // usageError is a command asked wrongly; help names the command whose

@@ -28,6 +28,13 @@ func TestBinary(t *testing.T) {
 	t.Run("ReleaseForce", func(t *testing.T) { testReleaseForce(t, bin) })
 	t.Run("ReleaseRefusesWhatItWasNotAskedToEnd", func(t *testing.T) { testReleaseRefuses(t, bin) })
 	t.Run("Errors", func(t *testing.T) { testErrors(t, bin) })
+	t.Run("RedlockListingNeedsAQuorum", func(t *testing.T) { testRedlockListingNeedsAQuorum(t, bin) })
+	t.Run("RefusesClusterNodeAndReplica", func(t *testing.T) { testRefusesClusterNodeAndReplica(t, bin) })
+	t.Run("ReleaseAsks", func(t *testing.T) { testReleaseAsks(t, bin) })
+	t.Run("Limits", func(t *testing.T) { testLimits(t, bin) })
+	t.Run("HungServer", func(t *testing.T) { testHungServer(t, bin) })
+	t.Run("BinaryKeys", func(t *testing.T) { testBinaryKeys(t, bin) })
+	t.Run("InspectHintsPrefixes", func(t *testing.T) { testInspectHintsPrefixes(t, bin) })
 }
 
 // binary is the built command.

@@ -1,15 +1,20 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/user"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/redfence/redfence/fenced"
+	"github.com/redfence/redfence/internal/lockview"
 	"github.com/redfence/redfence/mutex"
 )
 
@@ -18,27 +23,35 @@ const refusal = `release needs --force: an operator cannot release a lock the us
 which only its holder can do; a forced release ends it behind the holder's back.
 It is safe: the holder's next renewal fails and its lock context ends, every
 later token is larger, and --fence RESOURCE refuses the holder's fenced writes
-at once. Add --force --reason TEXT to do it`
+at once. Add --force --reason TEXT --token N (inspect prints the line) to do it`
 
 type releaseFlags struct {
 	force  bool
+	yes    bool
 	reason string
 	token  int64
 	by     string
 	fence  string
 	table  string
+	keyHex string
 }
 
 func setupRelease(fs *flag.FlagSet) runFunc {
 	var f releaseFlags
 	fs.BoolVar(&f.force, "force", false, "do it: the only kind of release an operator can do (required)")
 	fs.StringVar(&f.reason, "reason", "", "why, in `TEXT` for the audit stream beside the key (required)")
-	fs.Int64Var(&f.token, "token", 0, "end the holder with token `N` only (default: the token the holder has now)")
+	fs.Int64Var(&f.token, "token", 0, "end the holder with token `N` only, as inspect showed it (default: show the holder there is now and ask)")
+	fs.BoolVar(&f.yes, "yes", false, "without --token, end the holder there is now without asking")
 	fs.StringVar(&f.by, "by", "", "who forces it, by `NAME` in the audit stream (default $USER@hostname)")
 	fs.StringVar(&f.fence, "fence", "", "then raise the fence of `RESOURCE` to the floor (needs DATABASE_URL)")
 	fs.StringVar(&f.table, "table", fenced.DefaultTable, "fence table `T`, for --fence")
+	fs.StringVar(&f.keyHex, "key-hex", "", "the key's bytes in `HEX`, in place of KEY")
 	return func(ctx context.Context, inv *invocation, args []string) error {
-		return release(ctx, inv, args[0], f)
+		key, err := keyArg("release", args, f.keyHex)
+		if err != nil {
+			return err
+		}
+		return release(ctx, inv, key, f)
 	}
 }
 
@@ -54,104 +67,174 @@ func release(ctx context.Context, inv *invocation, key string, f releaseFlags) e
 	if f.by == "" {
 		f.by = defaultBy(inv.env)
 	}
-	ctx, cancel := context.WithTimeout(ctx, inv.g.timeout)
-	defer cancel()
-	var db *fenceDB
-	if f.fence != "" {
-		// Before the release, so that a database that cannot be reached
-		// or has no fence table leaves the lock as it is.
-		var err error
-		if db, err = openFenceDB(ctx, inv.env, f.table, "--fence raises a fence in a PostgreSQL database"); err != nil {
-			return err
-		}
-		defer db.close()
-		if _, err := db.guard.Fences(ctx, f.fence, 1); err != nil {
-			return db.explain(err, inv.g.timeout)
-		}
+	db, err := checkFence(ctx, inv, f)
+	if err != nil {
+		return err
 	}
-	c, err := inv.g.connect()
+	if db != nil {
+		defer db.close()
+	}
+	c, err := inv.g.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.close()
-	res, err := endHolder(ctx, c.locker, key, mutex.ForceOptions{Token: f.token, By: f.by, Reason: f.reason})
-	if errors.Is(err, mutex.ErrNotHeld) {
-		return errors.New(plain(err, inv.g.timeout))
+	if f.token == 0 {
+		if f.token, err = confirmHolder(ctx, inv, c, key, f.yes); err != nil {
+			return err
+		}
 	}
-	if err != nil {
-		return c.explain(err, inv.g.timeout)
+	var res mutex.ForceResult
+	elapsed, err := timed(ctx, inv.g.timeout, func(ctx context.Context) (err error) {
+		res, err = c.locker.ForceRelease(ctx, key, mutex.ForceOptions{Token: f.token, By: f.by, Reason: f.reason})
+		return err
+	})
+	switch {
+	case errors.Is(err, mutex.ErrNotHeld):
+		return errors.New(plain(err, elapsed))
+	case errors.Is(err, mutex.ErrUnavailable) && !errors.Is(err, context.Canceled):
+		return fmt.Errorf("the release's outcome is unknown, the holder may keep the lock: %v; see redfence inspect %s",
+			c.explain(err, elapsed), argOf(key))
+	case err != nil:
+		return c.explain(err, elapsed)
 	}
 	if err := writeReleased(inv.stdout, res, f, len(c.servers)); err != nil {
 		return err
 	}
-	if db == nil {
-		return nil
+	return raiseFence(ctx, inv, db, f, res)
+}
+
+// checkFence opens the database of --fence and reads the fence before the
+// release, so that a database that cannot be reached or has no fence table
+// leaves the lock as it is; nil without --fence.
+func checkFence(ctx context.Context, inv *invocation, f releaseFlags) (*fenceDB, error) {
+	if f.fence == "" {
+		return nil, nil
 	}
-	highest, err := db.guard.Raise(ctx, f.fence, res.Floor)
+	db, err := openFenceDB(ctx, inv.env, f.table, "--fence raises a fence in a PostgreSQL database")
+	if err != nil {
+		return nil, err
+	}
+	elapsed, err := timed(ctx, inv.g.timeout, func(ctx context.Context) error {
+		_, err := db.guard.Fences(ctx, f.fence, 1)
+		return err
+	})
+	if err != nil {
+		db.close()
+		return nil, db.explain(err, elapsed)
+	}
+	return db, nil
+}
+
+// confirmHolder shows the holder of key that a release without --token
+// would end, asks whether to (unless yes), and returns its token: the
+// release then ends that holder only, never one who took the key since.
+func confirmHolder(ctx context.Context, inv *invocation, c *conn, key string, yes bool) (int64, error) {
+	var in mutex.LockInfo
+	elapsed, err := timed(ctx, inv.g.timeout, func(ctx context.Context) (err error) {
+		in, err = c.locker.Inspect(ctx, key)
+		return err
+	})
+	switch {
+	case err != nil:
+		return 0, c.explain(err, elapsed)
+	case in.State == mutex.Free:
+		return 0, fmt.Errorf("nobody holds %s", strconv.Quote(key))
+	case in.State == mutex.Reserved:
+		return 0, fmt.Errorf("nobody holds %s: it is kept for a waiting Locker, which is about to take it", strconv.Quote(key))
+	}
+	held := "unknown"
+	if d, ok := lockview.HeldFor(in); ok {
+		held = human(d)
+	}
+	fmt.Fprintf(inv.stdout, "about to end the holder of %s:\n", strconv.Quote(key))
+	tw := tabwriter.NewWriter(inv.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  holder\t%s\n  owner id\t%s\n  token\t%d\n  held for\t%s\n",
+		lockview.Visible(ownerText(in.Owner, in.Info)), lockview.Visible(in.Owner), in.Token, held)
+	if err := tw.Flush(); err != nil || yes {
+		return in.Token, err
+	}
+	fmt.Fprintf(inv.stdout, "End this holder (token %d)? [y/N] ", in.Token)
+	ok, err := confirmed(ctx, inv.stdin)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, errors.New("not confirmed: nothing was changed (--yes, or --token N, releases without asking)")
+	}
+	return in.Token, nil
+}
+
+// confirmed reads one answer from in: y or yes, in any case. It returns
+// when ctx ends, leaving the read to the process's end.
+func confirmed(ctx context.Context, in io.Reader) (bool, error) {
+	answer := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(in).ReadString('\n')
+		answer <- strings.ToLower(strings.TrimSpace(line))
+	}()
+	select {
+	case a := <-answer:
+		return a == "y" || a == "yes", nil
+	case <-ctx.Done():
+		return false, errors.New("interrupted: nothing was changed")
+	}
+}
+
+// raiseFence raises --fence's fence to the release's floor, or says that
+// the holder's fenced writes still pass until something raises it.
+func raiseFence(ctx context.Context, inv *invocation, db *fenceDB, f releaseFlags, res mutex.ForceResult) error {
+	if db == nil {
+		_, err := fmt.Fprintf(inv.stdout, "fence not raised: the holder's writes through a fence still pass until a token above %d is recorded there;\n"+
+			"  raise it now with --fence RESOURCE (DATABASE_URL), or fenced.Guard.Raise(ctx, resource, %d)\n", res.Token, res.Floor)
+		return err
+	}
+	var highest int64
+	elapsed, err := timed(ctx, inv.g.timeout, func(ctx context.Context) (err error) {
+		highest, err = db.guard.Raise(ctx, f.fence, res.Floor)
+		return err
+	})
 	if err != nil {
 		// %v: a failure after the release is never a usage error.
 		return fmt.Errorf("the lock was released, but its fence was not raised: %v; raise the fence of %q to %d by hand",
-			db.explain(err, inv.g.timeout), f.fence, res.Floor)
+			db.explain(err, elapsed), f.fence, res.Floor)
 	}
 	_, err = fmt.Fprintf(inv.stdout, "fence of %q in %s raised: highest token %d; writes with lower tokens are refused\n", f.fence, f.table, highest)
 	return err
 }
 
-// forcer is what a forced release needs of a Locker.
-type forcer interface {
-	Inspect(ctx context.Context, key string) (mutex.LockInfo, error)
-	ForceRelease(ctx context.Context, key string, o mutex.ForceOptions) (mutex.ForceResult, error)
-}
-
-// endHolder forces key free from the holder with token o.Token or, when
-// that is 0, from the holder l sees now, and from no one else: if that
-// holder releases and someone takes the key before the forced release
-// arrives, it changes nothing and returns an error matching
-// mutex.ErrNotHeld, as it does for a free or reserved key.
-func endHolder(ctx context.Context, l forcer, key string, o mutex.ForceOptions) (mutex.ForceResult, error) {
-	if o.Token == 0 {
-		in, err := l.Inspect(ctx, key)
-		if err != nil {
-			return mutex.ForceResult{}, err
-		}
-		switch in.State {
-		case mutex.Free:
-			return mutex.ForceResult{}, fmt.Errorf("%w: nobody holds %q", mutex.ErrNotHeld, key)
-		case mutex.Reserved:
-			return mutex.ForceResult{}, fmt.Errorf("%w: nobody holds %q: it is kept for a waiting Locker, which is about to take it", mutex.ErrNotHeld, key)
-		}
-		o.Token = in.Token
-	}
-	return l.ForceRelease(ctx, key, o)
-}
-
 // writeReleased prints what a forced release did.
 func writeReleased(w io.Writer, res mutex.ForceResult, f releaseFlags, servers int) error {
-	fmt.Fprintf(w, "released %q by force\n", res.Key)
+	fmt.Fprintf(w, "released %s by force\n", strconv.Quote(res.Key))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  holder\t%s\n", cell(ownerText(res.Owner, res.Info)))
-	fmt.Fprintf(tw, "  owner id\t%s\n", cell(res.Owner))
+	fmt.Fprintf(tw, "  holder\t%s\n", lockview.Visible(ownerText(res.Owner, res.Info)))
+	fmt.Fprintf(tw, "  owner id\t%s\n", lockview.Visible(res.Owner))
 	fmt.Fprintf(tw, "  token\t%d: the holder's; its next renewal fails and its lock context ends\n", res.Token)
-	fmt.Fprintf(tw, "  floor\t%d: every later token of %q exceeds it\n", res.Floor, res.Key)
+	fmt.Fprintf(tw, "  floor\t%d: every later token of %s exceeds it\n", res.Floor, strconv.Quote(res.Key))
 	if servers > 1 {
 		fmt.Fprintf(tw, "  nodes\treleased on %d of %d\n", res.Released, servers)
 	}
-	fmt.Fprintf(tw, "  audit\tby %s, reason %q\n", cell(f.by), f.reason)
+	fmt.Fprintf(tw, "  audit\tby %s, reason %q\n", lockview.Visible(f.by), f.reason)
 	return tw.Flush()
 }
 
-// defaultBy is who a forced release is by: $USER@hostname.
+// defaultBy is who a forced release is by: $USER (else $LOGNAME, else the
+// account of the process's user id) at the host name.
 func defaultBy(env func(string) string) string {
-	user := env("USER")
-	if user == "" {
-		user = env("LOGNAME")
+	name := env("USER")
+	if name == "" {
+		name = env("LOGNAME")
 	}
-	if user == "" {
-		user = "unknown"
+	if name == "" {
+		if u, err := user.Current(); err == nil && u.Username != "" {
+			name = u.Username
+		} else {
+			name = "uid " + strconv.Itoa(os.Getuid())
+		}
 	}
 	host, err := os.Hostname()
 	if err != nil || host == "" {
-		return user
+		return name
 	}
-	return user + "@" + host
+	return name + "@" + host
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"os/user"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redfence/redfence/internal/lockview"
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
 )
@@ -28,7 +30,7 @@ func noEnv(string) string { return "" }
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
 		var stdout, stderr bytes.Buffer
-		assert.Equal(t, 0, run(context.Background(), args, noEnv, &stdout, &stderr), "%q", args)
+		assert.Equal(t, 0, run(context.Background(), args, noEnv, nil, &stdout, &stderr), "%q", args)
 		assert.Empty(t, stderr.String())
 		assert.Contains(t, stdout.String(), "Usage:\n  redfence [global flags] COMMAND")
 		for _, c := range commands {
@@ -38,13 +40,16 @@ func TestHelp(t *testing.T) {
 	for _, c := range commands {
 		for _, args := range [][]string{{"help", c.name}, {c.name, "-h"}} {
 			var stdout, stderr bytes.Buffer
-			assert.Equal(t, 0, run(context.Background(), args, noEnv, &stdout, &stderr), "%q", args)
+			assert.Equal(t, 0, run(context.Background(), args, noEnv, nil, &stdout, &stderr), "%q", args)
 			assert.True(t, strings.HasPrefix(stdout.String(), "Usage: redfence "+c.name+" "), "%q:\n%s", args, stdout.String())
 			assert.Contains(t, stdout.String(), "--timeout D")
 		}
 	}
 	var stdout, stderr bytes.Buffer
-	assert.Equal(t, 2, run(context.Background(), []string{"help", "nope"}, noEnv, &stdout, &stderr))
+	assert.Equal(t, 0, run(context.Background(), []string{"help", "json"}, noEnv, nil, &stdout, &stderr))
+	assert.Equal(t, lockview.SchemaDoc, stdout.String(), "help json prints the schema")
+	stdout.Reset()
+	assert.Equal(t, 2, run(context.Background(), []string{"help", "nope"}, noEnv, nil, &stdout, &stderr))
 	assert.Contains(t, stderr.String(), `unknown command "nope"`)
 }
 
@@ -146,15 +151,6 @@ func TestParseInterleaved(t *testing.T) {
 	assert.ErrorIs(t, err, flag.ErrHelp)
 }
 
-// Keys and owner ids are anyone's bytes: a table cell never carries a
-// control character to the terminal.
-func TestCell(t *testing.T) {
-	assert.Equal(t, "acct:1 é", cell("acct:1 é"))
-	assert.Equal(t, `a\tb\nc\x1b[2J`, cell("a\tb\nc\x1b[2J"))
-	assert.Equal(t, `\xff`, cell("\xff"))
-	assert.Equal(t, `\u009b`, cell("\u009b"))
-}
-
 // run, in process, over a real server: locks --json lists the lock, and
 // watch draws a frame and returns 0 when its ctx ends (what SIGINT does).
 // testutil.Main checks afterwards that no goroutine outlived them.
@@ -172,9 +168,10 @@ func TestRunInProcess(t *testing.T) {
 	}
 
 	var stdout, stderr bytes.Buffer
-	require.Equal(t, 0, run(ctx, []string{"locks", "--json"}, env, &stdout, &stderr), stderr.String())
-	var locks []lockSchema
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &locks))
+	require.Equal(t, 0, run(ctx, []string{"locks", "--json"}, env, nil, &stdout, &stderr), stderr.String())
+	var listed listingSchema
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &listed))
+	locks := listed.Locks
 	require.Len(t, locks, 1)
 	assert.Equal(t, "job:1", locks[0].Key)
 	assert.Equal(t, lk.Token(), locks[0].Token)
@@ -182,10 +179,10 @@ func TestRunInProcess(t *testing.T) {
 	watchCtx, stop := context.WithCancel(ctx)
 	frames := &frameWriter{onWrite: func(string) { stop() }}
 	stderr.Reset()
-	assert.Equal(t, 0, run(watchCtx, []string{"watch", "--interval", "10ms"}, env, frames, &stderr))
+	assert.Equal(t, 0, run(watchCtx, []string{"watch"}, env, nil, frames, &stderr))
 	assert.Empty(t, stderr.String())
 	out := frames.String()
-	assert.True(t, strings.HasPrefix(out, clearScreen+`redfence watch: locks matching "*" on Redis at `+srv.Addr()+", every 10ms. "), out)
+	assert.True(t, strings.HasPrefix(out, clearScreen+`redfence watch: locks matching "*" on Redis at `+srv.Addr()+", every 1s. "), out)
 	assert.Regexp(t, `(?m)^job:1\s+held\s+`, out)
 
 	// --free lists a freed key with its last token; --prefix looks at the
@@ -207,7 +204,7 @@ func TestRunInProcess(t *testing.T) {
 	} {
 		stdout.Reset()
 		stderr.Reset()
-		require.Equal(t, 0, run(ctx, tc.args, env, &stdout, &stderr), "%q: %s", tc.args, stderr.String())
+		require.Equal(t, 0, run(ctx, tc.args, env, nil, &stdout, &stderr), "%q: %s", tc.args, stderr.String())
 		assert.Regexp(t, tc.want, stdout.String(), "%q", tc.args)
 	}
 }
@@ -220,7 +217,9 @@ func TestDefaultBy(t *testing.T) {
 	assert.Equal(t, "ann@"+host, defaultBy(func(k string) string { return env[k] }))
 	delete(env, "USER")
 	assert.Equal(t, "bob@"+host, defaultBy(func(k string) string { return env[k] }))
-	assert.Equal(t, "unknown@"+host, defaultBy(noEnv))
+	u, err := user.Current()
+	require.NoError(t, err)
+	assert.Equal(t, u.Username+"@"+host, defaultBy(noEnv), "the process's user, without USER and LOGNAME")
 }
 
 // frameWriter keeps what is written and calls onWrite with each write:
@@ -269,10 +268,10 @@ func TestWatchKeepsTrying(t *testing.T) {
 		}
 	}}
 	var stderr bytes.Buffer
-	require.Equal(t, 0, run(watchCtx, []string{"--redis", "redis://" + srv.Addr(), "watch", "--interval", "10ms"}, noEnv, w, &stderr))
+	require.Equal(t, 0, run(watchCtx, []string{"--redis", "redis://" + srv.Addr(), "watch", "--interval", "500ms"}, noEnv, nil, w, &stderr))
 	assert.Empty(t, stderr.String())
 	require.GreaterOrEqual(t, len(frames), 2)
-	assert.Contains(t, frames[0], "\n\nerror: cannot reach Redis at "+srv.Addr()+": connection refused\n(trying again in 10ms)\n")
+	assert.Contains(t, frames[0], "\n\nerror: cannot reach Redis at "+srv.Addr()+": connection refused\n(trying again in 500ms)\n")
 	assert.Regexp(t, `(?m)^job:1\s+held\s+`+strconv.FormatInt(lk.Token(), 10)+`\s`, frames[len(frames)-1])
 	require.NoError(t, lk.Unlock(ctx))
 }
@@ -280,7 +279,7 @@ func TestWatchKeepsTrying(t *testing.T) {
 // A bad pattern is a usage error, from mutex's own check.
 func TestLocksBadPattern(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"--redis", "redis://" + testutil.RefusedAddr(t), "locks", strings.Repeat("x", mutex.MaxKeyLen+1)}, noEnv, &stdout, &stderr)
+	code := run(context.Background(), []string{"--redis", "redis://" + testutil.RefusedAddr(t), "locks", strings.Repeat("x", mutex.MaxKeyLen+1)}, noEnv, nil, &stdout, &stderr)
 	assert.Equal(t, 2, code)
-	assert.Contains(t, stderr.String(), "redfence: Match of 4097 bytes exceeds 4096\n")
+	assert.Contains(t, stderr.String(), "redfence: PATTERN of 4097 bytes exceeds 4096\n")
 }

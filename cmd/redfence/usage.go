@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/redfence/redfence/internal/lockview"
 )
 
 // command is one of redfence's commands.
@@ -26,31 +28,42 @@ type runFunc func(ctx context.Context, inv *invocation, args []string) error
 // commands in the order usage lists them.
 var commands = []command{
 	{
-		name: "locks", synopsis: "[--json] [--free] [PATTERN]", maxArgs: 1, setup: setupLocks,
+		name: "locks", synopsis: "[--json] [--free] [--limit N] [PATTERN]", maxArgs: 1, setup: setupLocks,
 		summary: "list the locks whose keys match PATTERN (a Redis glob, default *)",
 		about: `Lists the held and reserved locks whose keys (as given to Lock) match
 PATTERN, a Redis glob: * any run, ? one byte, [abc], \ quotes. Every master
-of a Cluster and every Redlock node is scanned. HELD FOR and LEASE LEFT are
-by the Redis server's clock.`,
+of a Cluster and every Redlock node is scanned, page after page, each page
+under its own --timeout. HELD FOR and LEASE LEFT are by the Redis server's
+clock. Keys and owners that hold control, invisible or non-UTF-8 bytes, or
+start with ", print quoted as Go strings ("tab\tkey").
+
+It never reports "no locks" when it could not look: fewer than a quorum of
+Redlock nodes answering is an error; a listing that skipped a node prints
+what it found, says it is partial, and exits 1.`,
 	},
 	{
-		name: "inspect", synopsis: "[--json] KEY", minArgs: 1, maxArgs: 1, setup: setupInspect,
+		name: "inspect", synopsis: "[--json] (KEY | --key-hex HEX)", maxArgs: 1, setup: setupInspect,
 		summary: "everything about one key: holder, token, lease, waiters, forced releases",
 		about: `Shows one key as its servers hold it: state, holder and its owner info,
 token, when it was acquired and renewed, lease left, re-entries, the
 Lockers queued for it, the latest forced releases, and for Redlock each
-node's view. A free key shows the last token issued.`,
+node's view. A free key shows the last token issued, and the held keys
+that differ from it by an adapter's prefix (asynqlock locks "asynq:KEY").
+A held key shows the release line that ends this holder and no other:
+
+  redfence release --token N --force --reason REASON -- 'KEY'`,
 	},
 	{
-		name: "watch", synopsis: "[--interval D] [--free] [PATTERN]", maxArgs: 1, setup: setupWatch,
+		name: "watch", synopsis: "[--interval D] [--limit N] [--free] [PATTERN]", maxArgs: 1, setup: setupWatch,
 		summary: "the locks table, redrawn every --interval until Ctrl-C",
-		about: `Clears the terminal and redraws the locks table every --interval. A
-failed refresh shows its error and the next one tries again. Ctrl-C
-(SIGINT) or SIGTERM quits with status 0.`,
+		about: `Clears the terminal and redraws the locks table every --interval (at least
+500ms), showing at most what fits the terminal (--limit): the listing stops
+there. A failed refresh shows its error and the next one tries again.
+Ctrl-C (SIGINT) or SIGTERM quits with status 0.`,
 	},
 	{
-		name: "release", synopsis: "KEY --force --reason TEXT [--token N] [--by NAME] [--fence RESOURCE [--table T]]",
-		minArgs: 1, maxArgs: 1, setup: setupRelease,
+		name: "release", synopsis: "(KEY | --key-hex HEX) --force --reason TEXT [--token N | --yes] [--by NAME] [--fence RESOURCE [--table T]]",
+		maxArgs: 1, setup: setupRelease,
 		summary: "end a lock behind its holder's back, safely",
 		about: `Frees KEY from its holder, who cannot be asked to. It is safe: the key
 keeps a token floor above the holder's token, so the holder's next
@@ -60,8 +73,15 @@ fence of RESOURCE is raised to the floor at once (DATABASE_URL), so that
 the old holder's fenced writes are refused. Who, when, why and the tokens
 go to an audit stream beside the key, which inspect shows.
 
-Without --token it reads the holder's token first and ends that holder
-only: a lock taken meanwhile by someone else is never ended.`,
+Name the holder by its token, as inspect prints the line:
+
+  redfence release --token 1764612345678901 --force --reason "stuck job" -- 'orders:42'
+
+A holder that released meanwhile, and whoever took the key since, are left
+alone. Without --token, release shows the holder there is now (owner,
+token, held for) and asks before ending it, unless --yes; it then ends that
+holder only. Without --fence it says that the holder's fenced writes still
+pass until the fence is raised.`,
 	},
 	{
 		name: "fences", synopsis: "[--json] [--limit N] [--table T] [PREFIX]", maxArgs: 1, setup: setupFences,
@@ -74,7 +94,7 @@ PostgreSQL database.`,
 }
 
 func unknownCommand(name string) error {
-	return usagef("", "unknown command %q: the commands are locks, inspect, watch, release, fences and help", name)
+	return usagef("", "unknown command %q: the commands are locks, inspect, watch, release, fences and help (help json: the JSON schema)", name)
 }
 
 func lookup(name string) *command {
@@ -94,8 +114,8 @@ Usage:
 Commands:
 `
 
-const usageTail = `  help [COMMAND]
-    	this text, or a command's
+const usageTail = `  help [COMMAND | json]
+    	this text, a command's, or the schema of --json
 
 Global flags, before or after the command:
 %s
@@ -127,6 +147,10 @@ func printUsage(w io.Writer, topic string) error {
 		}
 		fmt.Fprintf(&b, usageTail, flagDefaults(gfs))
 		_, err := io.WriteString(w, b.String())
+		return err
+	}
+	if topic == "json" {
+		_, err := io.WriteString(w, lockview.SchemaDoc)
 		return err
 	}
 	c := lookup(topic)

@@ -34,7 +34,7 @@ func testWatch(t *testing.T, bin binary) {
 		t.Run(sig.String(), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
-			cmd := bin.command(ctx, nil, "--redis", "redis://"+srv.Addr(), "watch", "--interval", "100ms", "acct:*")
+			cmd := bin.command(ctx, nil, "--redis", "redis://"+srv.Addr(), "watch", "--interval", "500ms", "acct:*")
 			stdout, err := cmd.StdoutPipe()
 			require.NoError(t, err)
 			var stderr strings.Builder

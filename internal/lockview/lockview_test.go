@@ -2,6 +2,9 @@ package lockview_test
 
 import (
 	"encoding/json"
+	"reflect"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,4 +61,30 @@ func TestLockOf(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"acquired_at":null`)
 	assert.Contains(t, string(b), `"held_ms":null`)
+}
+
+// Every field either view writes is in the schema that help prints.
+func TestSchemaDocNamesEveryField(t *testing.T) {
+	for _, v := range []any{lockview.Lock{}, lockview.Inspection{}, lockview.Listing{}, lockview.Owner{}, lockview.Waiter{}, lockview.Forced{}, lockview.Node{}} {
+		for _, name := range JSONFields(reflect.TypeOf(v)) {
+			assert.Regexp(t, `\b`+regexp.QuoteMeta(name)+`\b`, lockview.SchemaDoc, "%T.%s", v, name)
+		}
+	}
+}
+
+// JSONFields lists the JSON names of t's fields, those of embedded structs
+// included.
+func JSONFields(t reflect.Type) []string {
+	var names []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous {
+			names = append(names, JSONFields(f.Type)...)
+			continue
+		}
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	return names
 }

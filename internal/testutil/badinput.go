@@ -62,6 +62,16 @@ func RefusedAddr(t testing.TB) string {
 // hangs. It stops, and closes its connections, at the test's cleanup.
 func SilentServer(t testing.TB) string {
 	t.Helper()
+	addr, _ := HungServer(t)
+	return addr
+}
+
+// HungServer is SilentServer that also says, on accepted, when it accepts
+// a connection: a test can then act once a client is waiting on it. The
+// channel holds up to 64 reports; later ones are dropped.
+func HungServer(t testing.TB) (addr string, accepted <-chan struct{}) {
+	t.Helper()
+	got := make(chan struct{}, 64)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	var (
@@ -78,6 +88,10 @@ func SilentServer(t testing.TB) string {
 			mu.Lock()
 			conns = append(conns, c)
 			mu.Unlock()
+			select {
+			case got <- struct{}{}:
+			default:
+			}
 		}
 	})
 	t.Cleanup(func() {
@@ -89,7 +103,7 @@ func SilentServer(t testing.TB) string {
 			_ = c.Close()
 		}
 	})
-	return ln.Addr().String()
+	return ln.Addr().String(), got
 }
 
 // Calls is a go-redis hook that counts every dial, command and pipeline.
