@@ -8,6 +8,7 @@ import (
 	"flag"
 	"os"
 	"os/user"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -282,4 +283,23 @@ func TestLocksBadPattern(t *testing.T) {
 	code := run(context.Background(), []string{"--redis", "redis://" + testutil.RefusedAddr(t), "locks", strings.Repeat("x", mutex.MaxKeyLen+1)}, noEnv, nil, &stdout, &stderr)
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr.String(), "redfence: PATTERN of 4097 bytes exceeds 4096\n")
+}
+
+// watch shows at most --limit locks a frame, and says that more may match.
+func TestWatchLimit(t *testing.T) {
+	c, srv := testutil.Redis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l := newLocker(t, c, holderInfo)
+	for i := range 5 {
+		_, err := l.Lock(ctx, "job:"+strconv.Itoa(i), mutex.WithTTL(time.Minute))
+		require.NoError(t, err)
+	}
+	watchCtx, stop := context.WithCancel(ctx)
+	frames := &frameWriter{onWrite: func(string) { stop() }}
+	var stderr bytes.Buffer
+	require.Equal(t, 0, run(watchCtx, []string{"--redis", "redis://" + srv.Addr(), "watch", "--limit", "2"}, noEnv, nil, frames, &stderr), stderr.String())
+	out := frames.String()
+	assert.Len(t, regexp.MustCompile(`(?m)^job:\d\s+held\s`).FindAllString(out, -1), 2, out)
+	assert.Contains(t, out, "(2 locks shown: the listing stopped at --limit; more may match)\n")
 }
