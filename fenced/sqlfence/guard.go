@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -30,6 +31,7 @@ type Guard struct {
 	err     error  // configuration error, returned by every method
 	table   string // as configured, for messages
 	st      statements
+	storage *storageCheck // MySQL: when the engine was last found InnoDB
 	tel     telemetry
 	// record is dialect.record; tests swap in a broken one to see the
 	// concurrency test catch it (export_test.go).
@@ -50,7 +52,8 @@ func New(db Beginner, d Dialect, opts ...Option) *Guard {
 			o.apply(&cfg)
 		}
 	}
-	g := &Guard{db: db, dialect: d, table: cfg.table, tel: newTelemetry(cfg.tracer, cfg.meter)}
+	g := &Guard{db: db, dialect: d, table: cfg.table, storage: &storageCheck{born: time.Now()},
+		tel: newTelemetry(cfg.tracer, cfg.meter)}
 	g.record = func(ctx context.Context, tx *sql.Tx, resource string, token int64) (int64, error) {
 		return g.dialect.record(ctx, tx, &g.st, resource, token)
 	}
@@ -78,8 +81,12 @@ func New(db Beginner, d Dialect, opts ...Option) *Guard {
 // safe to run from several processes at once (PostgreSQL: a
 // transaction-scoped advisory lock serialises them; MySQL and SQLite create
 // a table atomically). It does not alter an existing table, nor create its
-// schema. On MySQL it then checks that the table is InnoDB's, whose row
-// locks the fence needs; another engine's is reported as ErrInvalid.
+// schema. It then checks that the table can fence: on MySQL, that it is
+// InnoDB's, whose row locks and transactions the fence needs; on SQLite,
+// that its database is a file, not in memory (":memory:", mode=memory, a
+// shared cache of either, or temp), which each connection sees apart.
+// Another table is reported as ErrUnsafeStorage, and Migrate commits
+// nothing.
 //
 // A nil ctx or an unusable Guard returns an error matching ErrInvalid, and a
 // ctx already done returns ctx.Err() (wrapped), both without a round trip;
@@ -101,15 +108,9 @@ func (g *Guard) Migrate(ctx context.Context) error {
 			return fmt.Errorf("sqlfence: migrate: %w", err)
 		}
 	}
-	if g.st.engine != "" {
-		var engine string
-		err := tx.QueryRowContext(ctx, g.st.engine, g.st.engineArgs...).Scan(&engine)
-		switch {
-		case errors.Is(err, sql.ErrNoRows): // a name the server folds: nothing to check against
-		case err != nil:
+	if g.st.storage != "" {
+		if err := g.checkStorage(ctx, tx); err != nil {
 			return fmt.Errorf("sqlfence: migrate: %w", err)
-		case engine != "InnoDB":
-			return invalid("fence table %s uses the %s engine; the fence needs InnoDB's row locks", fence.Clip(g.table), engine)
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -129,7 +130,8 @@ func (g *Guard) Migrate(ctx context.Context) error {
 // database's write lock), so writers of one resource are serialised: once a
 // transaction has recorded token t, none with a lower token can commit a
 // write behind it. When the fence table does not exist, Do returns an error
-// matching ErrNotMigrated.
+// matching ErrNotMigrated; when MySQL's is no longer InnoDB's,
+// ErrUnsafeStorage (see the package doc).
 //
 // Before any round trip, Do returns an error matching ErrInvalid for a nil
 // ctx, a nil fn, an unusable Guard (nil, zero or from a bad New), a resource
@@ -241,6 +243,9 @@ func (g *Guard) validate(ctx context.Context, resource string, token int64) erro
 // check records token for resource in tx and counts the outcome; a stale
 // token is a *StaleTokenError.
 func (g *Guard) check(ctx context.Context, tx *sql.Tx, resource string, token int64, span trace.Span) error {
+	if err := g.verifyStorage(ctx, tx); err != nil {
+		return err
+	}
 	highest, err := g.record(ctx, tx, resource, token)
 	switch {
 	case err == nil:
