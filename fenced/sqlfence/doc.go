@@ -37,10 +37,12 @@
 // a table protected by fenced.Guard.Protect accepts writes made through
 // either. The upsert (INSERT … ON CONFLICT DO UPDATE … WHERE the recorded
 // token is not higher … RETURNING) locks the resource's row whether or not
-// it changes it. Every isolation level is safe: under READ COMMITTED (the
-// default) a writer that waited on the row re-checks it once the lock is
-// released; under REPEATABLE READ and SERIALIZABLE the same race ends in a
-// serialization failure, SQLSTATE 40001.
+// it changes it. Every isolation level is safe for what is read after the
+// fence: under READ COMMITTED (the default) a writer that waited on the row
+// re-checks it once the lock is released; under REPEATABLE READ and
+// SERIALIZABLE the same race ends in a serialization failure, SQLSTATE
+// 40001. A read before the fence may be stale whatever the level: Check
+// refuses to follow one (ErrCheckNotFirst).
 //
 // MySQL: MySQL 8.0.16 or later, or MariaDB 10.11 or later, through
 // github.com/go-sql-driver/mysql, and the InnoDB engine only: the fence is
@@ -51,7 +53,11 @@
 // GREATEST of the two tokens; it takes an exclusive lock on the row
 // whether or not it changes it, and, being a locking statement, reads the
 // latest committed row rather than the transaction's snapshot, so every
-// isolation level is safe, REPEATABLE READ (InnoDB's default) included.
+// isolation level is safe, REPEATABLE READ (InnoDB's default) included, for
+// what is read after the fence. A read before it, at REPEATABLE READ, took
+// a snapshot that the previous holder's write may have overtaken: Check
+// compares the fence row in the snapshot with the row as committed, and
+// refuses (ErrCheckNotFirst) when they differ.
 // MySQL has no RETURNING: when the count of affected rows does not prove
 // the token was recorded (an update reports 2), a SELECT … FOR UPDATE reads
 // the highest token under the lock the upsert holds. No DSN parameter is
@@ -107,6 +113,8 @@
 //	bad argument, option, dialect or Guard           ErrInvalid, before any round trip
 //	ctx already done                                 ctx.Err(), wrapped, before any round trip
 //	token lower than the highest recorded            ErrStaleToken, a *StaleTokenError
+//	Check after a read that may be stale             ErrCheckNotFirst; nothing recorded: roll back,
+//	  (see Check: per dialect)                         begin again with Check first
 //	fence table missing                              ErrNotMigrated, wrapping the driver's error
 //	                                                   (SQLSTATE 42P01; MySQL 1146; SQLite "no such table")
 //	fence table stored where it cannot fence:        ErrUnsafeStorage; nothing written

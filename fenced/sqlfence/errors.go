@@ -22,6 +22,10 @@ var (
 	// fence table does not exist; it also wraps the driver's error (see the
 	// package doc).
 	ErrNotMigrated = fence.ErrNotMigrated
+	// ErrCheckNotFirst is matched by the error Check returns when its
+	// transaction read before it and what it read may be stale (see Check
+	// for each dialect). Nothing was recorded; roll back.
+	ErrCheckNotFirst = fence.ErrCheckNotFirst
 	// ErrUnsafeStorage is matched by the error Migrate returns when the
 	// fence table is stored where it cannot fence writers (MySQL: an engine
 	// other than InnoDB; SQLite: an in-memory database), and by the error

@@ -31,6 +31,7 @@ type Guard struct {
 	err     error  // configuration error, returned by every method
 	table   string // as configured, for messages
 	st      statements
+	first   firstSQL      // Check's, before the fence
 	storage *storageCheck // MySQL: when the engine was last found InnoDB
 	tel     telemetry
 	// record is dialect.record; tests swap in a broken one to see the
@@ -74,6 +75,7 @@ func New(db Beginner, d Dialect, opts ...Option) *Guard {
 		return g
 	}
 	g.st = d.statements(cfg.table, parts)
+	g.first = d.firstSQL(parts)
 	return g
 }
 
@@ -174,6 +176,9 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 			_ = tx.Rollback()
 		}
 	}()
+	if err := g.verifyStorage(ctx, tx); err != nil {
+		return err
+	}
 	if err := g.check(ctx, tx, resource, token, span); err != nil {
 		return err
 	}
@@ -188,12 +193,32 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 }
 
 // Check records token for resource inside tx, which the caller began and
-// will commit. It must be the first statement of that transaction: writes
-// made before it are not fenced, and a snapshot or lock taken before it can
-// turn the fence's wait into an error (PostgreSQL under REPEATABLE READ or
-// SERIALIZABLE, and SQLite without an immediate transaction: see the
-// package doc). On a stale token it returns a *StaleTokenError and the
-// caller must roll tx back; any writes committed anyway are not protected.
+// will commit. It must come before the transaction's reads and writes:
+// writes made before it are not fenced, and a row read before it may
+// predate a write that the resource's previous holder committed while
+// Check waited for the fence; writing back what was read would undo that
+// write (a lost update). So Check refuses to follow such a read, records
+// nothing, and returns an error matching ErrCheckNotFirst:
+//
+//   - PostgreSQL: any read (SELECT, SELECT … FOR UPDATE) of a table other
+//     than the fence table earlier in tx, at every isolation level, stale
+//     or not: PostgreSQL cannot tell. Writes, and other fences' Check, are
+//     not reads.
+//   - MySQL: a read whose snapshot a write of the resource committed since
+//     has overtaken, at REPEATABLE READ (InnoDB's default); a current read
+//     is accepted. Under READ COMMITTED each statement reads afresh and
+//     Check cannot tell: call it first. Under SERIALIZABLE reads lock, and
+//     the writer meets a deadlock or a lock wait timeout instead.
+//   - SQLite: Check adds nothing. A deferred transaction that read cannot
+//     take the write lock behind another writer and fails with SQLITE_BUSY
+//     or SQLITE_BUSY_SNAPSHOT; an immediate one holds the lock from BEGIN.
+//
+// Roll tx back after ErrCheckNotFirst and begin again with Check first,
+// then read. On a stale token Check returns a *StaleTokenError. After
+// either error the caller must roll tx back; any writes committed anyway
+// are not protected. A snapshot or lock taken before Check can also turn
+// the fence's wait into an error (PostgreSQL under REPEATABLE READ or
+// SERIALIZABLE; see the package doc).
 //
 // Bad arguments and a done ctx are reported as by Do, before any round
 // trip; a nil tx is ErrInvalid too.
@@ -210,6 +235,12 @@ func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token in
 	ctx, span := g.tel.tracer.Start(ctx, "redfence.fenced.Check", trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attrResource.String(resource), attrToken.Int64(token)))
 	defer func() { endSpan(span, err) }()
+	if err := g.verifyStorage(ctx, tx); err != nil {
+		return err
+	}
+	if err := g.readFirst(ctx, tx, resource, token); err != nil {
+		return err
+	}
 	return g.check(ctx, tx, resource, token, span)
 }
 
@@ -243,9 +274,6 @@ func (g *Guard) validate(ctx context.Context, resource string, token int64) erro
 // check records token for resource in tx and counts the outcome; a stale
 // token is a *StaleTokenError.
 func (g *Guard) check(ctx context.Context, tx *sql.Tx, resource string, token int64, span trace.Span) error {
-	if err := g.verifyStorage(ctx, tx); err != nil {
-		return err
-	}
 	highest, err := g.record(ctx, tx, resource, token)
 	switch {
 	case err == nil:
