@@ -3,7 +3,6 @@ package sqlfence
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/redfence/redfence/fenced/fence"
@@ -19,10 +18,10 @@ type firstSQL struct {
 	readBefore string
 	table      string // its argument: the fence table, quoted
 	// MySQL: lock locks the resource's fence row (inserting it if missing)
-	// without changing it; latest reads it as committed, under that lock;
-	// snapshot reads it in the transaction's snapshot, which a read before
-	// Check took, and which otherwise is taken now, after the lock.
-	lock, latest, snapshot string
+	// without changing it; compare reads it as committed (a locking read)
+	// and in the transaction's snapshot, which a read before Check took,
+	// and which otherwise is taken now, under the lock.
+	lock, compare string
 }
 
 func (d Dialect) firstSQL(parts []string) firstSQL {
@@ -34,11 +33,10 @@ func (d Dialect) firstSQL(parts []string) firstSQL {
 		// "token = token" changes nothing, so the row gets no new version
 		// that the snapshot would see as the transaction's own. The row is
 		// compared whole: an equal token rewrites updated_at.
-		row := `SELECT CONCAT(token, '/', updated_at) FROM ` + table + ` WHERE resource = ?`
+		row := `(SELECT CONCAT(token, '/', updated_at) FROM ` + table + ` WHERE resource = ?`
 		return firstSQL{
-			lock:     `INSERT INTO ` + table + ` (resource, token, updated_at) VALUES (?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE token = token`,
-			latest:   row + ` FOR UPDATE`,
-			snapshot: row,
+			lock:    `INSERT INTO ` + table + ` (resource, token, updated_at) VALUES (?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE token = token`,
+			compare: `SELECT ` + row + ` FOR UPDATE), ` + row + `)`,
 		}
 	}
 	return firstSQL{} // SQLite: a read before Check keeps it from the write lock (see Check)
@@ -78,13 +76,7 @@ func (g *Guard) mysqlSnapshotStale(ctx context.Context, tx *sql.Tx, resource str
 	if _, err := tx.ExecContext(ctx, g.first.lock, resource, token); err != nil {
 		return false, err
 	}
-	var latest, snapshot string
-	if err := tx.QueryRowContext(ctx, g.first.latest, resource).Scan(&latest); err != nil {
-		return false, err
-	}
-	err := tx.QueryRowContext(ctx, g.first.snapshot, resource).Scan(&snapshot)
-	if errors.Is(err, sql.ErrNoRows) { // committed after the snapshot
-		return true, nil
-	}
+	var latest, snapshot sql.NullString // snapshot: NULL when inserted after it
+	err := tx.QueryRowContext(ctx, g.first.compare, resource, resource).Scan(&latest, &snapshot)
 	return latest != snapshot, err
 }
