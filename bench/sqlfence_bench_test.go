@@ -22,22 +22,8 @@ import (
 // go-sql-driver/mysql (a statement with arguments is prepared, run and
 // closed), modernc.org/sqlite on a WAL file with a busy timeout.
 func BenchmarkSQLFencePaired(b *testing.B) {
-	dialects := []struct {
-		name    string
-		dialect sqlfence.Dialect
-		driver  string
-		dsn     func(testing.TB) string
-		create  string
-	}{
-		{"postgres", sqlfence.Postgres, "pgx", testutil.PostgresURL,
-			`CREATE TABLE IF NOT EXISTS bench_sql_rows (id bigserial PRIMARY KEY, resource text NOT NULL, token bigint NOT NULL)`},
-		{"mysql", sqlfence.MySQL, "mysql", testutil.MySQLDSN,
-			`CREATE TABLE IF NOT EXISTS bench_sql_rows (id BIGINT AUTO_INCREMENT PRIMARY KEY, resource VARCHAR(64) NOT NULL, token BIGINT NOT NULL) ENGINE=InnoDB`},
-		{"sqlite", sqlfence.SQLite, "sqlite", func(tb testing.TB) string { return testutil.SQLiteDSN(tb) },
-			`CREATE TABLE IF NOT EXISTS bench_sql_rows (id INTEGER PRIMARY KEY AUTOINCREMENT, resource TEXT NOT NULL, token INTEGER NOT NULL)`},
-	}
 	ctx := context.Background()
-	for _, d := range dialects {
+	for _, d := range sqlDialects {
 		b.Run(d.name, func(b *testing.B) {
 			db, err := sql.Open(d.driver, d.dsn(b))
 			if err != nil {
@@ -51,10 +37,7 @@ func BenchmarkSQLFencePaired(b *testing.B) {
 			if err := g.Migrate(ctx); err != nil {
 				b.Fatal(err)
 			}
-			insert := `INSERT INTO bench_sql_rows (resource, token) VALUES (?, ?)`
-			if d.dialect == sqlfence.Postgres {
-				insert = `INSERT INTO bench_sql_rows (resource, token) VALUES ($1, $2)`
-			}
+			insert := d.insert
 			ref := func(res string) error {
 				tx, err := db.BeginTx(ctx, nil)
 				if err != nil {
@@ -81,4 +64,25 @@ func BenchmarkSQLFencePaired(b *testing.B) {
 			}
 		})
 	}
+}
+
+// sqlDialects are the databases the sqlfence benchmarks write to, and
+// how: a table of rows and an INSERT of one (resource, token).
+var sqlDialects = []struct {
+	name    string
+	dialect sqlfence.Dialect
+	driver  string
+	dsn     func(testing.TB) string
+	create  string
+	insert  string
+}{
+	{"postgres", sqlfence.Postgres, "pgx", testutil.PostgresURL,
+		`CREATE TABLE IF NOT EXISTS bench_sql_rows (id bigserial PRIMARY KEY, resource text NOT NULL, token bigint NOT NULL)`,
+		`INSERT INTO bench_sql_rows (resource, token) VALUES ($1, $2)`},
+	{"mysql", sqlfence.MySQL, "mysql", testutil.MySQLDSN,
+		`CREATE TABLE IF NOT EXISTS bench_sql_rows (id BIGINT AUTO_INCREMENT PRIMARY KEY, resource VARCHAR(64) NOT NULL, token BIGINT NOT NULL) ENGINE=InnoDB`,
+		`INSERT INTO bench_sql_rows (resource, token) VALUES (?, ?)`},
+	{"sqlite", sqlfence.SQLite, "sqlite", func(tb testing.TB) string { return testutil.SQLiteDSN(tb) },
+		`CREATE TABLE IF NOT EXISTS bench_sql_rows (id INTEGER PRIMARY KEY AUTOINCREMENT, resource TEXT NOT NULL, token INTEGER NOT NULL)`,
+		`INSERT INTO bench_sql_rows (resource, token) VALUES (?, ?)`},
 }

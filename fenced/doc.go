@@ -67,6 +67,12 @@
 // failure (SQLSTATE 40001) instead, which Do returns unchanged, like
 // deadlocks (40P01): retry the whole unit of work, with the token you hold.
 //
+// That holds for what is read after the fence. A transaction of your own
+// that reads a row, then calls Check, waits there while the previous
+// holder commits, then writes back what it read, would undo that write
+// (a lost update) under READ COMMITTED. Check refuses to follow a read:
+// ErrCheckNotFirst, nothing recorded. Call Check first, then read.
+//
 // # Errors
 //
 // Do, Check, Raise, Fences, Migrate, Protect and Unprotect report each situation with the error
@@ -76,6 +82,8 @@
 //	bad argument, option or Guard (see below)        ErrInvalid, before any round trip
 //	ctx already done                                 ctx.Err(), wrapped, before any round trip
 //	token lower than the highest recorded            ErrStaleToken, a *StaleTokenError (not from Raise)
+//	Check after a read in its transaction (Do over   ErrCheckNotFirst; nothing recorded: roll back,
+//	  a pgx.Tx: a read in the enclosing one)           begin again with Check first
 //	fence table missing                              ErrNotMigrated: call Guard.Migrate
 //	PostgreSQL or connection failure, ctx ending     pgx's error wrapped with %w (*pgconn.PgError, ctx.Err(), ...)
 //	fn returned an error                             that error, as it is, unless a protected table

@@ -20,6 +20,11 @@ var (
 	// return when the fence table does not exist. The error also wraps PostgreSQL's
 	// *pgconn.PgError (SQLSTATE 42P01).
 	ErrNotMigrated = fence.ErrNotMigrated
+	// ErrCheckNotFirst is matched by the error Check returns when its
+	// transaction read a table before it, and Do over a pgx.Tx when the
+	// enclosing transaction did: what was read may predate the previous
+	// holder's write. Nothing was recorded; roll back.
+	ErrCheckNotFirst = fence.ErrCheckNotFirst
 )
 
 // StaleTokenError says which write was refused and why: Token is lower than

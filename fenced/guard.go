@@ -15,6 +15,7 @@ import (
 
 	"github.com/redfence/redfence/fenced/fence"
 	"github.com/redfence/redfence/internal/pgfence"
+	"github.com/redfence/redfence/internal/pgfirst"
 	"github.com/redfence/redfence/internal/typednil"
 )
 
@@ -35,6 +36,7 @@ type Guard struct {
 	table   string
 	upsert  string
 	highest string
+	nested  bool // db is a pgx.Tx: Do's transaction is a savepoint in another
 	tel     telemetry
 }
 
@@ -59,6 +61,7 @@ func New(db Beginner, opts ...Option) *Guard {
 		g.err = invalid("nil database: a nil %T", db)
 		return g
 	}
+	_, g.nested = db.(pgx.Tx)
 	g.name = cfg.table
 	g.setting = pgfence.Setting(cfg.table)
 	g.table, g.err = quoteTable(cfg.table)
@@ -119,6 +122,10 @@ func (g *Guard) Migrate(ctx context.Context) error {
 // context of their own, so a cancelled ctx still ends the transaction
 // cleanly.
 //
+// Over a pgx.Tx, Do's transaction is a savepoint in the caller's; when
+// that transaction read a table before Do, Do returns an error matching
+// ErrCheckNotFirst without calling fn (see Check).
+//
 // fn must do all its writes through tx, and must not commit or roll it back.
 func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ctx context.Context, tx pgx.Tx) error) (err error) {
 	if err := g.validate(ctx, resource, token); err != nil {
@@ -146,6 +153,11 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 			rollback(ctx, tx)
 		}
 	}()
+	if g.nested { // the enclosing transaction may have read
+		if err := g.readFirst(ctx, tx, "Do", resource); err != nil {
+			return err
+		}
+	}
 	if err := g.check(ctx, tx, resource, token, span); err != nil {
 		return err
 	}
@@ -166,12 +178,24 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 }
 
 // Check records token for resource inside tx, which the caller began and
-// will commit. It must be the first statement of that transaction: writes
-// made before it are not fenced. On a stale token it returns a
-// *StaleTokenError and the caller must roll tx back; any writes committed
-// anyway are not protected. Under REPEATABLE READ or SERIALIZABLE it must
-// come first for another reason too: the snapshot is taken at the first
-// statement, and the fence row has to be read in it.
+// will commit. It must come before the transaction's reads and writes:
+// writes made before it are not fenced, and a row read before it may
+// predate a write that the resource's previous holder committed while
+// Check waited for the fence row; writing back what was read would undo
+// that write (a lost update), at every isolation level. So Check refuses
+// to follow a read: when tx holds a read lock on any table other than the
+// fence table (a SELECT, or SELECT … FOR UPDATE, of any row, in tx or in a
+// transaction tx is a savepoint of), it records nothing and returns an
+// error matching ErrCheckNotFirst; roll tx back and begin again with Check
+// first. Writes before it, and other fences' Check or Do, are not reads.
+// Check first, then read: the reads see every write committed before the
+// fence was passed.
+//
+// On a stale token it returns a *StaleTokenError. After either error the
+// caller must roll tx back; any writes committed anyway are not protected.
+// Under REPEATABLE READ or SERIALIZABLE the snapshot is taken at the first
+// statement, so a writer that committed while Check waited ends the wait
+// with a serialization failure (SQLSTATE 40001), as in Do.
 //
 // Bad arguments and a done ctx are reported as by Do, before any round
 // trip; a nil tx (typed nil included) is ErrInvalid too.
@@ -188,7 +212,24 @@ func (g *Guard) Check(ctx context.Context, tx pgx.Tx, resource string, token int
 	ctx, span := g.tel.tracer.Start(ctx, "redfence.fenced.Check", trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attrResource.String(resource), attrToken.Int64(token)))
 	defer func() { endSpan(span, err) }()
+	if err := g.readFirst(ctx, tx, "check", resource); err != nil {
+		return err
+	}
 	return g.check(ctx, tx, resource, token, span)
+}
+
+// readFirst returns an error matching ErrCheckNotFirst when tx read a
+// table other than the fence table before the fence (see pgfirst); op
+// names the caller in errors.
+func (g *Guard) readFirst(ctx context.Context, tx pgx.Tx, op, resource string) error {
+	var read bool
+	if err := tx.QueryRow(ctx, pgfirst.ReadBefore, g.table).Scan(&read); err != nil {
+		return fmt.Errorf("fenced: %s %q: %w", op, clip(resource), err)
+	}
+	if read {
+		return fmt.Errorf("%w: %s %q: the transaction read a table before it", ErrCheckNotFirst, op, clip(resource))
+	}
+	return nil
 }
 
 // usable returns the ErrInvalid every method reports for a Guard it cannot

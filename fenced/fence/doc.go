@@ -1,6 +1,7 @@
 // Package fence holds what every redfence fence shares, whatever stores the
 // tokens: the errors a guard returns (ErrStaleToken and *StaleTokenError,
-// ErrInvalid, ErrNotMigrated) and the limits on a resource and a token.
+// ErrInvalid, ErrNotMigrated, ErrCheckNotFirst) and the limits on a
+// resource and a token.
 //
 // The guards re-export these (fenced.ErrStaleToken is fence.ErrStaleToken,
 // fenced.StaleTokenError is fence.StaleTokenError, and so in sqlfence), so

@@ -18,6 +18,12 @@ var (
 	// table does not exist. The error also wraps the database's own error
 	// (PostgreSQL: SQLSTATE 42P01; MySQL: 1146; SQLite: "no such table").
 	ErrNotMigrated = errors.New("fenced: fence table does not exist (call Guard.Migrate first)")
+	// ErrCheckNotFirst is matched by the error a guard's Check returns when
+	// its transaction read before it: what it read may predate a write
+	// committed by the resource's previous holder, and writing it back
+	// would undo that write. Nothing was recorded; roll the transaction
+	// back and begin again with Check first.
+	ErrCheckNotFirst = errors.New("fenced: the transaction read before Check (call Check first)")
 )
 
 // StaleTokenError says which write was refused and why: Token is lower than

@@ -64,6 +64,12 @@ func TestBadInput(t *testing.T) {
 		{"typed nil *redis.ClusterClient", func(ctx context.Context, _ *redis.Client) error {
 			return redisfence.New((*redis.ClusterClient)(nil)).Do(ctx, "r", 1, nil, nop)
 		}, redisfence.ErrInvalid, []string{"*redis.ClusterClient"}},
+		{"*redis.Ring", func(ctx context.Context, _ *redis.Client) error {
+			// A Ring moves a down shard's keys to another: no fence there.
+			ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": testutil.RefusedAddr(t)}})
+			defer func() { _ = ring.Close() }()
+			return redisfence.New(ring).Do(ctx, "r", 1, nil, nop)
+		}, redisfence.ErrInvalid, []string{"*redis.Ring"}},
 		{"nil Fence", func(ctx context.Context, _ *redis.Client) error {
 			return (*redisfence.Fence)(nil).Do(ctx, "r", 1, nil, nop)
 		}, redisfence.ErrInvalid, nil},

@@ -2,6 +2,8 @@ package redisfence_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"strings"
 	"testing"
 
@@ -105,4 +107,25 @@ func TestCluster(t *testing.T) {
 		assert.Empty(t, fenceValue(t, counted, res))
 		assert.Zero(t, counted.Exists(ctx, outside).Val())
 	})
+}
+
+// TestTagNeverCollides: two resources never share a tag, not even a
+// resource with a brace and the hex of its SHA-1, whose tag the hashed form
+// once was; a tag without braces is still the resource's own.
+func TestTagNeverCollides(t *testing.T) {
+	resources := []string{"x{y", "a{b}c", "{", "}", "{}", "account:42", "ü", strings.Repeat("k", 100)}
+	seen := map[string]string{}
+	for _, r := range resources {
+		sum := sha1.Sum([]byte(r))
+		for _, res := range []string{r, hex.EncodeToString(sum[:]), "{" + hex.EncodeToString(sum[:])} {
+			tag := redisfence.Tag(res)
+			if other, ok := seen[tag]; ok && other != res {
+				t.Errorf("Tag(%q) == Tag(%q) == %q", res, other, tag)
+			}
+			seen[tag] = res
+		}
+	}
+	assert.Equal(t, "{account:42}", redisfence.Tag("account:42"), "an ordinary tag keeps its form")
+	assert.Equal(t, "{{", redisfence.Tag("x{y")[:2], "a hashed tag starts with a brace no ordinary one has")
+	assert.Equal(t, redisfence.Slot(redisfence.Tag("x{y")), redisfence.Slot(fenceOf("x{y")), "data key and fence share a slot")
 }

@@ -20,7 +20,8 @@ import (
 // without calling fn. An equal token is accepted: the same holder may write
 // twice. Otherwise it calls fn with the transaction, tx, through which fn
 // reads what it needs, and a pipeline, pipe, on which fn queues its writes;
-// then it sends MULTI, fn's commands, the SET that records token, and EXEC.
+// then it sends MULTI, fn's commands, the SET that records token (none
+// when the fence key holds token already), and EXEC.
 // Redis runs them only if none of the WATCHed keys changed since the WATCH:
 // writes are applied, and tokens recorded, in an order where a resource's
 // token never decreases. When another writer changed a WATCHed key first,
@@ -65,8 +66,8 @@ import (
 // deadlines to its sockets (go-redis's ContextTimeoutEnabled); otherwise a
 // hung server holds each round trip for the client's ReadTimeout.
 //
-// fn must read only through tx and write only through pipe, and must not
-// execute pipe (Exec, Pipelined, TxPipelined: Do returns an error matching
+// fn must read only through tx and write only through pipe, must not
+// write the fence key, and must not execute pipe (Exec, Pipelined, TxPipelined: Do returns an error matching
 // ErrInvalid and applies nothing) nor call tx's Watch, Unwatch,
 // TxPipelined or Close.
 func (f *Fence) Do(ctx context.Context, resource string, token int64, keys []string,
@@ -156,12 +157,12 @@ func (f *Fence) attempt(ctx context.Context, tx *redis.Tx, w *write) (lost bool,
 			unwatch(ctx, tx)
 		}
 	}()
-	highest, err := f.readFence(ctx, tx, w, &armed)
+	st, err := f.readFence(ctx, tx, w, &armed)
 	if err != nil {
 		return false, nil, err
 	}
-	if w.token < highest {
-		return false, nil, &StaleTokenError{Resource: w.resource, Token: w.token, Highest: highest}
+	if w.token < st.highest {
+		return false, nil, &StaleTokenError{Resource: w.resource, Token: w.token, Highest: st.highest}
 	}
 	if err := ctx.Err(); err != nil {
 		return false, nil, fmt.Errorf("redisfence: %w", err)
@@ -176,8 +177,7 @@ func (f *Fence) attempt(ctx context.Context, tx *redis.Tx, w *write) (lost bool,
 	if err := ctx.Err(); err != nil {
 		return false, nil, fmt.Errorf("redisfence: %w", err)
 	}
-	// Last, so that it wins over anything fn queued on the fence key.
-	set := q.Pipeliner.Set(ctx, w.fence, w.token, f.cfg.ttl)
+	set := f.record(ctx, q.Pipeliner, w, st)
 	_, err = q.Pipeliner.Exec(ctx)
 	if err == nil || errors.Is(err, redis.TxFailedErr) || redis.IsExecAbortError(err) {
 		armed = false // EXEC ran, or was refused: either way the WATCH is over
@@ -187,52 +187,88 @@ func (f *Fence) attempt(ctx context.Context, tx *redis.Tx, w *write) (lost bool,
 		return false, nil, nil
 	case errors.Is(err, redis.TxFailedErr):
 		return true, nil, nil
-	case set.Err() == nil: // EXEC ran, and a command of fn's failed inside it
+	case set == nil || set.Err() == nil: // EXEC ran, and a command of fn's failed inside it
 		return false, nil, fmt.Errorf("redisfence: resource %q: token %d recorded and the other commands applied, but one failed (Redis does not roll back): %w",
 			clip(w.resource), w.token, err)
 	}
 	return false, nil, fmt.Errorf("redisfence: resource %q: exec: %w", clip(w.resource), err)
 }
 
-// readFence WATCHes (on a *redis.Client, in one round trip with the read)
-// and returns the highest token recorded for w's resource, or -1 when there
-// is none.
-func (f *Fence) readFence(ctx context.Context, tx *redis.Tx, w *write, armed *bool) (int64, error) {
-	var get *redis.StringCmd
-	if f.oneTrip {
-		var watch *redis.StatusCmd
-		*armed = len(w.watch) > 0
-		_, _ = tx.Pipelined(ctx, func(p redis.Pipeliner) error {
-			if *armed {
-				args := make([]any, 1+len(w.watch))
-				args[0] = "watch"
-				for i, k := range w.watch {
-					args[1+i] = k
-				}
-				watch = redis.NewStatusCmd(ctx, args...)
-				_ = p.Process(ctx, watch)
-			}
-			get = p.Get(ctx, w.fence)
+// fenceState is the fence key as Do read it, after the WATCH: any change
+// to it since then makes the EXEC fail.
+type fenceState struct {
+	highest int64         // the token it holds, or -1 when there is none
+	pttl    time.Duration // its TTL left; -1: no expiry, -2: no key
+	read    time.Time     // when it was read, for the TTL left at EXEC
+}
+
+// record queues, last on pipe, the SET that records w's token, or nothing
+// when the key holds the token already and keeps it long enough: every
+// write to the key breaks the WATCH of every other writer of the resource,
+// and writers sharing a token would make each other retry. It never
+// shortens the key's life. The queued command, or nil.
+func (f *Fence) record(ctx context.Context, pipe redis.Pipeliner, w *write, st fenceState) *redis.StatusCmd {
+	ttl := f.cfg.ttl
+	if st.highest == w.token {
+		left := st.pttl - time.Since(st.read)
+		// With a TTL: a key rewritten gets 1.5 × ttl and is rewritten again
+		// below 1.25 × ttl, so it keeps at least ttl after the last accepted
+		// write, with ttl/4 for the time from here to the EXEC.
+		if st.pttl == -1 || ttl > 0 && left >= ttl+ttl/4 {
 			return nil
-		})
-		if watch != nil && watch.Err() != nil {
-			return 0, fmt.Errorf("redisfence: resource %q: watch: %w", clip(w.resource), watch.Err())
 		}
-	} else {
-		get = tx.Get(ctx, w.fence)
+	}
+	if ttl == 0 || st.pttl == -1 { // a key without expiry keeps none
+		return pipe.Set(ctx, w.fence, w.token, 0)
+	}
+	return pipe.Set(ctx, w.fence, w.token, max(ttl+ttl/2, st.pttl))
+}
+
+// readFence WATCHes (on a *redis.Client, in one round trip with the read)
+// and reads the fence key.
+func (f *Fence) readFence(ctx context.Context, tx *redis.Tx, w *write, armed *bool) (fenceState, error) {
+	var (
+		watch *redis.StatusCmd
+		get   *redis.StringCmd
+		pttl  *redis.DurationCmd
+	)
+	if f.oneTrip {
+		*armed = len(w.watch) > 0
+	}
+	_, _ = tx.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if f.oneTrip && *armed {
+			args := make([]any, 1+len(w.watch))
+			args[0] = "watch"
+			for i, k := range w.watch {
+				args[1+i] = k
+			}
+			watch = redis.NewStatusCmd(ctx, args...)
+			_ = p.Process(ctx, watch)
+		}
+		get = p.Get(ctx, w.fence)
+		pttl = p.PTTL(ctx, w.fence)
+		return nil
+	})
+	st := fenceState{highest: -1, read: time.Now()}
+	if watch != nil && watch.Err() != nil {
+		return st, fmt.Errorf("redisfence: resource %q: watch: %w", clip(w.resource), watch.Err())
 	}
 	v, err := get.Result()
 	switch {
 	case errors.Is(err, redis.Nil):
-		return -1, nil // no fence yet: every token is accepted
+		st.pttl = -2
+		return st, nil // no fence yet: every token is accepted
 	case err != nil:
-		return 0, fmt.Errorf("redisfence: resource %q: read fence: %w", clip(w.resource), err)
+		return st, fmt.Errorf("redisfence: resource %q: read fence: %w", clip(w.resource), err)
 	}
-	highest, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || highest < 0 {
-		return 0, fmt.Errorf("redisfence: resource %q: fence key %q holds %q, which is not a token", clip(w.resource), clip(w.fence), clip(v))
+	st.highest, err = strconv.ParseInt(v, 10, 64)
+	if err != nil || st.highest < 0 {
+		return st, fmt.Errorf("redisfence: resource %q: fence key %q holds %q, which is not a token", clip(w.resource), clip(w.fence), clip(v))
 	}
-	return highest, nil
+	if st.pttl, err = pttl.Result(); err != nil {
+		return st, fmt.Errorf("redisfence: resource %q: read fence: %w", clip(w.resource), err)
+	}
+	return st, nil
 }
 
 // cleanupTimeout bounds an UNWATCH sent after the caller's ctx may have

@@ -19,18 +19,20 @@
 // Fence.Do runs an optimistic transaction:
 //
 //	WATCH <fence key> <keys>       one round trip with the GET on a *redis.Client
-//	GET <fence key>                the highest token; lower than ours: UNWATCH, ErrStaleToken
+//	GET, PTTL <fence key>          the highest token; lower than ours: UNWATCH, ErrStaleToken
 //	... fn reads through tx ...
 //	MULTI
 //	... fn's commands, queued on pipe ...
-//	SET <fence key> <token> [PX <WithFenceTTL>]
+//	SET <fence key> <token> [PX]   unless the key holds our token already
 //	EXEC                           nil when a WATCHed key changed: nothing applied
 //
 // EXEC applies everything only if no WATCHed key changed since the WATCH.
 // The fence key is always WATCHed, so once a write with token t has been
 // applied, no write that read the fence before it can be applied behind it:
 // its EXEC fails, Do reads the fence again and finds its token stale (or
-// not, and tries again). The keys given to Do are WATCHed too, so that
+// not, and tries again). A write with the token the key holds already
+// leaves the key alone (short of renewing a WithFenceTTL), so writers
+// sharing a token do not make each other retry. The keys given to Do are WATCHed too, so that
 // what fn read is still true when its writes are applied: a
 // read-modify-write needs its keys listed; a blind write needs none.
 //
@@ -45,7 +47,7 @@
 // # Keys and hash slots
 //
 // The fence of resource r is the key DefaultPrefix + Tag(r) (WithPrefix to
-// change the prefix): "redfence:fence:{r}", or "redfence:fence:{<hex
+// change the prefix): "redfence:fence:{r}", or "redfence:fence:{{<hex
 // SHA-1 of r>}r" when r contains a brace. Put Tag(r) in every data key of
 // r ("balance:" + Tag(r), as the key's first braces): on a Cluster a MULTI
 // touches one hash slot only, so the fence key and the data keys must share
@@ -60,9 +62,9 @@
 //
 // One Redis deployment holds both the data and the fence: a standalone
 // server, a Sentinel-managed primary (NewFailoverClient), or a Cluster. A
-// Ring is not safe for fencing: when a shard is down it sends the keys to
-// another, which holds neither their fence nor their data, so a stale
-// holder's write is accepted there. Not Redlock's N independent masters:
+// Ring is not safe for fencing, and New refuses a *redis.Ring: when a
+// shard is down it sends the keys to another, which holds neither their
+// fence nor their data, so a stale holder's write is accepted there. Not Redlock's N independent masters:
 // the fence must live in the same transaction as the data. (A token from a
 // Redlock lock is fine; the data just has to live in one deployment.)
 //
@@ -95,6 +97,8 @@
 // one key per resource ever written. WithFenceTTL makes each expire some
 // time after its resource's last accepted write; the risk is that a holder
 // late by more than that finds no fence and is accepted whatever its token.
+// A TTL never shortens a fence's life: a key without expiry, written by a
+// Fence without WithFenceTTL, keeps none, and a longer TTL left is kept.
 // Delete the fence keys of retired resources yourself, when no holder can
 // write to them any more.
 //

@@ -12,8 +12,8 @@ import (
 
 // Watcher runs fn with a transaction that has WATCHed keys, as go-redis's
 // clients do: *redis.Client (standalone, or Sentinel from
-// NewFailoverClient), *redis.ClusterClient, *redis.Ring and any
-// redis.UniversalClient satisfy it.
+// NewFailoverClient), *redis.ClusterClient and any redis.UniversalClient
+// satisfy it. So does *redis.Ring, which New refuses (see the package doc).
 type Watcher interface {
 	Watch(ctx context.Context, fn func(*redis.Tx) error, keys ...string) error
 }
@@ -38,8 +38,9 @@ type mutation struct {
 }
 
 // New returns a Fence over client. A nil client, a typed nil one (a nil
-// *redis.Client in the interface) or a bad option does not panic: Do
-// returns an error matching ErrInvalid without a round trip.
+// *redis.Client in the interface), a *redis.Ring (which moves a down
+// shard's keys, fence and data, to another shard) or a bad option does not
+// panic: Do returns an error matching ErrInvalid without a round trip.
 func New(client Watcher, opts ...Option) *Fence {
 	cfg := config{prefix: DefaultPrefix, attempts: DefaultAttempts}
 	for _, o := range opts {
@@ -53,10 +54,14 @@ func New(client Watcher, opts ...Option) *Fence {
 		f.err = invalid("nil redis client")
 	case typednil.Is(client):
 		f.err = invalid("nil redis client: a nil %T", client)
+	default:
+		if _, ring := client.(*redis.Ring); ring {
+			f.err = invalid("a *redis.Ring cannot fence: it sends a down shard's keys to another, which holds neither their fence nor their data")
+		}
 	}
 	// A *redis.Client's Watch takes no keys, so Do sends WATCH in the same
 	// round trip as the read of the fence. Clients that route by key
-	// (Cluster, Ring) need the keys up front and send WATCH on its own.
+	// (Cluster) need the keys up front and send WATCH on its own.
 	_, f.oneTrip = client.(*redis.Client)
 	return f
 }

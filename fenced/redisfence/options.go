@@ -55,9 +55,13 @@ func WithPrefix(prefix string) Option {
 	})
 }
 
-// WithFenceTTL makes every fence key expire d after the last write accepted
-// for its resource (each accepted write sets it again). Default: fence keys
-// never expire, which is the safe choice: once a resource's fence has
+// WithFenceTTL makes every fence key expire at least d, and at most 1.5 d,
+// after the last write accepted for its resource: an accepted write sets a
+// TTL of 1.5 d, except that one with the token the key holds already
+// leaves the key alone while 1.25 d or more is left (so that writers
+// sharing a token do not make each other retry). A TTL never shortens a fence: a key
+// without expiry (written by a Fence without WithFenceTTL) keeps none, and
+// one with more than 1.5 d left keeps it. Default: fence keys never expire, which is the safe choice: once a resource's fence has
 // expired, the next write is accepted whatever its token, so a holder that
 // wakes up late with an old token writes over newer data. Set d only when
 // resources come and go in numbers that matter, and longer than any writer

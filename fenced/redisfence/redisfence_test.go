@@ -387,19 +387,99 @@ func TestFailuresInsideExec(t *testing.T) {
 	})
 }
 
+// TestFenceTTL: with WithFenceTTL an accepted write gives the fence key a
+// TTL of 1.5 × the option's, which never shortens a fence's life: a key
+// without expiry keeps none, a longer TTL left is kept, and a key holding
+// the token is rewritten only when less than 1.25 × the option's is left.
 func TestFenceTTL(t *testing.T) {
 	c, _ := testutil.Redis(t)
 	ctx := context.Background()
-	pttl := func(res string) int64 {
-		n, err := c.Do(ctx, "PTTL", fenceOf(res)).Int64()
+	pttl := func(res string) time.Duration {
+		d, err := c.PTTL(ctx, fenceOf(res)).Result()
 		require.NoError(t, err)
-		return n
+		return d
 	}
-	require.NoError(t, redisfence.New(c).Do(ctx, "forever", 1, nil, logWrite("forever", "x")))
-	assert.Equal(t, int64(-1), pttl("forever"), "by default a fence never expires")
-
+	permanent := redisfence.New(c)
 	f := redisfence.New(c, redisfence.WithFenceTTL(time.Minute))
-	require.NoError(t, c.Set(ctx, fenceOf("expiring"), "1", time.Second).Err())
+	const slack = 5 * time.Second // the test's own time between a write and PTTL
+
+	require.NoError(t, permanent.Do(ctx, "forever", 1, nil, logWrite("forever", "x")))
+	assert.Equal(t, time.Duration(-1), pttl("forever"), "by default a fence never expires")
+	require.NoError(t, f.Do(ctx, "forever", 1, nil, logWrite("forever", "equal")))
+	assert.Equal(t, time.Duration(-1), pttl("forever"), "a TTL does not make a permanent fence expire")
+	require.NoError(t, f.Do(ctx, "forever", 2, nil, logWrite("forever", "higher")))
+	assert.Equal(t, time.Duration(-1), pttl("forever"), "nor does a higher token")
+	assert.Equal(t, "2", fenceValue(t, c, "forever"))
+
 	require.NoError(t, f.Do(ctx, "expiring", 1, nil, logWrite("expiring", "x")))
-	assert.InDelta(t, int64(time.Minute/time.Millisecond), pttl("expiring"), 5000, "each accepted write sets the TTL again")
+	assert.InDelta(t, float64(90*time.Second), float64(pttl("expiring")), float64(slack), "1.5 × the TTL")
+	require.NoError(t, c.PExpire(ctx, fenceOf("expiring"), 70*time.Second).Err())
+	require.NoError(t, f.Do(ctx, "expiring", 1, nil, logWrite("expiring", "y")))
+	assert.InDelta(t, float64(90*time.Second), float64(pttl("expiring")), float64(slack), "less than 1.25 × the TTL left: set again")
+	require.NoError(t, c.PExpire(ctx, fenceOf("expiring"), 85*time.Second).Err())
+	require.NoError(t, f.Do(ctx, "expiring", 1, nil, logWrite("expiring", "z")))
+	assert.InDelta(t, float64(85*time.Second), float64(pttl("expiring")), float64(slack), "more left: left alone")
+	require.NoError(t, f.Do(ctx, "expiring", 2, nil, logWrite("expiring", "raised")))
+	assert.InDelta(t, float64(90*time.Second), float64(pttl("expiring")), float64(slack), "a higher token sets it again")
+
+	require.NoError(t, c.Set(ctx, fenceOf("long"), "1", time.Hour).Err())
+	require.NoError(t, f.Do(ctx, "long", 2, nil, logWrite("long", "x")))
+	assert.InDelta(t, float64(time.Hour), float64(pttl("long")), float64(slack), "a longer TTL left is kept")
+	require.NoError(t, permanent.Do(ctx, "long", 2, nil, logWrite("long", "y")))
+	assert.Equal(t, time.Duration(-1), pttl("long"), "a Fence without a TTL makes the fence permanent")
+}
+
+// TestEqualTokensDoNotContend: writers sharing a token, all between their
+// read of the fence and their EXEC at once, are all applied in one attempt
+// each: none rewrites the fence key, so none breaks another's WATCH.
+func TestEqualTokensDoNotContend(t *testing.T) {
+	t.Parallel()
+	_, srv := testutil.Redis(t)
+	ctx := context.Background()
+	const writers = 32
+	// A connection per writer: each holds one for its WATCH until all meet.
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 2 * writers, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	for _, tc := range []struct {
+		name    string
+		watcher redisfence.Watcher
+		opts    []redisfence.Option
+	}{
+		{"standalone", c, nil},
+		{"routed", routed{c}, nil},
+		{"with a TTL", c, []redisfence.Option{redisfence.WithFenceTTL(time.Minute)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := redisfence.New(tc.watcher, append(tc.opts, redisfence.WithAttempts(1))...)
+			res := "equal/" + tc.name
+			require.NoError(t, f.Do(ctx, res, 7, nil, logWrite(res, "first")))
+			var (
+				met     sync.WaitGroup // every writer has read the fence and is in fn
+				errs    = make([]error, writers)
+				writing sync.WaitGroup
+			)
+			met.Add(writers)
+			for i := range writers {
+				writing.Go(func() {
+					errs[i] = f.Do(ctx, res, 7, nil, func(ctx context.Context, tx *redis.Tx, pipe redis.Pipeliner) error {
+						met.Done()
+						met.Wait()
+						return logWrite(res, strconv.Itoa(i))(ctx, tx, pipe)
+					})
+				})
+			}
+			writing.Wait()
+			contended := 0
+			for _, err := range errs {
+				if errors.Is(err, redisfence.ErrContended) {
+					contended++
+					continue
+				}
+				assert.NoError(t, err)
+			}
+			assert.Zero(t, contended, "writers with one token knocked each other out")
+			assert.Len(t, logOf(t, c, res), writers+1)
+			assert.Equal(t, "7", fenceValue(t, c, res))
+		})
+	}
 }

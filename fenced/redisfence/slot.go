@@ -8,15 +8,17 @@ import (
 
 // Tag returns the hash tag of resource's fence key: "{" + resource + "}",
 // or, when resource holds a brace (which would end the tag early or leave
-// it empty), "{" + the hex SHA-1 of resource + "}". Put it in every data key
-// that Do is given for resource, as the key's first pair of braces
-// ("balance:" + Tag(resource)), so that on a Cluster the key shares the
-// fence key's slot. mutex tags its lock keys the same way, so a lock on key
-// k and the fence of resource k share a slot too.
+// it empty), "{{" + the hex SHA-1 of resource + "}". The second brace keeps
+// the two forms apart: no resource's tag is another's (a tag "{<hex>}" is
+// the resource "<hex>"'s). Put it in every data key that Do is given for
+// resource, as the key's first pair of braces ("balance:" + Tag(resource)),
+// so that on a Cluster the key shares the fence key's slot. mutex tags a
+// lock key without braces the same way, so a lock on such a key k and the
+// fence of resource k share a slot too.
 func Tag(resource string) string {
 	if strings.ContainsAny(resource, "{}") {
 		sum := sha1.Sum([]byte(resource))
-		return "{" + hex.EncodeToString(sum[:]) + "}"
+		return "{{" + hex.EncodeToString(sum[:]) + "}"
 	}
 	return "{" + resource + "}"
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
 
+	"github.com/redfence/redfence/fenced/fence"
 	"github.com/redfence/redfence/internal/pgfence"
 )
 
@@ -44,9 +46,10 @@ type statements struct {
 	migrate []string // Migrate's, in one transaction
 	upsert  string   // records the token unless a higher one is; locks the row
 	highest string   // the recorded token, read after upsert under its lock
-	engine  string   // MySQL: the fence table's storage engine
-	// engineArgs are engine's: the schema (nil for the default) and name.
-	engineArgs []any
+	// storage reads what the fence table is stored in (MySQL: its engine;
+	// SQLite: its database's file), with storageArgs, for safeStorage.
+	storage     string
+	storageArgs []any
 }
 
 // statements builds d's SQL for the fence table named name, split into
@@ -83,12 +86,16 @@ func (d Dialect) statements(name string, parts []string) statements {
 ) ENGINE=InnoDB`},
 			upsert: `INSERT INTO ` + table + ` (resource, token, updated_at) VALUES (?, ?, UTC_TIMESTAMP(6))
 ON DUPLICATE KEY UPDATE updated_at = IF(token <= ?, UTC_TIMESTAMP(6), updated_at), token = GREATEST(token, ?)`,
-			highest:    `SELECT token FROM ` + table + ` WHERE resource = ? FOR UPDATE`,
-			engine:     `SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?`,
-			engineArgs: engineArgs,
+			highest:     `SELECT token FROM ` + table + ` WHERE resource = ? FOR UPDATE`,
+			storage:     `SELECT ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?`,
+			storageArgs: engineArgs,
 		}
 	case SQLite:
 		table := quoteWith(`"`, parts)
+		schema := "main"
+		if len(parts) == 2 {
+			schema = parts[0]
+		}
 		const now = `strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`
 		return statements{
 			migrate: []string{`CREATE TABLE IF NOT EXISTS ` + table + ` (
@@ -101,6 +108,9 @@ ON CONFLICT (resource) DO UPDATE SET token = excluded.token, updated_at = ` + no
 WHERE token <= excluded.token
 RETURNING token`,
 			highest: `SELECT token FROM ` + table + ` WHERE resource = ?`,
+			// An in-memory or temporary database has no file name.
+			storage:     `SELECT file FROM pragma_database_list WHERE name = ? COLLATE NOCASE`,
+			storageArgs: []any{schema},
 		}
 	}
 	return statements{}
@@ -149,6 +159,21 @@ func (d Dialect) record(ctx context.Context, tx *sql.Tx, st *statements, resourc
 	// recorded; the row is ours until the transaction ends.
 	err := tx.QueryRowContext(ctx, st.highest, resource).Scan(&highest)
 	return highest, err
+}
+
+// safeStorage returns nil when what st.storage read of the fence table can
+// fence writers, and otherwise an error matching ErrUnsafeStorage that says
+// why. table is the name as configured, for the message.
+func (d Dialect) safeStorage(table, storage string) error {
+	switch {
+	case d == MySQL && storage != "InnoDB":
+		return fmt.Errorf("%w: fence table %s uses the %s engine; the fence needs InnoDB's row locks and transactions",
+			ErrUnsafeStorage, fence.Clip(table), storage)
+	case d == SQLite && storage == "":
+		return fmt.Errorf("%w: fence table %s is in an in-memory or temporary database, which each connection sees apart "+
+			"(or, shared, locks a table, not the database): open a file", ErrUnsafeStorage, fence.Clip(table))
+	}
+	return nil
 }
 
 // notMigrated reports whether err, from a statement that names only the

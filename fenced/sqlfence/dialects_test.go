@@ -119,14 +119,73 @@ func TestMySQLNeedsInnoDB(t *testing.T) {
 	e := setup(t, stores[1])
 	e.exec(t, "CREATE TABLE "+e.fences+"_myisam (resource VARBINARY(255) NOT NULL PRIMARY KEY, token BIGINT NOT NULL, updated_at DATETIME(6) NOT NULL) ENGINE=MyISAM")
 	err := sqlfence.New(e.db, sqlfence.MySQL, sqlfence.WithTable(e.fences+"_myisam")).Migrate(context.Background())
-	require.ErrorIs(t, err, sqlfence.ErrInvalid)
+	require.ErrorIs(t, err, sqlfence.ErrUnsafeStorage)
 	assert.Contains(t, err.Error(), "MyISAM")
 	// A database-qualified name is checked in that database.
 	var db string
 	require.NoError(t, e.db.QueryRow("SELECT DATABASE()").Scan(&db))
 	err = sqlfence.New(e.db, sqlfence.MySQL, sqlfence.WithTable(db+"."+e.fences+"_myisam")).Migrate(context.Background())
-	require.ErrorIs(t, err, sqlfence.ErrInvalid)
+	require.ErrorIs(t, err, sqlfence.ErrUnsafeStorage)
 	require.NoError(t, sqlfence.New(e.db, sqlfence.MySQL, sqlfence.WithTable(db+"."+e.fences)).Migrate(context.Background()))
+}
+
+// TestMySQLEngineAlteredAfterMigrate: a fence table altered to an engine
+// without transactions after Migrate is refused by Do and Check, at a
+// Guard's first call and once the Guard's trust in the last check has run
+// out; nothing is written. Altered back, it is accepted again.
+func TestMySQLEngineAlteredAfterMigrate(t *testing.T) {
+	e := setup(t, stores[1])
+	ctx := context.Background()
+	require.NoError(t, e.g.Do(ctx, "r", 1, e.insert("r", 1, "innodb")))
+	e.exec(t, "ALTER TABLE "+e.fences+" ENGINE=Aria")
+
+	fresh := sqlfence.New(e.db, sqlfence.MySQL, sqlfence.WithTable(e.fences))
+	err := fresh.Do(ctx, "r", 2, e.insert("r", 2, "fresh guard"))
+	require.ErrorIs(t, err, sqlfence.ErrUnsafeStorage)
+	assert.Contains(t, err.Error(), "Aria")
+	sqlfence.ExpireStorageCheck(e.g) // as storageRecheck passing would
+	require.ErrorIs(t, e.g.Do(ctx, "r", 3, e.insert("r", 3, "old guard")), sqlfence.ErrUnsafeStorage)
+	tx, err := e.db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	require.ErrorIs(t, e.g.Check(ctx, tx, "r", 4), sqlfence.ErrUnsafeStorage)
+	require.NoError(t, tx.Rollback())
+	assert.Equal(t, []string{"innodb"}, e.tags(t))
+	assert.Equal(t, int64(1), e.fence(t, "r"), "no token recorded")
+
+	e.exec(t, "ALTER TABLE "+e.fences+" ENGINE=InnoDB")
+	require.NoError(t, fresh.Do(ctx, "r", 5, e.insert("r", 5, "innodb again")))
+	require.NoError(t, e.g.Do(ctx, "r", 5, e.insert("r", 5, "and again")))
+}
+
+// TestSQLiteNeedsAFile: Migrate refuses a fence table in a database that
+// is not a file, which each connection of a pool would see apart, and
+// creates nothing.
+func TestSQLiteNeedsAFile(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ name, dsn, table string }{
+		{"memory", ":memory:", ""},
+		{"memory URI", "file::memory:", ""},
+		{"shared memory", "file::memory:?cache=shared", ""},
+		{"mode=memory", "file:fences34?mode=memory", ""},
+		{"mode=memory shared", "file:fences34?mode=memory&cache=shared", ""},
+		{"temp schema of a file", testutil.SQLiteDSN(t), "temp.fences"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := openDB(t, "sqlite", tc.dsn)
+			var opts []sqlfence.Option
+			if tc.table != "" {
+				opts = append(opts, sqlfence.WithTable(tc.table))
+			}
+			g := sqlfence.New(db, sqlfence.SQLite, opts...)
+			err := g.Migrate(ctx)
+			require.ErrorIs(t, err, sqlfence.ErrUnsafeStorage)
+			assert.Contains(t, err.Error(), "in-memory")
+			assert.NotErrorIs(t, err, sqlfence.ErrInvalid)
+			assert.ErrorIs(t, g.Do(ctx, "r", 1, nop), sqlfence.ErrNotMigrated, "Migrate created nothing")
+		})
+	}
+	g := sqlfence.New(openDB(t, "sqlite", testutil.SQLiteDSN(t)), sqlfence.SQLite, sqlfence.WithTable("main.fences"))
+	require.NoError(t, g.Migrate(ctx), "a file, named by its schema")
 }
 
 // TestPostgresSharesFencedTable: a sqlfence Postgres guard and a fenced

@@ -37,19 +37,27 @@
 // a table protected by fenced.Guard.Protect accepts writes made through
 // either. The upsert (INSERT … ON CONFLICT DO UPDATE … WHERE the recorded
 // token is not higher … RETURNING) locks the resource's row whether or not
-// it changes it. Every isolation level is safe: under READ COMMITTED (the
-// default) a writer that waited on the row re-checks it once the lock is
-// released; under REPEATABLE READ and SERIALIZABLE the same race ends in a
-// serialization failure, SQLSTATE 40001.
+// it changes it. Every isolation level is safe for what is read after the
+// fence: under READ COMMITTED (the default) a writer that waited on the row
+// re-checks it once the lock is released; under REPEATABLE READ and
+// SERIALIZABLE the same race ends in a serialization failure, SQLSTATE
+// 40001. A read before the fence may be stale whatever the level: Check
+// refuses to follow one (ErrCheckNotFirst).
 //
 // MySQL: MySQL 8.0.16 or later, or MariaDB 10.11 or later, through
 // github.com/go-sql-driver/mysql, and the InnoDB engine only: the fence is
 // InnoDB's row lock, and Migrate refuses a fence table of another engine
-// (ErrInvalid). The upsert is INSERT … ON DUPLICATE KEY UPDATE keeping
+// (ErrUnsafeStorage). So do Do and Check, for a table altered after
+// Migrate: a Guard reads the engine at its first call and then at most
+// every ten seconds, in the call's own transaction. The upsert is INSERT … ON DUPLICATE KEY UPDATE keeping
 // GREATEST of the two tokens; it takes an exclusive lock on the row
 // whether or not it changes it, and, being a locking statement, reads the
 // latest committed row rather than the transaction's snapshot, so every
-// isolation level is safe, REPEATABLE READ (InnoDB's default) included.
+// isolation level is safe, REPEATABLE READ (InnoDB's default) included, for
+// what is read after the fence. A read before it, at REPEATABLE READ, took
+// a snapshot that the previous holder's write may have overtaken: Check
+// compares the fence row in the snapshot with the row as committed, and
+// refuses (ErrCheckNotFirst) when they differ.
 // MySQL has no RETURNING: when the count of affected rows does not prove
 // the token was recorded (an update reports 2), a SELECT … FOR UPDATE reads
 // the highest token under the lock the upsert holds. No DSN parameter is
@@ -66,10 +74,11 @@
 // resource, is serialised from the fence to the commit. The DSN must set a
 // busy timeout (modernc: _pragma=busy_timeout(10000), or
 // _busy_timeout=10000); without one a second writer fails at once with
-// SQLITE_BUSY instead of waiting. The database must be a file: each
-// connection to a plain ":memory:" has its own, and a shared-cache one
-// locks tables, so a second writer fails at once (SQLITE_LOCKED). WAL mode (_pragma=journal_mode(WAL)) lets readers run beside
-// the writer. An immediate transaction (_txlock=immediate, which takes the
+// SQLITE_BUSY instead of waiting. The database must be a file, and Migrate
+// refuses one that is not (ErrUnsafeStorage): each connection to a plain
+// ":memory:" has its own, and a shared-cache one locks tables, so a second
+// writer fails at once (SQLITE_LOCKED). WAL mode
+// (_pragma=journal_mode(WAL)) lets readers run beside the writer. An immediate transaction (_txlock=immediate, which takes the
 // write lock at BEGIN) is not required by Do, whose first statement takes
 // it anyway; either way is safe. It matters for Check: a deferred
 // transaction that read before calling Check cannot take the write lock
@@ -104,9 +113,13 @@
 //	bad argument, option, dialect or Guard           ErrInvalid, before any round trip
 //	ctx already done                                 ctx.Err(), wrapped, before any round trip
 //	token lower than the highest recorded            ErrStaleToken, a *StaleTokenError
+//	Check after a read that may be stale             ErrCheckNotFirst; nothing recorded: roll back,
+//	  (see Check: per dialect)                         begin again with Check first
 //	fence table missing                              ErrNotMigrated, wrapping the driver's error
 //	                                                   (SQLSTATE 42P01; MySQL 1146; SQLite "no such table")
-//	Migrate: MySQL fence table not InnoDB            ErrInvalid
+//	fence table stored where it cannot fence:        ErrUnsafeStorage; nothing written
+//	  MySQL: not InnoDB (Migrate, Do, Check);
+//	  SQLite: not a file (Migrate)
 //	database or connection failure, ctx ending       the driver's error wrapped with %w
 //	fn returned an error                             that error, as it is; a refusal by a table
 //	                                                   under fenced.Guard.Protect (Postgres) is the

@@ -1,6 +1,7 @@
 package sqlfence
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/redfence/redfence/fenced/fence"
@@ -21,6 +22,16 @@ var (
 	// fence table does not exist; it also wraps the driver's error (see the
 	// package doc).
 	ErrNotMigrated = fence.ErrNotMigrated
+	// ErrCheckNotFirst is matched by the error Check returns when its
+	// transaction read before it and what it read may be stale (see Check
+	// for each dialect). Nothing was recorded; roll back.
+	ErrCheckNotFirst = fence.ErrCheckNotFirst
+	// ErrUnsafeStorage is matched by the error Migrate returns when the
+	// fence table is stored where it cannot fence writers (MySQL: an engine
+	// other than InnoDB; SQLite: an in-memory database), and by the error
+	// Do and Check return on MySQL when the table was altered to another
+	// engine after Migrate. Nothing was written.
+	ErrUnsafeStorage = errors.New("sqlfence: the fence table's storage cannot fence writers")
 )
 
 // StaleTokenError says which write was refused and why: Token is lower than

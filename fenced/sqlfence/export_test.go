@@ -47,3 +47,8 @@ func WithoutRowLock(g *Guard) *Guard {
 	}
 	return &m
 }
+
+// ExpireStorageCheck makes g's next Do or Check read the fence table's
+// storage again: it moves g's clock storageRecheck on. Not for concurrent
+// use.
+func ExpireStorageCheck(g *Guard) { g.storage.born = g.storage.born.Add(-storageRecheck) }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -30,6 +31,8 @@ type Guard struct {
 	err     error  // configuration error, returned by every method
 	table   string // as configured, for messages
 	st      statements
+	first   firstSQL      // Check's, before the fence
+	storage *storageCheck // MySQL: when the engine was last found InnoDB
 	tel     telemetry
 	// record is dialect.record; tests swap in a broken one to see the
 	// concurrency test catch it (export_test.go).
@@ -50,7 +53,8 @@ func New(db Beginner, d Dialect, opts ...Option) *Guard {
 			o.apply(&cfg)
 		}
 	}
-	g := &Guard{db: db, dialect: d, table: cfg.table, tel: newTelemetry(cfg.tracer, cfg.meter)}
+	g := &Guard{db: db, dialect: d, table: cfg.table, storage: &storageCheck{born: time.Now()},
+		tel: newTelemetry(cfg.tracer, cfg.meter)}
 	g.record = func(ctx context.Context, tx *sql.Tx, resource string, token int64) (int64, error) {
 		return g.dialect.record(ctx, tx, &g.st, resource, token)
 	}
@@ -71,6 +75,7 @@ func New(db Beginner, d Dialect, opts ...Option) *Guard {
 		return g
 	}
 	g.st = d.statements(cfg.table, parts)
+	g.first = d.firstSQL(parts)
 	return g
 }
 
@@ -78,8 +83,12 @@ func New(db Beginner, d Dialect, opts ...Option) *Guard {
 // safe to run from several processes at once (PostgreSQL: a
 // transaction-scoped advisory lock serialises them; MySQL and SQLite create
 // a table atomically). It does not alter an existing table, nor create its
-// schema. On MySQL it then checks that the table is InnoDB's, whose row
-// locks the fence needs; another engine's is reported as ErrInvalid.
+// schema. It then checks that the table can fence: on MySQL, that it is
+// InnoDB's, whose row locks and transactions the fence needs; on SQLite,
+// that its database is a file, not in memory (":memory:", mode=memory, a
+// shared cache of either, or temp), which each connection sees apart.
+// Another table is reported as ErrUnsafeStorage, and Migrate commits
+// nothing.
 //
 // A nil ctx or an unusable Guard returns an error matching ErrInvalid, and a
 // ctx already done returns ctx.Err() (wrapped), both without a round trip;
@@ -101,15 +110,9 @@ func (g *Guard) Migrate(ctx context.Context) error {
 			return fmt.Errorf("sqlfence: migrate: %w", err)
 		}
 	}
-	if g.st.engine != "" {
-		var engine string
-		err := tx.QueryRowContext(ctx, g.st.engine, g.st.engineArgs...).Scan(&engine)
-		switch {
-		case errors.Is(err, sql.ErrNoRows): // a name the server folds: nothing to check against
-		case err != nil:
+	if g.st.storage != "" {
+		if err := g.checkStorage(ctx, tx); err != nil {
 			return fmt.Errorf("sqlfence: migrate: %w", err)
-		case engine != "InnoDB":
-			return invalid("fence table %s uses the %s engine; the fence needs InnoDB's row locks", fence.Clip(g.table), engine)
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -129,7 +132,8 @@ func (g *Guard) Migrate(ctx context.Context) error {
 // database's write lock), so writers of one resource are serialised: once a
 // transaction has recorded token t, none with a lower token can commit a
 // write behind it. When the fence table does not exist, Do returns an error
-// matching ErrNotMigrated.
+// matching ErrNotMigrated; when MySQL's is no longer InnoDB's,
+// ErrUnsafeStorage (see the package doc).
 //
 // Before any round trip, Do returns an error matching ErrInvalid for a nil
 // ctx, a nil fn, an unusable Guard (nil, zero or from a bad New), a resource
@@ -172,6 +176,9 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 			_ = tx.Rollback()
 		}
 	}()
+	if err := g.verifyStorage(ctx, tx); err != nil {
+		return err
+	}
 	if err := g.check(ctx, tx, resource, token, span); err != nil {
 		return err
 	}
@@ -186,12 +193,32 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 }
 
 // Check records token for resource inside tx, which the caller began and
-// will commit. It must be the first statement of that transaction: writes
-// made before it are not fenced, and a snapshot or lock taken before it can
-// turn the fence's wait into an error (PostgreSQL under REPEATABLE READ or
-// SERIALIZABLE, and SQLite without an immediate transaction: see the
-// package doc). On a stale token it returns a *StaleTokenError and the
-// caller must roll tx back; any writes committed anyway are not protected.
+// will commit. It must come before the transaction's reads and writes:
+// writes made before it are not fenced, and a row read before it may
+// predate a write that the resource's previous holder committed while
+// Check waited for the fence; writing back what was read would undo that
+// write (a lost update). So Check refuses to follow such a read, records
+// nothing, and returns an error matching ErrCheckNotFirst:
+//
+//   - PostgreSQL: any read (SELECT, SELECT … FOR UPDATE) of a table other
+//     than the fence table earlier in tx, at every isolation level, stale
+//     or not: PostgreSQL cannot tell. Writes, and other fences' Check, are
+//     not reads.
+//   - MySQL: a read whose snapshot a write of the resource committed since
+//     has overtaken, at REPEATABLE READ (InnoDB's default); a current read
+//     is accepted. Under READ COMMITTED each statement reads afresh and
+//     Check cannot tell: call it first. Under SERIALIZABLE reads lock, and
+//     the writer meets a deadlock or a lock wait timeout instead.
+//   - SQLite: Check adds nothing. A deferred transaction that read cannot
+//     take the write lock behind another writer and fails with SQLITE_BUSY
+//     or SQLITE_BUSY_SNAPSHOT; an immediate one holds the lock from BEGIN.
+//
+// Roll tx back after ErrCheckNotFirst and begin again with Check first,
+// then read. On a stale token Check returns a *StaleTokenError. After
+// either error the caller must roll tx back; any writes committed anyway
+// are not protected. A snapshot or lock taken before Check can also turn
+// the fence's wait into an error (PostgreSQL under REPEATABLE READ or
+// SERIALIZABLE; see the package doc).
 //
 // Bad arguments and a done ctx are reported as by Do, before any round
 // trip; a nil tx is ErrInvalid too.
@@ -208,6 +235,12 @@ func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token in
 	ctx, span := g.tel.tracer.Start(ctx, "redfence.fenced.Check", trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attrResource.String(resource), attrToken.Int64(token)))
 	defer func() { endSpan(span, err) }()
+	if err := g.verifyStorage(ctx, tx); err != nil {
+		return err
+	}
+	if err := g.readFirst(ctx, tx, resource, token); err != nil {
+		return err
+	}
 	return g.check(ctx, tx, resource, token, span)
 }
 
