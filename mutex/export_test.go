@@ -2,6 +2,7 @@ package mutex
 
 import (
 	"context"
+	"github.com/redis/go-redis/v9"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -94,3 +95,6 @@ func AcquireSHA() string { return acquireScript.Hash() }
 // NodeResting reports whether Redlock node i of l rests after failing to
 // answer (noderest.go).
 func NodeResting(l *Locker, i int) bool { return l.rests[i].until.Load() != 0 }
+
+// ReadsReplicas is readsReplicas: inspection's choice of EVALSHA for c.
+func ReadsReplicas(c redis.UniversalClient) bool { return readsReplicas(c) }

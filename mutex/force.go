@@ -107,7 +107,7 @@ func (l *Locker) ForceRelease(ctx context.Context, key string, o ForceOptions) (
 	name := l.be.name(key)
 	keys := []string{name, auditOf(name)}
 	args := []any{want, o.By, o.Reason, l.publish, auditTTL.Milliseconds(), key}
-	replies, errs := eachServer(l, ctx, servers, func(ctx context.Context, c redis.UniversalClient) ([]any, error) {
+	replies, errs := eachServer(l, ctx, servers, func(ctx context.Context, _ int, c redis.UniversalClient) ([]any, error) {
 		return forceScript.Run(ctx, c, keys, args...).Slice()
 	})
 	res := ForceResult{Key: key}

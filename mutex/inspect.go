@@ -148,7 +148,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (LockInfo, error) {
 		keys: []string{name, queueOf(name), auditOf(name)},
 		args: []any{inspectWaiters, inspectForced},
 	}
-	views, errs := eachServer(l, ctx, servers, func(ctx context.Context, c redis.UniversalClient) (nodeView, error) {
+	views, errs := eachServer(l, ctx, servers, func(ctx context.Context, _ int, c redis.UniversalClient) (nodeView, error) {
 		cmds, err := runScriptsRO(ctx, c, inspectScript, []scriptCall{call})
 		if err != nil {
 			return nodeView{}, err
@@ -165,14 +165,14 @@ func (l *Locker) Inspect(ctx context.Context, key string) (LockInfo, error) {
 // and returns each one's result and error. A server that had not answered
 // when ctx ended gets ctx's error and no result: what its call does later
 // is never read (an outcome unknown, not an answer).
-func eachServer[T any](l *Locker, ctx context.Context, servers []redis.UniversalClient, fn func(ctx context.Context, c redis.UniversalClient) (T, error)) ([]T, []error) {
+func eachServer[T any](l *Locker, ctx context.Context, servers []redis.UniversalClient, fn func(ctx context.Context, i int, c redis.UniversalClient) (T, error)) ([]T, []error) {
 	results := make([]T, len(servers))
 	errs := make([]error, len(servers))
 	one := func(i int) {
 		var v T // written by fn, read only once fn has returned here
 		pending, err := l.interruptible(ctx, func(ctx context.Context) error {
 			var err error
-			v, err = fn(ctx, servers[i])
+			v, err = fn(ctx, i, servers[i])
 			return err
 		})
 		if pending == nil && err == nil {
@@ -349,13 +349,7 @@ func (l *Locker) quorumView(key, name string, views []nodeView) (LockInfo, error
 		}
 	}
 	if answered < l.quorum {
-		var errs []error
-		for i, n := range nodes {
-			if n.Err != nil {
-				errs = append(errs, fmt.Errorf("node %s: %w", l.nodeName(i), n.Err))
-			}
-		}
-		return LockInfo{Key: key, Name: name, Nodes: nodes}, unavailable(fmt.Errorf("%d of %d nodes answered, %d needed: %w", answered, len(views), l.quorum, errors.Join(errs...)))
+		return LockInfo{Key: key, Name: name, Nodes: nodes}, unavailable(fmt.Errorf("%d of %d nodes answered, %d needed: %w", answered, len(views), l.quorum, nodeErrors(nodes)))
 	}
 	type holder struct {
 		owner string
@@ -399,7 +393,34 @@ func (l *Locker) quorumView(key, name string, views []nodeView) (LockInfo, error
 		in.Nodes = nodes
 		return in, nil
 	}
-	return LockInfo{Key: key, Name: name, Token: best.Token, ServerTime: best.ServerTime, Forced: mergeForced(nodes), Nodes: nodes}, nil
+	free := LockInfo{Key: key, Name: name, Token: best.Token, ServerTime: best.ServerTime, Forced: mergeForced(nodes), Nodes: nodes}
+	if unanswered := len(nodes) - answered; largest(groups)+unanswered >= l.quorum {
+		// The nodes that did not answer may hold it with those that do:
+		// free is not known, and held is not either.
+		return free, unavailable(fmt.Errorf("%d of %d nodes answered, and they cannot tell whether a majority holds %q: %w",
+			answered, len(nodes), key, nodeErrors(nodes)))
+	}
+	return free, nil
+}
+
+// largest is the size of the largest group of nodes that agree on a holder.
+func largest[K comparable](groups map[K][]int) int {
+	n := 0
+	for _, idx := range groups {
+		n = max(n, len(idx))
+	}
+	return n
+}
+
+// nodeErrors joins the errors of the nodes that did not answer.
+func nodeErrors(nodes []NodeInfo) error {
+	var errs []error
+	for _, n := range nodes {
+		if n.Err != nil {
+			errs = append(errs, fmt.Errorf("node %d (%s): %w", n.Node, n.Addr, n.Err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // mergeForced is the forced releases the nodes recorded, each once (a

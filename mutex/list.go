@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -29,6 +30,11 @@ type ListOptions struct {
 	// Free includes keys nobody holds that still keep their fencing
 	// counter; by default a listing shows held and reserved keys only.
 	Free bool
+	// Limit ends a page's scanning once it found Limit lock keys: it reads
+	// them, and all that its last SCAN returned, so that no key is passed
+	// over; 0, the default, scans o.Scans times. A first screen of a large
+	// listing then reads about what it shows.
+	Limit int
 }
 
 // Page is one List call's part of a listing.
@@ -117,6 +123,8 @@ func (l *Locker) checkList(ctx context.Context, o ListOptions) (ListOptions, err
 		return o, invalid("Count %d is outside 1..100000", o.Count)
 	case len(o.Match) > MaxKeyLen:
 		return o, invalid("Match of %d bytes exceeds %d", len(o.Match), MaxKeyLen)
+	case o.Limit < 0:
+		return o, invalid("negative Limit %d", o.Limit)
 	case len(o.Cursor) > maxCursorLen:
 		return o, invalid("cursor of %d bytes is not one List returned", len(o.Cursor))
 	}
@@ -139,17 +147,19 @@ type foundKey struct {
 func (l *Locker) scanPage(ctx context.Context, page *Page, shards []scanShard, at *listCursor, o ListOptions) ([]foundKey, error) {
 	var found []foundKey
 	match := escapeGlob(l.cfg.prefix) + "{*"
-	for scans := 0; scans < o.Scans && at.shard < len(shards); scans++ {
+	for scans := 0; scans < o.Scans && at.shard < len(shards) && (o.Limit == 0 || len(found) < o.Limit); scans++ {
 		// The call's own variables: one the caller stopped waiting for
 		// (pending) may still write them, and they are then never read.
 		var got []string
 		var next uint64
 		sh, from := shards[at.shard], at.cursor
-		pending, err := l.interruptible(ctx, func(ctx context.Context) error {
+		callCtx, cancel := l.nodeShare(ctx, len(shards)-at.shard)
+		pending, err := l.interruptible(callCtx, func(ctx context.Context) error {
 			k, n, err := sh.c.ScanType(ctx, from, match, int64(o.Count), "string").Result()
 			got, next = k, n
 			return err
 		})
+		cancel()
 		page.RoundTrips++
 		if err != nil && l.isRedlock() && ctx.Err() == nil {
 			// A node down: every lock a majority holds is on the others.
@@ -175,13 +185,24 @@ func (l *Locker) scanPage(ctx context.Context, page *Page, shards []scanShard, a
 	return found, nil
 }
 
+// nodeShare bounds one Redlock node's SCAN to its share of what is left of
+// ctx, with the nodes still to scan and the read after them, so that a hung
+// node is skipped, not the whole page; one deployment's server gets all of it.
+func (l *Locker) nodeShare(ctx context.Context, nodesLeft int) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !l.isRedlock() || !ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, time.Until(dl)/time.Duration(nodesLeft+1))
+}
+
 // readPage reads every lock found in one pipelined round trip per server,
 // all servers at once, and adds to page those it lists. Redlock reads every
 // node even when nothing was found: fewer than a quorum answering is an
 // error, not an empty page. skipped are the Redlock nodes the listing could
 // not scan, whose locks it lists where the other nodes hold them; this page
-// began at shard first.
-func (l *Locker) readPage(ctx context.Context, page *Page, servers []redis.UniversalClient, found []foundKey, skipped []bool, first int, free bool) error {
+// began at shard first, and those it skipped are not asked again.
+func (l *Locker) readPage(ctx context.Context, page *Page, servers []redis.UniversalClient, found []foundKey, skipped []int, first int, free bool) error {
 	if len(found) == 0 && !l.isRedlock() {
 		return nil
 	}
@@ -189,7 +210,10 @@ func (l *Locker) readPage(ctx context.Context, page *Page, servers []redis.Unive
 	for i, n := range found {
 		calls[i] = scriptCall{keys: []string{n.name, queueOf(n.name), auditOf(n.name)}, args: []any{inspectWaiters, 0}}
 	}
-	replies, serverErrs := eachServer(l, ctx, servers, func(ctx context.Context, c redis.UniversalClient) ([]*redis.Cmd, error) {
+	replies, serverErrs := eachServer(l, ctx, servers, func(ctx context.Context, s int, c redis.UniversalClient) ([]*redis.Cmd, error) {
+		if s >= first && slices.Contains(skipped, s) {
+			return nil, errSkipped // it failed its SCAN just now: not waited for again
+		}
 		if len(calls) == 0 {
 			return nil, c.Ping(ctx).Err()
 		}
@@ -200,7 +224,7 @@ func (l *Locker) readPage(ctx context.Context, page *Page, servers []redis.Unive
 		return err
 	}
 	for s, err := range serverErrs {
-		if err != nil && !(s >= first && s < len(skipped) && skipped[s]) { // (said once a page)
+		if err != nil && err != errSkipped { // (said once a page)
 			page.Skipped = append(page.Skipped, fmt.Errorf("read node %s: %w", l.nodeName(s), err))
 		}
 	}
@@ -227,10 +251,10 @@ func (l *Locker) readPage(ctx context.Context, page *Page, servers []redis.Unive
 // quorumAnswered fails unless enough servers answered a listing's read:
 // one of one deployment's, a quorum of Redlock's nodes.
 func (l *Locker) quorumAnswered(servers []redis.UniversalClient, errs []error) error {
-	need := 1
-	if l.isRedlock() {
-		need = l.quorum
+	if !l.isRedlock() {
+		return unavailable(errs[0]) // nil when it answered
 	}
+	need := l.quorum
 	var failed []error
 	for s, err := range errs {
 		if err != nil {
@@ -238,9 +262,6 @@ func (l *Locker) quorumAnswered(servers []redis.UniversalClient, errs []error) e
 		}
 	}
 	if answered := len(servers) - len(failed); answered < need {
-		if !l.isRedlock() {
-			return unavailable(errs[0])
-		}
 		return unavailable(fmt.Errorf("list: %d of %d nodes answered, %d needed: %w", answered, len(servers), need, errors.Join(failed...)))
 	}
 	return nil
@@ -269,9 +290,9 @@ func viewsByKey(keys int, replies [][]*redis.Cmd, errs []error) [][]nodeView {
 // listedEarlier: a Redlock key found on a node is listed there once, so a
 // later node that finds it again skips it; a node the listing could not
 // scan listed nothing.
-func listedEarlier(earlier []nodeView, skipped []bool) bool {
+func listedEarlier(earlier []nodeView, skipped []int) bool {
 	for j, v := range earlier {
-		if v.err == nil && v.value != "" && (j >= len(skipped) || !skipped[j]) {
+		if v.err == nil && v.value != "" && !slices.Contains(skipped, j) {
 			return true
 		}
 	}
@@ -346,6 +367,9 @@ func (l *Locker) shards(ctx context.Context, servers []redis.UniversalClient) ([
 	return out, nil
 }
 
+// errSkipped: a Redlock node this page did not ask again.
+var errSkipped = errors.New("skipped: it did not answer its SCAN")
+
 // maxCursorLen bounds a cursor: one List returns is far shorter.
 const maxCursorLen = 512
 
@@ -357,29 +381,26 @@ const maxCursorLen = 512
 type listCursor struct {
 	shard   int
 	cursor  uint64
-	skipped []bool // by shard; nil until one is skipped
+	skipped []int // increasing, each below shard
 	addr    string
 }
 
 // skip moves past the current shard, a Redlock node that did not answer.
 func (c *listCursor) skip() {
-	for len(c.skipped) <= c.shard {
-		c.skipped = append(c.skipped, false)
-	}
-	c.skipped[c.shard] = true
+	c.skipped = append(c.skipped, c.shard)
 	c.shard, c.cursor = c.shard+1, 0
 }
 
 func (c listCursor) String(shards []scanShard) string {
-	var skipped []string
+	skipped := make([]string, len(c.skipped))
 	for i, s := range c.skipped {
-		if s {
-			skipped = append(skipped, strconv.Itoa(i))
-		}
+		skipped[i] = strconv.Itoa(s)
 	}
 	return strconv.Itoa(c.shard) + ":" + strconv.FormatUint(c.cursor, 10) + ":" + strings.Join(skipped, ".") + ":" + shards[c.shard].addr
 }
 
+// parseCursor reads a cursor List returned. It allocates in proportion to
+// the text, whatever numbers it holds: a request may carry one.
 func parseCursor(s string) (listCursor, error) {
 	var c listCursor
 	if s == "" {
@@ -399,11 +420,10 @@ func parseCursor(s string) (listCursor, error) {
 	if parts[2] != "" {
 		for i := range strings.SplitSeq(parts[2], ".") {
 			n, err := strconv.Atoi(i)
-			if err != nil || n < len(c.skipped) || n >= c.shard {
+			if err != nil || n < 0 || n >= c.shard || len(c.skipped) > 0 && n <= c.skipped[len(c.skipped)-1] {
 				return c, bad // indices increase, and name shards already passed
 			}
-			c.skipped = append(c.skipped, make([]bool, n+1-len(c.skipped))...)
-			c.skipped[n] = true
+			c.skipped = append(c.skipped, n)
 		}
 	}
 	c.addr = parts[3]

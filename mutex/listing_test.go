@@ -2,6 +2,7 @@ package mutex_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -158,4 +159,107 @@ func TestInspectionReturnsWhenCancelled(t *testing.T) {
 			assert.Less(t, took, late.Bound(100*time.Millisecond))
 		})
 	}
+}
+
+// A Redlock node that hangs is skipped within the page's deadline: the
+// listing goes on with the others and says it is partial, and Inspect
+// answers from the majority.
+func TestRedlockListingSkipsAHungNode(t *testing.T) {
+	clients, srvs := redlockNodes(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lk, err := newRedlock(t, clients).Lock(ctx, "batch", mutex.WithTTL(time.Minute))
+	require.NoError(t, err)
+	waitHeldEverywhere(t, ctx, clients, "redfence:{batch}")
+	viewer := newRedlock(t, clients)
+	_, err = viewer.ListAll(ctx, mutex.ListOptions{}) // connections made before the pause
+	require.NoError(t, err)
+	srvs[0].Pause()
+	t.Cleanup(srvs[0].Resume)
+
+	page, err := func() (mutex.Page, error) {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		return viewer.List(ctx, mutex.ListOptions{})
+	}()
+	require.NoError(t, err, "a majority answered")
+	require.Len(t, page.Locks, 1)
+	assert.Equal(t, lk.Token(), page.Locks[0].Token)
+	require.NotEmpty(t, page.Skipped)
+	assert.ErrorContains(t, page.Skipped[0], "scan node 0")
+}
+
+// A Redlock key that the answering nodes cannot call held or free (one
+// holds it, one does not, and one did not answer) is an outage, not a
+// free key.
+func TestRedlockInspectCannotTell(t *testing.T) {
+	clients, srvs := redlockNodes(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := newRedlock(t, clients).Lock(ctx, "batch", mutex.WithTTL(time.Minute))
+	require.NoError(t, err)
+	waitHeldEverywhere(t, ctx, clients, "redfence:{batch}")
+	require.NoError(t, clients[1].Del(ctx, "redfence:{batch}").Err()) // held on nodes 0 and 2
+	srvs[2].Kill()
+	viewer := newRedlock(t, clients)
+	in, err := viewer.Inspect(ctx, "batch")
+	assert.ErrorIs(t, err, mutex.ErrUnavailable)
+	assert.ErrorContains(t, err, "cannot tell whether a majority holds")
+	assert.Equal(t, mutex.Held, in.Nodes[0].Info.State, "each node's view is still there")
+	_, err = viewer.ForceRelease(ctx, "batch", mutex.ForceOptions{Reason: "r"})
+	assert.ErrorIs(t, err, mutex.ErrUnavailable, "not 'nobody holds it'")
+}
+
+// One server whose read fails is an outage, in the listing too; a server
+// without EVALSHA_RO is read with EVALSHA.
+func TestListingReadFailures(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, srv := testutil.Redis(t, testutil.WithRedisArgs("--rename-command", "EVALSHA_RO", "EVALSHA_RO_hidden"))
+	_, err := newLocker(t, c).Lock(ctx, "acct:1", mutex.WithTTL(time.Minute))
+	require.NoError(t, err)
+	viewer := newLocker(t, c)
+	in, err := viewer.Inspect(ctx, "acct:1")
+	require.NoError(t, err, "EVALSHA when EVALSHA_RO is unknown")
+	assert.Equal(t, mutex.Held, in.State)
+	locks, err := viewer.ListAll(ctx, mutex.ListOptions{})
+	require.NoError(t, err)
+	assert.Len(t, locks, 1)
+
+	// A user that may SCAN but not run scripts: the read fails.
+	require.NoError(t, c.Do(ctx, "ACL", "SETUSER", "viewer", "on", ">pw", "~*", "+@all", "-@scripting").Err())
+	vc := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "viewer", Password: "pw"})
+	t.Cleanup(func() { _ = vc.Close() })
+	_, err = newLocker(t, vc).List(ctx, mutex.ListOptions{})
+	assert.ErrorIs(t, err, mutex.ErrUnavailable)
+	assert.ErrorContains(t, err, "NOPERM")
+}
+
+// A parsed cursor costs what its text costs, whatever numbers it holds.
+func TestListCursorIsCheap(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	l := newLocker(t, c)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := l.List(context.Background(), mutex.ListOptions{Cursor: "2000000000:0:1999999999:x"})
+	runtime.ReadMemStats(&after)
+	assert.ErrorIs(t, err, mutex.ErrInvalid)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20))
+	for _, bad := range []string{"3:0:2.1:x", "3:0:1.1:x", "1:0:1:x", "0:0:-1:x", "1:0:0.:x"} {
+		_, err := l.List(context.Background(), mutex.ListOptions{Cursor: bad})
+		assert.ErrorIs(t, err, mutex.ErrInvalid, bad)
+	}
+}
+
+// A Cluster client that routes reads to replicas is inspected with EVALSHA,
+// which goes to the key's master: a replica may not have the lock yet.
+func TestInspectionReadsMasters(t *testing.T) {
+	for _, o := range []redis.ClusterOptions{{ReadOnly: true}, {RouteByLatency: true}, {RouteRandomly: true}} {
+		c := redis.NewClusterClient(&o)
+		assert.True(t, mutex.ReadsReplicas(c), "%+v", o)
+		_ = c.Close()
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{})
+	assert.False(t, mutex.ReadsReplicas(c))
+	_ = c.Close()
 }

@@ -57,14 +57,30 @@ func runScripts(ctx context.Context, c redis.UniversalClient, s *redis.Script, c
 
 // runScriptsRO is runScripts for a script that only reads, sent as
 // EVALSHA_RO: a server in CLIENT PAUSE WRITE runs it (it holds every
-// EVALSHA), and a replica may. A server older than Redis 7, which lacks the
-// command, gets EVALSHA.
+// EVALSHA). A server without the command (older than Redis 7, or renamed)
+// gets EVALSHA, as does a client that routes reads to replicas.
 func runScriptsRO(ctx context.Context, c redis.UniversalClient, s *redis.Script, calls []scriptCall) ([]*redis.Cmd, error) {
+	if readsReplicas(c) {
+		return runPipelined(ctx, c, s, false, calls, nil)
+	}
 	cmds, err := runPipelined(ctx, c, s, true, calls, nil)
-	if err != nil && slices.ContainsFunc(cmds, func(cmd *redis.Cmd) bool { return redis.HasErrorPrefix(cmd.Err(), "ERR unknown command") }) {
+	if err != nil && slices.ContainsFunc(cmds, func(cmd *redis.Cmd) bool { return redis.HasErrorPrefix(cmd.Err(), "unknown command") }) {
 		return runPipelined(ctx, c, s, false, calls, nil)
 	}
 	return cmds, err
+}
+
+// readsReplicas reports whether c sends read-only commands to replicas (a
+// Cluster client with ReadOnly or a route option): there a lock a replica
+// has not synced yet would read as free, so inspection sends EVALSHA, which
+// goes to the key's master.
+func readsReplicas(c redis.UniversalClient) bool {
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		return false
+	}
+	o := cc.Options()
+	return o.ReadOnly || o.RouteByLatency || o.RouteRandomly
 }
 
 func runPipelined(ctx context.Context, c redis.UniversalClient, s *redis.Script, ro bool, calls []scriptCall, extra func(redis.Pipeliner)) ([]*redis.Cmd, error) {

@@ -114,14 +114,14 @@ type conn struct {
 }
 
 // connect builds the Locker of the --redis URLs (dial), once each server
-// named by a plain URL said it is a master outside a Cluster (probe). The
-// caller closes it.
-func (g *globals) connect(ctx context.Context) (*conn, error) {
+// named by a plain URL said it is a master outside a Cluster (probe); warn
+// says what it could not check. The caller closes it.
+func (g *globals) connect(ctx context.Context, warn func(string)) (*conn, error) {
 	c, err := g.dial()
 	if err != nil {
 		return nil, err
 	}
-	if err := c.probe(ctx, g.timeout); err != nil {
+	if err := c.probe(ctx, g.timeout, warn); err != nil {
 		c.close()
 		return nil, err
 	}

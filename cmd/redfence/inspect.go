@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -22,7 +23,7 @@ func setupInspect(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		c, err := inv.g.connect(ctx)
+		c, err := inv.connect(ctx)
 		if err != nil {
 			return err
 		}
@@ -42,7 +43,7 @@ func setupInspect(fs *flag.FlagSet) runFunc {
 		if err := writeInspect(inv.stdout, in, c.redlock(), inv.g.prefix, explain); err != nil {
 			return err
 		}
-		if in.State == mutex.Free {
+		if in.State == mutex.Free && !slices.ContainsFunc(in.Nodes, func(n mutex.NodeInfo) bool { return n.Err != nil }) {
 			return hintPrefixed(ctx, inv, c, key)
 		}
 		return nil
@@ -213,8 +214,11 @@ var adapterPrefixes = []struct{ prefix, adapter string }{
 }
 
 // hintPrefixed tells, after a free key, which keys that differ from it by
-// an adapter's prefix are held. It is a hint: a failed look says nothing.
+// an adapter's prefix are held. It is a hint: a failed look says nothing,
+// and all the looks share one --timeout.
 func hintPrefixed(ctx context.Context, inv *invocation, c *conn, key string) error {
+	ctx, cancel := context.WithTimeout(ctx, inv.g.timeout)
+	defer cancel()
 	for _, a := range adapterPrefixes {
 		other, ok := strings.CutPrefix(key, a.prefix)
 		if !ok {

@@ -30,7 +30,7 @@ func setupLocks(fs *flag.FlagSet) runFunc {
 		if err := checkPattern(pattern); err != nil {
 			return err
 		}
-		c, err := inv.g.connect(ctx)
+		c, err := inv.connect(ctx)
 		if err != nil {
 			return err
 		}
@@ -80,6 +80,11 @@ type listing struct {
 func listLocks(ctx context.Context, c *conn, g globals, q listQuery) (listing, error) {
 	ls := listing{listQuery: q}
 	o := mutex.ListOptions{Match: q.pattern, Free: q.free}
+	if q.limit > 0 {
+		// Read about what is shown: a page stops once it found the rest,
+		// and each SCAN returns about as many keys.
+		o.Limit, o.Count = q.limit, min(max(q.limit, 10), 1000)
+	}
 	for {
 		var page mutex.Page
 		elapsed, err := timed(ctx, g.timeout, func(ctx context.Context) (err error) {
@@ -90,6 +95,9 @@ func listLocks(ctx context.Context, c *conn, g globals, q listQuery) (listing, e
 			return ls, c.explain(err, elapsed)
 		}
 		ls.locks = append(ls.locks, page.Locks...)
+		if q.limit > 0 {
+			o.Limit = max(q.limit-len(ls.locks), 1)
+		}
 		ls.skipped = append(ls.skipped, page.Skipped...)
 		if page.Cursor == "" {
 			break

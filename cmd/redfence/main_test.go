@@ -35,6 +35,7 @@ func TestBinary(t *testing.T) {
 	t.Run("HungServer", func(t *testing.T) { testHungServer(t, bin) })
 	t.Run("BinaryKeys", func(t *testing.T) { testBinaryKeys(t, bin) })
 	t.Run("InspectHintsPrefixes", func(t *testing.T) { testInspectHintsPrefixes(t, bin) })
+	t.Run("ProbeRefused", func(t *testing.T) { testProbeRefused(t, bin) })
 }
 
 // binary is the built command.

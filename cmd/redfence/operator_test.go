@@ -59,8 +59,16 @@ func testRedlockListingNeedsAQuorum(t *testing.T, bin binary) {
 		return true
 	})
 
+	// A hung node is skipped within the page's deadline, not waited for.
+	srvs[2].Pause()
+	o := bin.run(t, ctx, nil, append(flags, "--timeout", "3s", "locks")...)
+	srvs[2].Resume()
+	assert.Equal(t, 1, o.code)
+	assert.Regexp(t, `(?m)^batch\s+held\s+`+strconv.FormatInt(lk.Token(), 10)+`\s`, o.stdout, "what the majority holds is listed")
+	assert.Contains(t, o.stderr, "redfence: the listing is partial: scan node 2 ("+srvs[2].Addr()+")")
+
 	srvs[2].Kill()
-	o := bin.run(t, ctx, nil, append(flags, "locks")...)
+	o = bin.run(t, ctx, nil, append(flags, "locks")...)
 	assert.Equal(t, 1, o.code)
 	assert.Regexp(t, `(?m)^batch\s+held\s+`+strconv.FormatInt(lk.Token(), 10)+`\s`, o.stdout, "what the majority holds is listed")
 	assert.Contains(t, o.stderr, "redfence: the listing is partial: ")
@@ -224,6 +232,31 @@ func testLimits(t *testing.T, bin binary) {
 	assert.True(t, listed.Truncated)
 	assert.False(t, listed.Complete)
 
+	t.Run("a limit limits the reads", func(t *testing.T) {
+		many := newLocker(t, c, holderInfo)
+		for i := range 3000 {
+			_, err := many.TryLock(ctx, "many:"+strconv.Itoa(i), mutex.WithTTL(time.Minute), mutex.WithAutoRenew(false))
+			require.NoError(t, err)
+		}
+		reads := func() int64 {
+			stats, err := c.InfoMap(ctx, "commandstats").Result()
+			require.NoError(t, err)
+			calls := int64(0)
+			for _, name := range []string{"cmdstat_evalsha_ro", "cmdstat_evalsha"} {
+				if f, ok := stats["Commandstats"][name]; ok {
+					n, err := strconv.ParseInt(strings.TrimPrefix(strings.Split(f, ",")[0], "calls="), 10, 64)
+					require.NoError(t, err)
+					calls += n
+				}
+			}
+			return calls
+		}
+		before := reads()
+		out := bin.ok(t, ctx, nil, "--redis", url, "locks", "--limit", "5", "many:*")
+		assert.Len(t, regexp.MustCompile(`(?m)^many:\d+\s+held\s`).FindAllString(out, -1), 5, out)
+		assert.Less(t, reads()-before, int64(100), "a listing cut at 5 read about 5 locks, not 3,000")
+	})
+
 	t.Run("pages have their own deadline", func(t *testing.T) {
 		// 30,000 other keys take about 30 SCANs: three pages, each about
 		// 11 round trips of 100 ms through the proxy.
@@ -289,7 +322,7 @@ func testHungServer(t *testing.T, bin binary) {
 		_ = cmd.Wait()
 		took := time.Since(sent)
 		assert.Equal(t, 1, cmd.ProcessState.ExitCode())
-		assert.Equal(t, "redfence: interrupted\n", stderr.String())
+		assert.Equal(t, "redfence: interrupted: the release was sent, and its outcome is unknown; see redfence inspect -- 'op:3'\n", stderr.String())
 		assert.Less(t, took, late.Bound(100*time.Millisecond), "Ctrl-C took %v", took)
 	})
 
@@ -347,6 +380,22 @@ func testBinaryKeys(t *testing.T, bin binary) {
 		assert.Equal(t, "held", in.State, "%q", key)
 		assert.Equal(t, want, in.Token, "%q", key)
 	}
+}
+
+// A server that will not say what it is (an ACL without INFO) is used as
+// given, with a warning.
+func testProbeRefused(t *testing.T, bin binary) {
+	c, srv := testutil.Redis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, c.Do(ctx, "ACL", "SETUSER", "ops", "on", ">pw", "~*", "+@all", "-info").Err())
+	_, err := newLocker(t, c, holderInfo).Lock(ctx, "acct:5", mutex.WithTTL(time.Minute))
+	require.NoError(t, err)
+	o := bin.run(t, ctx, nil, "--redis", "redis://ops:pw@"+srv.Addr(), "locks")
+	assert.Equal(t, 0, o.code, o.stderr)
+	assert.Regexp(t, `(?m)^acct:5\s+held\s`, o.stdout)
+	assert.Contains(t, o.stderr, "redfence: warning: Redis at "+srv.Addr()+" would not say whether it is a replica or a Cluster node")
+	assert.NotContains(t, o.stderr, "pw")
 }
 
 // inspect of a free key names a held key that differs by an adapter's

@@ -9,38 +9,65 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // probe asks each server a plain URL names (one server, or a Redlock
 // node) what it is, and refuses a Cluster node or a replica: through a
 // Cluster node the command would see one master's keys and be redirected
 // for the others, and a replica shows a lock it has not synced yet as free
-// and refuses a release. A Redlock node that does not answer is left to
-// the command, which needs only a majority; the one server of a plain URL
-// must answer.
-func (c *conn) probe(ctx context.Context, timeout time.Duration) error {
+// and refuses a release. A server that will not say (an ACL without INFO)
+// is used as given, with a warning. A Redlock node that does not answer is
+// left to the command, which needs only a majority, and is given a third
+// of the timeout; the one server of a plain URL must answer.
+func (c *conn) probe(ctx context.Context, timeout time.Duration, warn func(string)) error {
 	errs := make([]error, len(c.servers))
+	warnings := make([]string, len(c.servers))
+	if c.redlock() {
+		timeout /= 3
+	}
 	var wg sync.WaitGroup
 	for i, s := range c.servers {
 		if s.kind != standalone {
 			continue
 		}
 		wg.Go(func() {
-			var info string
-			elapsed, err := timed(ctx, timeout, func(ctx context.Context) (err error) {
-				info, err = s.client.Info(ctx, "server", "replication", "cluster").Result()
-				return err
-			})
+			info, elapsed, err := serverInfo(ctx, s, timeout)
+			var answer redis.Error
 			switch {
+			case errors.As(err, &answer):
+				warnings[i] = fmt.Sprintf("%s would not say whether it is a replica or a Cluster node (%v): it is used as given", s.where(), err)
 			case err != nil && !c.redlock():
 				errs[i] = c.explain(err, elapsed)
 			case err == nil:
-				errs[i] = refuse(s, i, c.redlock(), infoFields(info))
+				errs[i] = refuse(s, i, c.redlock(), info)
 			}
 		})
 	}
 	wg.Wait()
+	for _, w := range warnings {
+		if w != "" {
+			warn(w)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// serverInfo reads INFO's server, replication and cluster sections: in one
+// call, or, from a server before Redis 7 that takes one section a call,
+// all of the default ones.
+func serverInfo(ctx context.Context, s server, timeout time.Duration) (map[string]string, time.Duration, error) {
+	var info string
+	elapsed, err := timed(ctx, timeout, func(ctx context.Context) (err error) {
+		info, err = s.client.Info(ctx, "server", "replication", "cluster").Result()
+		var answer redis.Error
+		if errors.As(err, &answer) && !redis.HasErrorPrefix(err, "NOPERM") {
+			info, err = s.client.Info(ctx).Result()
+		}
+		return err
+	})
+	return infoFields(info), elapsed, err
 }
 
 // refuse words why the command cannot work through server s, as INFO

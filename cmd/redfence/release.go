@@ -74,7 +74,7 @@ func release(ctx context.Context, inv *invocation, key string, f releaseFlags) e
 	if db != nil {
 		defer db.close()
 	}
-	c, err := inv.g.connect(ctx)
+	c, err := inv.connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -92,6 +92,8 @@ func release(ctx context.Context, inv *invocation, key string, f releaseFlags) e
 	switch {
 	case errors.Is(err, mutex.ErrNotHeld):
 		return errors.New(plain(err, elapsed))
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("interrupted: the release was sent, and its outcome is unknown; see redfence inspect %s", argOf(key))
 	case errors.Is(err, mutex.ErrUnavailable) && !errors.Is(err, context.Canceled):
 		return fmt.Errorf("the release's outcome is unknown, the holder may keep the lock: %v; see redfence inspect %s",
 			c.explain(err, elapsed), argOf(key))

@@ -74,7 +74,7 @@ func watch(ctx context.Context, inv *invocation, c *conn, q listQuery, interval 
 		var ls listing
 		var err error
 		if !probed {
-			err = c.probe(ctx, inv.g.timeout)
+			err = c.probe(ctx, inv.g.timeout, inv.warn)
 			probed = err == nil
 		}
 		if err == nil {

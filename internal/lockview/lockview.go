@@ -204,11 +204,13 @@ func (d Millis) String() string {
 }
 
 // Visible is s as a terminal or a page may show it: s itself when every
-// rune is printable and it does not start with a double quote, else s
-// quoted as a Go string ("tab\there", "\u202e", "\xff"), so that no two
-// keys print alike and no control or bidirectional character acts.
+// rune is printable and it neither starts with a double quote nor starts
+// or ends with a space, else s quoted as a Go string ("tab\there",
+// "\u202e", "\xff", "k "), so that no two keys print alike and no control
+// or bidirectional character acts.
 func Visible(s string) string {
-	if utf8.ValidString(s) && !strings.HasPrefix(s, `"`) && !strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
+	if utf8.ValidString(s) && !strings.HasPrefix(s, `"`) && strings.TrimSpace(s) == s &&
+		!strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
 		return s
 	}
 	return strconv.Quote(s)

@@ -29,6 +29,9 @@ func TestVisible(t *testing.T) {
 		"rtl\u202eevil":     `"rtl\u202eevil"`,
 		"bin\x00\xff\xfe":   `"bin\x00\xff\xfe"`,
 		"bell\a and escape": `"bell\a and escape"`,
+		"k ":                `"k "`,
+		" k":                `" k"`,
+		"k k":               "k k",
 	} {
 		assert.Equal(t, want, lockview.Visible(in), "%q", in)
 	}
