@@ -119,7 +119,9 @@ func dispatch(ctx context.Context, args []string, inv *invocation) error {
 func (inv *invocation) warn(msg string) { fmt.Fprintf(inv.stderr, "redfence: warning: %s\n", msg) }
 
 // connect is inv.g.connect, warning on inv's stderr.
-func (inv *invocation) connect(ctx context.Context) (*conn, error) { return inv.g.connect(ctx, inv.warn) }
+func (inv *invocation) connect(ctx context.Context) (*conn, error) {
+	return inv.g.connect(ctx, inv.warn)
+}
 
 // invocation is what every command runs with: the global flags resolved,
 // the environment, the input and the outputs (stderr for warnings beside
