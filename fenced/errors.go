@@ -1,6 +1,7 @@
 package fenced
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/redfence/redfence/fenced/fence"
@@ -20,6 +21,10 @@ var (
 	// return when the fence table does not exist. The error also wraps PostgreSQL's
 	// *pgconn.PgError (SQLSTATE 42P01).
 	ErrNotMigrated = fence.ErrNotMigrated
+	// ErrNoToken is matched by the error for a write to a protected table
+	// whose transaction declared no token for the row's resource (see
+	// Protect); Refusal maps PostgreSQL's error to it.
+	ErrNoToken = errors.New("fenced: no fencing token for the resource in this transaction")
 )
 
 // StaleTokenError says which write was refused and why: Token is lower than
