@@ -18,7 +18,7 @@
 //	INSERT INTO redfence_fences AS f (resource, token) VALUES ($1, $2)
 //	ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token, updated_at = now()
 //	WHERE f.token <= EXCLUDED.token
-//	RETURNING token, set_config('redfence.fence_<hash of the table>', <declared + this>, true)
+//	RETURNING token, set_config('redfence.fence_' || f.tableoid, <declared + this>, true)
 //
 // The upsert locks the row whether or not its condition holds, and the lock
 // is kept until the transaction ends, so writers of one resource are
@@ -36,27 +36,34 @@
 //
 // The guard stops the writers that call it. Guard.Protect makes a table
 // stop the others too (a migration, an admin in psql, a second service, a
-// batch job written before the lock): a trigger checks every row an
-// INSERT, UPDATE, DELETE, INSERT … ON CONFLICT or COPY changes against the
-// tokens its transaction declared to this Guard's fence, which only Do
-// and Check declare (the set_config above, in the upsert's RETURNING, so
-// only for a token recorded), after the row is written (AFTER ROW: the row
-// as stored). Partitions are covered; a table with inheritance children is
-// refused. A row's resource is a SQL expression over its columns given
-// to Protect ('account:' || id). A row whose resource has no token in the
-// transaction is refused with SQLSTATE RF002 (ErrNoToken), one with a token
-// below the highest recorded with RF001 (ErrStaleToken); an UPDATE that
-// moves a row to another resource needs both tokens; TRUNCATE is refused.
-// Do maps a refusal met in fn (Refusal); a writer of its own can call
-// Refusal too. Operators write without a token on purpose and on the
-// record: SET LOCAL redfence.bypass = 'reason' (optionally limited to a
-// role's members, WithBypassRole) lets the statements through, and each
-// adds a row to the audit table beside the fence table (redfence_fences_bypass)
-// and a NOTICE. Protect's doc lists what a trigger cannot stop: the owner
-// or a superuser disabling it, session_replication_role = replica, writes
-// through another database, and a writer that declares a token itself.
-// Unprotect removes it. The trigger costs a guarded write little (see
-// bench/README.md).
+// batch job written before the lock): after each INSERT, UPDATE, DELETE,
+// MERGE, INSERT … ON CONFLICT or COPY, a statement trigger checks the rows
+// it changed (its transition tables: the rows as stored) against the
+// tokens its transaction declared to this Guard's fence table, which only
+// Do and Check declare (the set_config above, in the upsert's RETURNING,
+// so only for a token recorded; the setting is named after the fence
+// table's OID, so each fence table has its own). It reads the declarations
+// once per statement, whatever its rows. Partitions are covered; a table
+// with inheritance children is refused. A row's resource is a SQL
+// expression over its columns given to Protect ('account:' || id),
+// evaluated on pg_catalog's search path. A statement with a row whose
+// resource has no token in the transaction is refused with SQLSTATE RF002
+// (ErrNoToken), one with a token below the highest recorded with RF001
+// (ErrStaleToken); an UPDATE that moves a row to another resource needs
+// both tokens; TRUNCATE is refused. Do maps a refusal met in fn (Refusal);
+// a writer of its own can call Refusal too. Operators write without a
+// token on purpose and on the record: SET LOCAL redfence.bypass = 'reason'
+// (optionally limited to the members of a role, judged by the session's
+// login role, WithBypassRole) lets the statements through, and each adds a
+// row to the audit table beside the fence table (redfence_fences_bypass)
+// and a NOTICE. Protect guards against accidents and other services, not
+// against a hostile user with SQL access: its doc lists what a trigger
+// cannot stop (the owner or a superuser disabling it,
+// session_replication_role = replica, a writer that declares a token
+// itself, a later inheritance child, a column rewrite). It waits for its
+// lock on the table no longer than a lock timeout (WithLockTimeout).
+// Unprotect removes it. What the triggers cost a write is in
+// bench/README.md.
 //
 // # Isolation levels
 //
@@ -91,10 +98,14 @@
 //	                                                   *StaleTokenError, wrapping fn's error
 //	a raw write refused by a protected table         *pgconn.PgError, SQLSTATE RF002 or RF001 (Refusal
 //	                                                   maps it to ErrNoToken or ErrStaleToken)
+//	a table, expression or role Protect refuses      ErrInvalid, before anything changes (see Protect)
+//	Protect, Unprotect: no lock within its timeout   *pgconn.PgError, SQLSTATE 55P03 (lock_not_available),
+//	                                                   wrapped; nothing changed
 //
 // Bad arguments are: a nil or typed-nil database, a nil or zero Guard, a
 // nil ctx, fn or tx, a bad WithTable name, a Fences limit outside 1 to
-// MaxFences, and a resource (or a Fences prefix, which may be empty) or
+// MaxFences, a WithLockTimeout of zero or less, an empty resource
+// expression, and a resource (or a Fences prefix, which may be empty) or
 // token outside these limits:
 //
 //   - resource: 1 to MaxResourceLen (1024) bytes of valid UTF-8 without NUL
@@ -124,6 +135,7 @@
 // change it) if it is missing. The table holds one row per resource ever
 // written or raised; Fences lists them. Delete rows of retired resources
 // yourself if that matters. Protect adds, beside the fence table, the
-// bypass audit table (its name with "_bypass") and the functions its
-// triggers call (named after the fence table and the protected table).
+// bypass audit table (its name with "_bypass"), and beside each protected
+// table one trigger function per fence table, named, as its triggers are,
+// after a hash of the fence table's schema and name.
 package fenced

@@ -1,6 +1,7 @@
 package fenced
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/redfence/redfence/fenced/fence"
@@ -25,6 +26,10 @@ var (
 	// enclosing transaction did: what was read may predate the previous
 	// holder's write. Nothing was recorded; roll back.
 	ErrCheckNotFirst = fence.ErrCheckNotFirst
+	// ErrNoToken is matched by the error for a write to a protected table
+	// whose transaction declared no token for the row's resource (see
+	// Protect); Refusal maps PostgreSQL's error to it.
+	ErrNoToken = errors.New("fenced: no fencing token for the resource in this transaction")
 )
 
 // StaleTokenError says which write was refused and why: Token is lower than

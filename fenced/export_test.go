@@ -12,6 +12,6 @@ import (
 // without recording it or comparing it: the Guard's own check switched
 // off, so that a test sees what the trigger alone refuses.
 func DeclareOnly(ctx context.Context, g *Guard, tx pgx.Tx, resource string, token int64) error {
-	_, err := tx.Exec(ctx, `SELECT `+pgfence.Declare(g.setting), resource, token)
+	_, err := tx.Exec(ctx, `SELECT `+pgfence.Declare("$3::text::regclass"), resource, token, g.table)
 	return err
 }

@@ -31,9 +31,7 @@ type Beginner interface {
 type Guard struct {
 	db      Beginner
 	err     error  // configuration error, returned by every method
-	name    string // the fence table as configured, unquoted
-	setting string // where a transaction's declared tokens are (see Protect)
-	table   string
+	table   string // the fence table as configured, quoted
 	upsert  string
 	highest string
 	nested  bool // db is a pgx.Tx: Do's transaction is a savepoint in another
@@ -62,10 +60,8 @@ func New(db Beginner, opts ...Option) *Guard {
 		return g
 	}
 	_, g.nested = db.(pgx.Tx)
-	g.name = cfg.table
-	g.setting = pgfence.Setting(cfg.table)
 	g.table, g.err = quoteTable(cfg.table)
-	g.upsert = pgfence.Upsert(g.table, g.setting)
+	g.upsert = pgfence.Upsert(g.table)
 	g.highest = pgfence.Highest(g.table)
 	return g
 }

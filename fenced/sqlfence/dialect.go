@@ -60,7 +60,7 @@ func (d Dialect) statements(name string, parts []string) statements {
 		table := pgfence.Quote(parts...)
 		return statements{
 			migrate: []string{pgfence.MigrateLock, pgfence.Create(table)},
-			upsert:  pgfence.Upsert(table, pgfence.Setting(name)),
+			upsert:  pgfence.Upsert(table),
 			highest: pgfence.Highest(table),
 		}
 	case MySQL:

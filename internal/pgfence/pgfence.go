@@ -7,11 +7,7 @@
 // standard library.
 package pgfence
 
-import (
-	"crypto/sha1"
-	"encoding/hex"
-	"strings"
-)
+import "strings"
 
 // UndefinedTable is the SQLSTATE of a missing fence table.
 const UndefinedTable = "42P01"
@@ -31,14 +27,16 @@ func Create(table string) string {
 }
 
 // Upsert records $2 for $1 unless a higher token is recorded, and then
-// returns the token and declares it in setting; it returns no row when a
+// returns the token and declares it (Declare); it returns no row when a
 // higher token is recorded. It locks the resource's row either way, until
-// the transaction ends.
-func Upsert(table, setting string) string {
+// the transaction ends. It declares to the table the row is in
+// (f.tableoid), not to the name the session used for it: two fence tables
+// of one name in two schemas are two fences, two names for one table one.
+func Upsert(table string) string {
 	return `INSERT INTO ` + table + ` AS f (resource, token) VALUES ($1, $2)
 ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token, updated_at = now()
 WHERE f.token <= EXCLUDED.token
-RETURNING token, ` + Declare(setting)
+RETURNING token, ` + Declare("f.tableoid")
 }
 
 // Highest reads the token recorded for $1; after Upsert, under its lock.
@@ -46,17 +44,21 @@ func Highest(table string) string {
 	return `SELECT token FROM ` + table + ` WHERE resource = $1`
 }
 
-// Setting is the setting that holds the tokens declared to the fence
-// table named name (as configured, unquoted): one per fence table, so that
-// a token recorded in one Guard's fence never passes another's trigger.
-func Setting(name string) string {
-	sum := sha1.Sum([]byte(name))
-	return "redfence.fence_" + hex.EncodeToString(sum[:4])
+// Setting is an SQL expression: the name of the setting that holds the
+// tokens a transaction declared to the fence table whose OID is the SQL
+// expression oid, a JSON object of resource to token. One per fence table,
+// so that a token recorded in one Guard's fence never passes another's
+// trigger.
+func Setting(oid string) string {
+	return `'redfence.fence_' || (` + oid + `)::oid::text`
 }
 
-// Declare adds $1 → $2 to setting's declared tokens.
-func Declare(setting string) string {
-	return `set_config('` + setting + `', (coalesce(nullif(current_setting('` + setting + `', true), ''), '{}')::jsonb || jsonb_build_object($1::text, $2::bigint))::text, true)`
+// Declare adds $1 → $2 to the tokens declared to the fence table whose OID
+// is the SQL expression oid, until the transaction ends (set_config's
+// true: a rolled-back savepoint takes it back).
+func Declare(oid string) string {
+	setting := Setting(oid)
+	return `set_config(` + setting + `, (coalesce(nullif(current_setting(` + setting + `, true), ''), '{}')::jsonb || jsonb_build_object($1::text, $2::bigint))::text, true)`
 }
 
 // Quote quotes the parts of a name ("name" or "schema", "name") as
