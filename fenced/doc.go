@@ -84,6 +84,11 @@
 //	a raw write refused by a protected table         *pgconn.PgError, SQLSTATE RF002 or RF001 (Refusal
 //	                                                   maps it to ErrNoToken or ErrStaleToken)
 //
+// An error caused by ctx ending (ctx already done, or ending on the way)
+// also wraps context.Cause(ctx) when it is not ctx.Err() itself, and says
+// it: on a lock's context that is mutex.ErrLockLost, which errors.Is finds
+// beside the driver's error.
+//
 // Bad arguments are: a nil or typed-nil database, a nil or zero Guard, a
 // nil ctx, fn or tx, a bad WithTable name, a Fences limit outside 1 to
 // MaxFences, and a resource (or a Fences prefix, which may be empty) or
