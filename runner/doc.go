@@ -9,7 +9,10 @@
 // # Slots from the server's clock
 //
 // A job's slots are the multiples of its interval since the Unix epoch, on the
-// Redis server's clock. At each boundary every replica runs a small script
+// Redis server's clock: a 24 h job runs at 00:00 UTC. WithOffset moves the
+// grid (WithOffset(2*time.Hour): at 02:00) and WithLocation reads it on a
+// zone's wall clock, daylight saving time included (see WithLocation for the
+// days the clock jumps). At each boundary every replica runs a small script
 // that computes the current slot from the server's TIME and claims it unless
 // it was already claimed: a slot is claimed once, cluster-wide, whatever the
 // replicas' clocks say. A replica's own clock only decides when it wakes up
@@ -81,10 +84,14 @@
 //	a run still going past the shutdown timeout            its ctx's cause is ErrShutdown
 //	a run whose lock was lost                              its ctx's cause is mutex.ErrLockLost
 //	a job that panicked                                    *PanicError, to WithErrorHook
-//	Redis failing while claiming, locking or recording     to WithErrorHook; the loop goes on
+//	Redis failing while claiming, locking or recording     to WithErrorHook; the loop goes on. The
+//	                                                         error wraps the client's, and the cause
+//	                                                         of the call's ctx ("no result from Redis
+//	                                                         within" the claim's bound, say)
 //
 // Limits: WithLockTTL 10 ms to 1 h; WithJitter at least 0 and below the
-// interval; WithTimeout and WithShutdownTimeout positive; WithRetries at
+// interval; WithOffset at least 0, below the interval and whole
+// milliseconds; WithLocation non-nil; WithTimeout and WithShutdownTimeout positive; WithRetries at
 // least 0; WithReplicaID non-empty; WithClock non-nil. Nil options are
 // ignored, and so are nil (or typed-nil) providers, which mean the globals.
 package runner
