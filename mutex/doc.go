@@ -148,7 +148,12 @@
 // "github.com/redfence/redfence/mutex" with the module's version. Every span
 // is of kind INTERNAL: the Redis commands beneath it are go-redis's to trace
 // (redisotel makes CLIENT spans of them). Until the program installs a
-// tracer provider, a Locker on the global one makes no spans.
+// tracer provider, a Locker on the global one makes no spans. Work done
+// under a lock (on lk.Context(), lk.Join's or Do's fn ctx) is traced as a
+// child of the span of the ctx given to Lock, as the caller's other work
+// is: redfence.Lock has ended by the time the lock is held. An adapter's
+// span (httplock, asynqlock, runner) is that span, and carries the same
+// redfence.key as the Locker's.
 //
 //	span                     attributes
 //	redfence.Lock            redfence.key, redfence.token (when acquired), redfence.attempts,
