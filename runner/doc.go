@@ -51,10 +51,20 @@
 // Locker's own spans and instruments (claiming the job's lock) are package
 // mutex's, configured on the Locker.
 //
-//	span                  kind      attributes
-//	redfence.runner.run   INTERNAL  redfence.job, redfence.slot (RFC 3339, UTC), redfence.token,
-//	                                  redfence.attempt, redfence.outcome (ok, error); one span per
-//	                                  attempt, around the job
+//	span                   kind      attributes
+//	redfence.runner.slot   INTERNAL  redfence.job, redfence.slot (RFC 3339, UTC), redfence.key (the
+//	                                   job's lock, "runner:" and the name, as mutex's spans name
+//	                                   it), redfence.token (when locked), redfence.outcome (ok,
+//	                                   error, panic, lock_lost, overlap); one span per claimed slot,
+//	                                   from the claim to the lock's release; status Error but for
+//	                                   ok and overlap
+//	redfence.runner.run    INTERNAL  redfence.job, redfence.slot, redfence.token, redfence.attempt,
+//	                                   redfence.outcome (ok, error); one span per attempt, around
+//	                                   the job, a child of the slot's span
+//
+// mutex's spans of the job's lock (redfence.TryLock or Lock, Unlock) are
+// children of the slot's span too, and so is whatever the job traces on
+// its ctx, through the attempt's span.
 //
 //	instrument                           kind       unit    attributes
 //	redfence.runner.runs                 counter    {run}   redfence.job, redfence.outcome

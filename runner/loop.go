@@ -124,47 +124,73 @@ func (r *Runner) claim(ctx context.Context, j *job, g grid, clk *clock, grace ti
 	return int(vals[0]), vals[1], nil
 }
 
-// runSlot takes the job's lock and runs the claimed slot. The lock keeps a
-// run that outlasts its interval from overlapping the next slot's: with Skip
+// runSlot takes the job's lock and runs the claimed slot, under the slot's
+// span: the lock's acquisition, each attempt and the release are its
+// children.
+func (r *Runner) runSlot(ctx, hard context.Context, j *job, g grid, clk *clock, slot int64) {
+	slotStart := g.start(slot)
+	ctx, span := r.tel.startSlot(ctx, j.name, lockKey(j.name), slotStart)
+	lk, outcome := r.lockSlot(ctx, j, g, clk, slot)
+	if lk != nil {
+		span.token(lk.Token())
+		outcome = r.runLocked(ctx, hard, j, clk, lk, slotStart)
+	}
+	span.end(outcome)
+}
+
+// lockKey is the job's lock, as mutex's spans and the redfence command name
+// it.
+func lockKey(name string) string { return "runner:" + name }
+
+// lockSlot takes the job's lock for slot, or says why not: "overlap" (a
+// run, here or elsewhere, still holds it) or "error". The lock keeps a run
+// that outlasts its interval from overlapping the next slot's: with Skip
 // that slot is dropped at once, with RunOnce its claimer waits for the lock
 // until the slot ends.
-func (r *Runner) runSlot(ctx, hard context.Context, j *job, g grid, clk *clock, slot int64) {
+func (r *Runner) lockSlot(ctx context.Context, j *job, g grid, clk *clock, slot int64) (*mutex.Lock, string) {
 	every := j.every
-	slotStart := g.start(slot)
 	lockOpts := []mutex.LockOption{mutex.WithTTL(j.cfg.lockTTL)}
 	var lk *mutex.Lock
 	var err error
 	if j.cfg.missed == RunOnce {
 		lctx, cancel := context.WithTimeout(ctx, max(g.start(slot+1).Sub(clk.server()), callTimeout(every)))
-		lk, err = r.locker.Lock(lctx, "runner:"+j.name, lockOpts...)
+		lk, err = r.locker.Lock(lctx, lockKey(j.name), lockOpts...)
 		err = cause.Wrap(lctx, err)
 		cancel()
 	} else {
 		lctx, cancel := context.WithTimeout(ctx, callTimeout(every))
-		lk, err = r.locker.TryLock(lctx, "runner:"+j.name, lockOpts...)
+		lk, err = r.locker.TryLock(lctx, lockKey(j.name), lockOpts...)
 		err = cause.Wrap(lctx, err)
 		cancel()
 	}
-	if err != nil {
-		if errors.Is(err, mutex.ErrNotAcquired) && !errors.Is(err, mutex.ErrUnavailable) {
-			// The previous run, here or elsewhere, still holds the job.
-			r.tel.overlapPrevented(ctx, j.name)
-			r.tel.skipped(ctx, j.name, "overlap")
-			return
-		}
-		r.report(j, Run{Name: j.name, Slot: slotStart}, fmt.Errorf("runner: lock %q: %w", j.name, err))
-		return
+	switch {
+	case err == nil:
+		return lk, ""
+	case errors.Is(err, mutex.ErrNotAcquired) && !errors.Is(err, mutex.ErrUnavailable):
+		// The previous run, here or elsewhere, still holds the job.
+		r.tel.overlapPrevented(ctx, j.name)
+		r.tel.skipped(ctx, j.name, "overlap")
+		return nil, "overlap"
 	}
+	r.report(j, Run{Name: j.name, Slot: g.start(slot)}, fmt.Errorf("runner: lock %q: %w", j.name, err))
+	return nil, "error"
+}
+
+// runLocked runs the slot under lk, retrying as configured, records the
+// run, releases lk and returns the run's outcome.
+func (r *Runner) runLocked(ctx, hard context.Context, j *job, clk *clock, lk *mutex.Lock, slotStart time.Time) string {
 	defer func() {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout(every))
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout(j.every))
 		defer cancel()
 		_ = lk.Unlock(uctx) // ErrNotHeld after a loss: nothing to release
 	}()
-
 	if j.cfg.jitter > 0 {
 		// Jitter delays the run, not the claim: the slot is ours already.
 		if !sleep(lk.Context(), rand.N(j.cfg.jitter)) {
-			return
+			if errors.Is(context.Cause(lk.Context()), mutex.ErrLockLost) {
+				return "lock_lost"
+			}
+			return "error" // released: the Locker closed
 		}
 	}
 	run := Run{Name: j.name, Slot: slotStart, Token: lk.Token(), Replica: r.cfg.replica}
@@ -204,6 +230,7 @@ func (r *Runner) runSlot(ctx, hard context.Context, j *job, g grid, clk *clock, 
 	}
 	r.tel.ran(ctx, j.name, outcome)
 	r.record(ctx, j, run, outcome, runErr, started)
+	return outcome
 }
 
 // call runs the job once, turning a panic into a *PanicError.
