@@ -102,6 +102,11 @@
 //	Protect, Unprotect: no lock within its timeout   *pgconn.PgError, SQLSTATE 55P03 (lock_not_available),
 //	                                                   wrapped; nothing changed
 //
+// An error caused by ctx ending (ctx already done, or ending on the way)
+// also wraps context.Cause(ctx) when it is not ctx.Err() itself, and says
+// it: on a lock's context that is mutex.ErrLockLost, which errors.Is finds
+// beside the driver's error.
+//
 // Bad arguments are: a nil or typed-nil database, a nil or zero Guard, a
 // nil ctx, fn or tx, a bad WithTable name, a Fences limit outside 1 to
 // MaxFences, a WithLockTimeout of zero or less, an empty resource

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redfence/redfence/fenced/fence"
+	"github.com/redfence/redfence/internal/cause"
 	"github.com/redfence/redfence/internal/pgfence"
 	"github.com/redfence/redfence/internal/pgfirst"
 	"github.com/redfence/redfence/internal/typednil"
@@ -131,7 +132,7 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 		return invalid("nil fn")
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("fenced: %w", err)
+		return fmt.Errorf("fenced: %w", cause.Wrap(ctx, err))
 	}
 	// INTERNAL: the span wraps fn, the caller's code; the round trips to
 	// PostgreSQL beneath it are pgx's to trace.
@@ -141,7 +142,7 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 
 	tx, err := g.db.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("fenced: begin: %w", err)
+		return fmt.Errorf("fenced: begin: %w", cause.Wrap(ctx, err))
 	}
 	done := false
 	defer func() {
@@ -168,7 +169,7 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 		if r := Refusal(err); r != nil { // a deferred constraint trigger of the user's own
 			return r
 		}
-		return fmt.Errorf("fenced: commit: %w", err)
+		return fmt.Errorf("fenced: commit: %w", cause.Wrap(ctx, err))
 	}
 	return nil
 }
@@ -203,7 +204,7 @@ func (g *Guard) Check(ctx context.Context, tx pgx.Tx, resource string, token int
 		return invalid("nil transaction")
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("fenced: %w", err)
+		return fmt.Errorf("fenced: %w", cause.Wrap(ctx, err))
 	}
 	ctx, span := g.tel.tracer.Start(ctx, "redfence.fenced.Check", trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attrResource.String(resource), attrToken.Int64(token)))
@@ -283,12 +284,12 @@ func (g *Guard) record(ctx context.Context, tx pgx.Tx, op, resource string, toke
 	case err == nil:
 	case errors.Is(err, pgx.ErrNoRows): // a higher token is recorded
 		if err := tx.QueryRow(ctx, g.highest, resource).Scan(&highest); err != nil {
-			return 0, fmt.Errorf("fenced: %s %q: read highest token: %w", op, clip(resource), err)
+			return 0, fmt.Errorf("fenced: %s %q: read highest token: %w", op, clip(resource), cause.Wrap(ctx, err))
 		}
 	case undefinedTable(err): // the upsert names no other table
 		return 0, fmt.Errorf("%w: %s: %w", ErrNotMigrated, g.table, err)
 	default:
-		return 0, fmt.Errorf("fenced: %s %q: %w", op, clip(resource), err)
+		return 0, fmt.Errorf("fenced: %s %q: %w", op, clip(resource), cause.Wrap(ctx, err))
 	}
 	span.SetAttributes(attrOutcome.String(outcomeOf(token, highest)), attrHighest.Int64(highest))
 	return highest, nil

@@ -75,7 +75,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	if err := l.check(ctx, key); err != nil {
 		return nil, err
 	}
-	a := &acquisition{l: l, key: key, wait: wait, lc: newLockConfig(opts)}
+	a := &acquisition{l: l, caller: ctx, key: key, wait: wait, lc: newLockConfig(opts)}
 	lc := &a.lc
 	if lc.err != nil {
 		return nil, lc.err
@@ -128,7 +128,8 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 // cancellation and Close alike.
 type acquisition struct {
 	l           *Locker
-	ctx         context.Context
+	caller      context.Context // the lock's context carries its values (newLock)
+	ctx         context.Context // caller's, with the call's span
 	span        trace.Span
 	start       time.Time
 	key         string
@@ -208,7 +209,7 @@ func (a *acquisition) try() (lk *Lock, ended bool, err error) {
 		a.remaining = res.remaining
 		return nil, false, nil
 	}
-	lk = newLock(a.ctx, l, a.key, a.lockKey, a.owner, res.token, res.tokenStr, &a.lc, sent)
+	lk = newLock(a.caller, l, a.key, a.lockKey, a.owner, res.token, res.tokenStr, &a.lc, sent)
 	lk.settled, lk.lateNodes, lk.lateDone, lk.asked = res.settled, res.lateNodes, res.lateDone, res.asked
 	outcome := "acquired"
 	if res.status == 2 {
@@ -266,7 +267,7 @@ func (a *acquisition) park() (*Lock, bool, error) {
 	if !offered || !h.ok {
 		return nil, false, nil // try again
 	}
-	lk := newLock(a.ctx, a.l, a.key, a.lockKey, a.owner, h.token, "", &a.lc, h.sent)
+	lk := newLock(a.caller, a.l, a.key, a.lockKey, a.owner, h.token, "", &a.lc, h.sent)
 	lk, err := a.take(lk, "acquired")
 	return lk, true, err
 }

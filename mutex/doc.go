@@ -116,6 +116,19 @@
 // share one hash slot: the user key sits in a hash tag, or, when it contains
 // braces, the SHA-1 of it does.
 //
+// After a failover whose old master hangs or died, go-redis keeps sending a
+// slot's commands to it until a MOVED reply, which such a master never
+// sends, or its periodic reload of the slot map, a minute later. So a
+// Locker whose call on a Cluster got no answer (a timeout, a refused or
+// broken connection) asks the client to reload the map, at most once a
+// second: the calls that follow reach the new master about a round trip
+// after the reload. The reload asks the nodes in a random order, and waits
+// the client's ReadTimeout (5 s by default for a ClusterClient) when it
+// asks the hung one first; a shorter ReadTimeout shortens that worst case.
+// A holder's renewal waits for the hung master until its lease deadline,
+// so its lock is lost (its context ends) before the new master lets
+// another Locker have it, with a larger token.
+//
 // # Inspection and forced release
 //
 // Inspect reads a key as its servers hold it: free, held or reserved for
@@ -148,7 +161,12 @@
 // "github.com/redfence/redfence/mutex" with the module's version. Every span
 // is of kind INTERNAL: the Redis commands beneath it are go-redis's to trace
 // (redisotel makes CLIENT spans of them). Until the program installs a
-// tracer provider, a Locker on the global one makes no spans.
+// tracer provider, a Locker on the global one makes no spans. Work done
+// under a lock (on lk.Context(), lk.Join's or Do's fn ctx) is traced as a
+// child of the span of the ctx given to Lock, as the caller's other work
+// is: redfence.Lock has ended by the time the lock is held. An adapter's
+// span (httplock, asynqlock, runner) is that span, and carries the same
+// redfence.key as the Locker's.
 //
 //	span                     attributes
 //	redfence.Lock            redfence.key, redfence.token (when acquired), redfence.attempts,

@@ -19,7 +19,7 @@ import (
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	locker := mutex.New(rdb)
 	defer locker.Close()
@@ -45,7 +45,7 @@ func Example() {
 func ExampleLocker_Do() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	locker := mutex.New(rdb)
 	defer locker.Close()
@@ -68,7 +68,7 @@ func ExampleLocker_Do() {
 func ExampleLocker_TryLock() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	replicaA, replicaB := mutex.New(rdb), mutex.New(rdb)
 	defer replicaA.Close()
@@ -102,7 +102,7 @@ func ExampleLocker_TryLock() {
 func ExampleLocker_Lock() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	replicaA, replicaB := mutex.New(rdb), mutex.New(rdb)
 	defer replicaA.Close()
@@ -140,7 +140,7 @@ func ExampleLocker_Lock() {
 func ExampleLocker_Lock_deadline() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	replicaA, replicaB := mutex.New(rdb), mutex.New(rdb)
 	defer replicaA.Close()
@@ -167,7 +167,7 @@ func ExampleLocker_Lock_deadline() {
 func ExampleLocker_Lock_reentrant() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	locker := mutex.New(rdb)
 	defer locker.Close()
@@ -199,7 +199,7 @@ func ExampleLocker_Lock_reentrant() {
 func ExampleLock_Context() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	locker := mutex.New(rdb)
 	defer locker.Close()
@@ -229,7 +229,7 @@ func ExampleLock_Context() {
 func ExampleLock_Join() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	locker := mutex.New(rdb)
 	defer locker.Close()
@@ -266,7 +266,7 @@ func ExampleNewRedlock() {
 	defer cancel()
 	var masters []redis.UniversalClient
 	for _, addr := range strings.Split(os.Getenv("REDLOCK_ADDRS"), ",") {
-		masters = append(masters, redis.NewClient(&redis.Options{Addr: addr}))
+		masters = append(masters, redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}))
 	}
 	defer func() {
 		for _, c := range masters {

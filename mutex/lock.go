@@ -83,8 +83,10 @@ func newLock(caller context.Context, l *Locker, key, lockKey, owner string, toke
 		acquired: time.Now(), count: 1, ttl: lc.ttl, lease: lc.ttl,
 	}
 	// The lock's context carries no caller cancellation, only the lock's own
-	// lifetime; it keeps the caller's values (trace span, held locks) so that
-	// Lock(lk.Context(), key) re-enters.
+	// lifetime; it keeps the caller's values (held locks, so that
+	// Lock(lk.Context(), key) re-enters, and the caller's span, which work
+	// under the lock is a child of: never the Lock call's own span, which
+	// has ended by then).
 	lk.relKeys, lk.nRelKeys = l.be.releaseKeys(lockKey)
 	lk.values = lockValues{parent: caller, lk: lk}
 	lk.ctx, lk.cancel = context.WithCancelCause(&lk.values)

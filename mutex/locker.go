@@ -30,8 +30,9 @@ type Locker struct {
 	cfg      config
 	err      error // bad construction, returned by every call
 	cluster  bool
-	publish  string // PUBLISH, or SPUBLISH on Cluster
-	ctxAware bool   // the client applies ctx deadlines to its sockets
+	publish  string       // PUBLISH, or SPUBLISH on Cluster
+	ctxAware bool         // the client applies ctx deadlines to its sockets
+	reloaded atomic.Int64 // Cluster: when noAnswer last asked for a slot map reload, Unix ns
 	tel      *telemetry
 
 	// Redlock (NewRedlock): the independent masters, all of them including

@@ -73,6 +73,7 @@ type single struct{ l *Locker }
 func (b single) acquire(ctx context.Context, key, lockKey, owner string, lc *lockConfig, queued bool, sent time.Time) (acquireResult, error) {
 	l := b.l
 	res, pending, err := l.acquire(ctx, key, lockKey, owner, lc, queued)
+	l.noAnswer(err)
 	if err == nil && res.status == 1 {
 		err = l.lateGrant(sent, lc.ttl)
 	}
@@ -106,6 +107,7 @@ func (b single) release(ctx context.Context, lk *Lock) (int64, <-chan error, err
 	l := b.l
 	if l.direct(ctx) { // no closure: the uncontended path allocates less
 		n, err := l.releaseLock(ctx, l.client, lk).Int64()
+		l.noAnswer(err)
 		return n, nil, err
 	}
 	var n int64
@@ -114,6 +116,7 @@ func (b single) release(ctx context.Context, lk *Lock) (int64, <-chan error, err
 		n, err = l.releaseLock(ctx, l.client, lk).Int64()
 		return err
 	})
+	l.noAnswer(err)
 	if pending != nil {
 		return 0, pending, err // the abandoned call may still write n
 	}
@@ -140,8 +143,10 @@ func (b single) extend(ctx context.Context, locks []*Lock, ttls []time.Duration)
 	})
 	results := make([]renewOutcome, len(locks)) // renewUnknown
 	if err != nil || pending != nil {
+		b.l.noAnswer(err)
 		return results, sent, err
 	}
+	b.l.noAnswer(perr)
 	for i, v := range replyInts(cmds) {
 		switch v {
 		case 1:
@@ -160,6 +165,7 @@ func (b single) ttl(ctx context.Context, lk *Lock) (time.Duration, error) {
 		us, err = ttlScript.Run(ctx, b.l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr).Int64()
 		return err
 	})
+	b.l.noAnswer(err)
 	return time.Duration(us) * time.Microsecond, err
 }
 

@@ -126,6 +126,13 @@ func TestBadInput(t *testing.T) {
 		{"negative missed policy", with(runner.WithMissed(-1)), runner.ErrInvalid},
 		{"negative retries", with(runner.WithRetries(-1)), runner.ErrInvalid},
 		{"most negative retries", with(runner.WithRetries(math.MinInt)), runner.ErrInvalid},
+		{"negative offset", with(runner.WithOffset(-time.Millisecond)), runner.ErrInvalid},
+		{"offset of the interval", with(runner.WithOffset(time.Second)), runner.ErrInvalid},
+		{"offset past the interval", with(runner.WithOffset(math.MaxInt64)), runner.ErrInvalid},
+		{"offset not whole ms", with(runner.WithOffset(time.Microsecond)), runner.ErrInvalid},
+		{"offset below the interval", with(runner.WithOffset(999 * time.Millisecond)), nil},
+		{"nil location", with(runner.WithLocation(nil)), runner.ErrInvalid},
+		{"UTC", with(runner.WithLocation(time.UTC)), nil},
 		{"nil job option", with(nil), nil},
 
 		// Runner options.

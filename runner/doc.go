@@ -9,7 +9,10 @@
 // # Slots from the server's clock
 //
 // A job's slots are the multiples of its interval since the Unix epoch, on the
-// Redis server's clock. At each boundary every replica runs a small script
+// Redis server's clock: a 24 h job runs at 00:00 UTC. WithOffset moves the
+// grid (WithOffset(2*time.Hour): at 02:00) and WithLocation reads it on a
+// zone's wall clock, daylight saving time included (see WithLocation for the
+// days the clock jumps). At each boundary every replica runs a small script
 // that computes the current slot from the server's TIME and claims it unless
 // it was already claimed: a slot is claimed once, cluster-wide, whatever the
 // replicas' clocks say. A replica's own clock only decides when it wakes up
@@ -48,10 +51,20 @@
 // Locker's own spans and instruments (claiming the job's lock) are package
 // mutex's, configured on the Locker.
 //
-//	span                  kind      attributes
-//	redfence.runner.run   INTERNAL  redfence.job, redfence.slot (RFC 3339, UTC), redfence.token,
-//	                                  redfence.attempt, redfence.outcome (ok, error); one span per
-//	                                  attempt, around the job
+//	span                   kind      attributes
+//	redfence.runner.slot   INTERNAL  redfence.job, redfence.slot (RFC 3339, UTC), redfence.key (the
+//	                                   job's lock, "runner:" and the name, as mutex's spans name
+//	                                   it), redfence.token (when locked), redfence.outcome (ok,
+//	                                   error, panic, lock_lost, overlap); one span per claimed slot,
+//	                                   from the claim to the lock's release; status Error but for
+//	                                   ok and overlap
+//	redfence.runner.run    INTERNAL  redfence.job, redfence.slot, redfence.token, redfence.attempt,
+//	                                   redfence.outcome (ok, error); one span per attempt, around
+//	                                   the job, a child of the slot's span
+//
+// mutex's spans of the job's lock (redfence.TryLock or Lock, Unlock) are
+// children of the slot's span too, and so is whatever the job traces on
+// its ctx, through the attempt's span.
 //
 //	instrument                           kind       unit    attributes
 //	redfence.runner.runs                 counter    {run}   redfence.job, redfence.outcome
@@ -81,10 +94,14 @@
 //	a run still going past the shutdown timeout            its ctx's cause is ErrShutdown
 //	a run whose lock was lost                              its ctx's cause is mutex.ErrLockLost
 //	a job that panicked                                    *PanicError, to WithErrorHook
-//	Redis failing while claiming, locking or recording     to WithErrorHook; the loop goes on
+//	Redis failing while claiming, locking or recording     to WithErrorHook; the loop goes on. The
+//	                                                         error wraps the client's, and the cause
+//	                                                         of the call's ctx ("no result from Redis
+//	                                                         within" the claim's bound, say)
 //
 // Limits: WithLockTTL 10 ms to 1 h; WithJitter at least 0 and below the
-// interval; WithTimeout and WithShutdownTimeout positive; WithRetries at
+// interval; WithOffset at least 0, below the interval and whole
+// milliseconds; WithLocation non-nil; WithTimeout and WithShutdownTimeout positive; WithRetries at
 // least 0; WithReplicaID non-empty; WithClock non-nil. Nil options are
 // ignored, and so are nil (or typed-nil) providers, which mean the globals.
 package runner

@@ -17,7 +17,7 @@ import (
 // A job runs at each slot of its interval until Run's ctx ends; Last reads
 // the record of its latest run.
 func Example() {
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	locker := mutex.New(rdb)
 	defer locker.Close()
@@ -70,7 +70,7 @@ func ExampleRunner_Run() {
 	var wg sync.WaitGroup
 	for _, id := range []string{"replica-1", "replica-2"} {
 		// Each replica is a process of its own, with its own client.
-		rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+		rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 		locker := mutex.New(rdb)
 		r := runner.New(locker, runner.WithReplicaID(id))
 		if err := r.Add("compact", 100*time.Millisecond, job); err != nil {

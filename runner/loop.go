@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redfence/redfence/internal/cause"
 	"github.com/redfence/redfence/mutex"
 )
 
@@ -40,6 +41,7 @@ func (c *clock) server() time.Time { return c.now().Add(c.offset) }
 func (r *Runner) loop(ctx, hard context.Context, j *job) {
 	clk := &clock{now: r.cfg.clock}
 	every := j.every
+	g := j.grid()
 	catchUp := j.cfg.missed == RunOnce // after an outage, RunOnce runs the current slot late
 	wait := time.Duration(0)
 	for {
@@ -50,7 +52,7 @@ func (r *Runner) loop(ctx, hard context.Context, j *job) {
 		if catchUp {
 			grace = every
 		}
-		status, slot, err := r.claim(ctx, j, clk, grace)
+		status, slot, err := r.claim(ctx, j, g, clk, grace)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -62,10 +64,10 @@ func (r *Runner) loop(ctx, hard context.Context, j *job) {
 		catchUp = false
 		switch status {
 		case 1:
-			r.runSlot(ctx, hard, j, clk, slot)
+			r.runSlot(ctx, hard, j, g, clk, slot)
 			// A run that outlasted its slot: RunOnce runs the slot it ran
 			// into at once, Skip waits for the next boundary.
-			if j.cfg.missed == RunOnce && clk.server().UnixMilli()/every.Milliseconds() > slot {
+			if j.cfg.missed == RunOnce && g.slotOf(clk.server()) > slot {
 				catchUp = true
 				wait = 0
 				continue
@@ -73,8 +75,8 @@ func (r *Runner) loop(ctx, hard context.Context, j *job) {
 		case -1:
 			r.tel.skipped(ctx, j.name, "late")
 		}
-		next := (clk.server().UnixMilli()/every.Milliseconds() + 1) * every.Milliseconds()
-		wait = time.Duration(next-clk.server().UnixMilli()) * time.Millisecond
+		now := clk.server()
+		wait = g.start(g.slotOf(now) + 1).Sub(now)
 		if j.cfg.jitter > 0 {
 			wait += rand.N(j.cfg.jitter)
 		}
@@ -96,14 +98,22 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 // claim runs the claim script and updates the clock offset.
-func (r *Runner) claim(ctx context.Context, j *job, clk *clock, grace time.Duration) (status int, slot int64, err error) {
-	cctx, cancel := context.WithTimeout(ctx, callTimeout(j.every))
+func (r *Runner) claim(ctx context.Context, j *job, g grid, clk *clock, grace time.Duration) (status int, slot int64, err error) {
+	bound := callTimeout(j.every)
+	cctx, cancel := context.WithTimeoutCause(ctx, bound, fmt.Errorf("runner: no result from Redis within %v", bound))
 	defer cancel()
 	sent := clk.now()
-	vals, err := claimScript.Run(cctx, r.client, []string{r.key(j.name, "slot")},
-		j.every.Milliseconds(), grace.Milliseconds(), (10*j.every).Milliseconds()+60_000).Int64Slice()
+	args := []any{j.every.Milliseconds(), grace.Milliseconds(), (10 * j.every).Milliseconds() + 60_000}
+	if g.offset != 0 || g.loc != nil {
+		args = append(args, g.offset)
+	}
+	if g.loc != nil {
+		before, from, at, until, after := g.zone(clk.server())
+		args = append(args, before, from, at, until, after)
+	}
+	vals, err := claimScript.Run(cctx, r.client, []string{r.key(j.name, "slot")}, args...).Int64Slice()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, cause.Wrap(cctx, err)
 	}
 	if len(vals) != 3 {
 		return 0, 0, fmt.Errorf("claim script returned %v", vals)
@@ -114,46 +124,73 @@ func (r *Runner) claim(ctx context.Context, j *job, clk *clock, grace time.Durat
 	return int(vals[0]), vals[1], nil
 }
 
-// runSlot takes the job's lock and runs the claimed slot. The lock keeps a
-// run that outlasts its interval from overlapping the next slot's: with Skip
+// runSlot takes the job's lock and runs the claimed slot, under the slot's
+// span: the lock's acquisition, each attempt and the release are its
+// children.
+func (r *Runner) runSlot(ctx, hard context.Context, j *job, g grid, clk *clock, slot int64) {
+	slotStart := g.start(slot)
+	ctx, span := r.tel.startSlot(ctx, j.name, lockKey(j.name), slotStart)
+	lk, outcome := r.lockSlot(ctx, j, g, clk, slot)
+	if lk != nil {
+		span.token(lk.Token())
+		outcome = r.runLocked(ctx, hard, j, clk, lk, slotStart)
+	}
+	span.end(outcome)
+}
+
+// lockKey is the job's lock, as mutex's spans and the redfence command name
+// it.
+func lockKey(name string) string { return "runner:" + name }
+
+// lockSlot takes the job's lock for slot, or says why not: "overlap" (a
+// run, here or elsewhere, still holds it) or "error". The lock keeps a run
+// that outlasts its interval from overlapping the next slot's: with Skip
 // that slot is dropped at once, with RunOnce its claimer waits for the lock
 // until the slot ends.
-func (r *Runner) runSlot(ctx, hard context.Context, j *job, clk *clock, slot int64) {
+func (r *Runner) lockSlot(ctx context.Context, j *job, g grid, clk *clock, slot int64) (*mutex.Lock, string) {
 	every := j.every
-	slotStart := time.UnixMilli(slot * every.Milliseconds())
 	lockOpts := []mutex.LockOption{mutex.WithTTL(j.cfg.lockTTL)}
 	var lk *mutex.Lock
 	var err error
 	if j.cfg.missed == RunOnce {
-		slotEnd := slotStart.Add(every)
-		lctx, cancel := context.WithTimeout(ctx, max(slotEnd.Sub(clk.server()), callTimeout(every)))
-		lk, err = r.locker.Lock(lctx, "runner:"+j.name, lockOpts...)
+		lctx, cancel := context.WithTimeout(ctx, max(g.start(slot+1).Sub(clk.server()), callTimeout(every)))
+		lk, err = r.locker.Lock(lctx, lockKey(j.name), lockOpts...)
+		err = cause.Wrap(lctx, err)
 		cancel()
 	} else {
 		lctx, cancel := context.WithTimeout(ctx, callTimeout(every))
-		lk, err = r.locker.TryLock(lctx, "runner:"+j.name, lockOpts...)
+		lk, err = r.locker.TryLock(lctx, lockKey(j.name), lockOpts...)
+		err = cause.Wrap(lctx, err)
 		cancel()
 	}
-	if err != nil {
-		if errors.Is(err, mutex.ErrNotAcquired) && !errors.Is(err, mutex.ErrUnavailable) {
-			// The previous run, here or elsewhere, still holds the job.
-			r.tel.overlapPrevented(ctx, j.name)
-			r.tel.skipped(ctx, j.name, "overlap")
-			return
-		}
-		r.report(j, Run{Name: j.name, Slot: slotStart}, fmt.Errorf("runner: lock %q: %w", j.name, err))
-		return
+	switch {
+	case err == nil:
+		return lk, ""
+	case errors.Is(err, mutex.ErrNotAcquired) && !errors.Is(err, mutex.ErrUnavailable):
+		// The previous run, here or elsewhere, still holds the job.
+		r.tel.overlapPrevented(ctx, j.name)
+		r.tel.skipped(ctx, j.name, "overlap")
+		return nil, "overlap"
 	}
+	r.report(j, Run{Name: j.name, Slot: g.start(slot)}, fmt.Errorf("runner: lock %q: %w", j.name, err))
+	return nil, "error"
+}
+
+// runLocked runs the slot under lk, retrying as configured, records the
+// run, releases lk and returns the run's outcome.
+func (r *Runner) runLocked(ctx, hard context.Context, j *job, clk *clock, lk *mutex.Lock, slotStart time.Time) string {
 	defer func() {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout(every))
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout(j.every))
 		defer cancel()
 		_ = lk.Unlock(uctx) // ErrNotHeld after a loss: nothing to release
 	}()
-
 	if j.cfg.jitter > 0 {
 		// Jitter delays the run, not the claim: the slot is ours already.
 		if !sleep(lk.Context(), rand.N(j.cfg.jitter)) {
-			return
+			if errors.Is(context.Cause(lk.Context()), mutex.ErrLockLost) {
+				return "lock_lost"
+			}
+			return "error" // released: the Locker closed
 		}
 	}
 	run := Run{Name: j.name, Slot: slotStart, Token: lk.Token(), Replica: r.cfg.replica}
@@ -193,6 +230,7 @@ func (r *Runner) runSlot(ctx, hard context.Context, j *job, clk *clock, slot int
 	}
 	r.tel.ran(ctx, j.name, outcome)
 	r.record(ctx, j, run, outcome, runErr, started)
+	return outcome
 }
 
 // call runs the job once, turning a panic into a *PanicError.
@@ -228,6 +266,6 @@ func (r *Runner) record(ctx context.Context, j *job, run Run, outcome string, ru
 	defer cancel()
 	ttl := max(24*time.Hour, 10*j.every)
 	if err := r.client.Set(rctx, r.key(j.name, "last"), b, ttl).Err(); err != nil {
-		r.report(j, run, fmt.Errorf("runner: record last run of %q: %w", j.name, err))
+		r.report(j, run, fmt.Errorf("runner: record last run of %q: %w", j.name, cause.Wrap(rctx, err)))
 	}
 }

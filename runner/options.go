@@ -152,7 +152,44 @@ type jobConfig struct {
 	lockTTL time.Duration
 	missed  Missed
 	retries int
+	offset  time.Duration
+	loc     *time.Location // nil: UTC
 	errs    []error
+}
+
+// WithOffset starts the job's slots d after the multiples of its interval,
+// on the wall clock of WithLocation's zone (default UTC): with a 24 h
+// interval, WithOffset(2*time.Hour) runs the job at 02:00 each day, with a
+// 1 h interval WithOffset(15*time.Minute) at a quarter past each hour.
+// Default 0; d must be at least 0, below the interval and a whole number of
+// milliseconds.
+func WithOffset(d time.Duration) JobOption {
+	return jobOptionFunc(func(c *jobConfig) {
+		if d < 0 || d%time.Millisecond != 0 {
+			c.errs = append(c.errs, fmt.Errorf("offset %v is negative or not a whole number of milliseconds", d))
+		}
+		c.offset = d
+	})
+}
+
+// WithLocation counts the job's slots on loc's wall clock instead of UTC's,
+// so that a 24 h job with WithOffset(2*time.Hour) runs at 02:00 local time
+// whether daylight saving time is in force or not. The server's clock still
+// says when it is: loc only reads it. Where loc's clock jumps, slots follow
+// it: when DST starts and the clock skips a slot's start (02:00 to 03:00),
+// the slot starts at the jump (03:00 local), and slots that lie wholly in
+// the skipped hour do not run; when DST ends and the clock repeats an hour,
+// each slot still runs once (the repeat finds it claimed), so that hour's
+// slots of an interval under an hour do not run twice. Such a day is 23 or
+// 25 hours long, and so is a 24 h job's slot. Default, and for UTC: UTC,
+// whose clock never jumps; nil is an error.
+func WithLocation(loc *time.Location) JobOption {
+	return jobOptionFunc(func(c *jobConfig) {
+		if loc == nil {
+			c.errs = append(c.errs, fmt.Errorf("nil location"))
+		}
+		c.loc = loc
+	})
 }
 
 // WithJitter delays each run by a random duration in [0, d), spreading load

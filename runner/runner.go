@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redfence/redfence/internal/cause"
 	"github.com/redfence/redfence/mutex"
 )
 
@@ -82,6 +83,14 @@ type job struct {
 	cfg   jobConfig
 }
 
+func (j *job) grid() grid {
+	g := grid{every: j.every.Milliseconds(), offset: j.cfg.offset.Milliseconds(), loc: j.cfg.loc}
+	if g.loc == time.UTC {
+		g.loc = nil // the same clock, without a zone to look up
+	}
+	return g
+}
+
 // New returns a Runner whose jobs lock through locker and keep their slot
 // claims and last runs in the locker's Redis. A nil or broken locker, a
 // Redlock Locker (its masters hold no single copy of the claims) or a bad
@@ -109,12 +118,13 @@ func New(locker *mutex.Locker, opts ...Option) *Runner {
 
 // Add registers a job run every interval. Slots are aligned to multiples of
 // every since the Unix epoch on the Redis server's clock, so all replicas
-// agree on them. Add fails, wrapping ErrInvalid and registering nothing, on
-// an empty name or one longer than MaxNameLen bytes, a duplicate name, an
-// interval outside [MinInterval, MaxInterval] or not a whole number of
-// milliseconds (the server's clock counts in them), a nil job, a jitter not
-// below the interval or a bad option; and with ErrRunning once Run has
-// started. It does no I/O.
+// agree on them: a 24 h job runs at 00:00 UTC unless WithOffset and
+// WithLocation place it elsewhere. Add fails, wrapping ErrInvalid and
+// registering nothing, on an empty name or one longer than MaxNameLen
+// bytes, a duplicate name, an interval outside [MinInterval, MaxInterval]
+// or not a whole number of milliseconds (the server's clock counts in
+// them), a nil job, a jitter or an offset not below the interval or a bad
+// option; and with ErrRunning once Run has started. It does no I/O.
 func (r *Runner) Add(name string, every time.Duration, fn Job, opts ...JobOption) error {
 	if err := r.check(); err != nil {
 		return err
@@ -144,6 +154,8 @@ func (r *Runner) Add(name string, every time.Duration, fn Job, opts ...JobOption
 		// Jitter delays the claim too: at an interval or more, it would
 		// push it into a later slot.
 		return fmt.Errorf("%w: job %q: jitter %v not below the interval %v", ErrInvalid, name, jc.jitter, every)
+	case jc.offset >= every:
+		return fmt.Errorf("%w: job %q: offset %v not below the interval %v", ErrInvalid, name, jc.offset, every)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -236,7 +248,7 @@ func (r *Runner) Last(ctx context.Context, name string) (LastRun, error) {
 		return LastRun{}, ErrNoRun
 	}
 	if err != nil {
-		return LastRun{}, fmt.Errorf("runner: last run of %q: %w", name, err)
+		return LastRun{}, fmt.Errorf("runner: last run of %q: %w", name, cause.Wrap(ctx, err))
 	}
 	var lr LastRun
 	if err := json.Unmarshal(b, &lr); err != nil {

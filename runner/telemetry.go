@@ -26,6 +26,7 @@ const (
 	attrAttempt = attribute.Key("redfence.attempt")
 	attrOutcome = attribute.Key("redfence.outcome")
 	attrReason  = attribute.Key("redfence.reason")
+	attrKey     = attribute.Key("redfence.key")
 )
 
 type telemetry struct {
@@ -99,4 +100,29 @@ func (t *telemetry) startRun(ctx context.Context, run Run) (context.Context, fun
 		}
 		span.End()
 	}
+}
+
+// slotSpan is the span of one claimed slot, from the claim to the lock's
+// release: the span of holding the job's lock for it.
+type slotSpan struct{ trace.Span }
+
+// startSlot opens a slot's span: INTERNAL, since it wraps the job. key is
+// the job's lock, as mutex's spans name it.
+func (t *telemetry) startSlot(ctx context.Context, job, key string, slot time.Time) (context.Context, slotSpan) {
+	ctx, span := t.tracer.Start(ctx, "redfence.runner.slot", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+		attrJob.String(job), attrSlot.String(slot.UTC().Format(time.RFC3339Nano)), attrKey.String(key)))
+	return ctx, slotSpan{span}
+}
+
+func (s slotSpan) token(tok int64) { s.SetAttributes(attrToken.Int64(tok)) }
+
+// end closes the span with the slot's outcome: a run's (ok, error, panic,
+// lock_lost), or overlap when the lock was held, error when it could not
+// be taken.
+func (s slotSpan) end(outcome string) {
+	s.SetAttributes(attrOutcome.String(outcome))
+	if outcome != "ok" && outcome != "overlap" {
+		s.SetStatus(codes.Error, outcome)
+	}
+	s.End()
 }

@@ -45,10 +45,14 @@ func TestTelemetry(t *testing.T) {
 	}
 	require.NoError(t, rp.stop()) // Run returns once its runs are recorded
 
-	spans := rec.Ended()
+	var spans []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "redfence.runner.run" { // the slots' spans: TestSpansOfASlot
+			spans = append(spans, s)
+		}
+	}
 	require.GreaterOrEqual(t, len(spans), 2)
 	for _, s := range spans {
-		assert.Equal(t, "redfence.runner.run", s.Name())
 		assert.Equal(t, trace.SpanKindInternal, s.SpanKind(), "a run wraps the job, the caller's code")
 		assert.Equal(t, "github.com/redfence/redfence/runner", s.InstrumentationScope().Name)
 		assert.NotEmpty(t, s.InstrumentationScope().Version)

@@ -14,6 +14,9 @@
 //
 // DATABASE_URL and REDIS_URL select real servers; the demo then works in its
 // own schema, redfence_ledger_demo, which it drops and recreates.
+//
+// The lock and the fence are in this file (transfer); redis.go and
+// postgres.go only find the demo its servers.
 package main
 
 import (
@@ -33,7 +36,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/redfence/redfence/fenced"
-	"github.com/redfence/redfence/internal/demo"
 	"github.com/redfence/redfence/mutex"
 )
 
@@ -89,12 +91,12 @@ func run(ctx context.Context, out io.Writer, o options) (result, error) {
 		return result{}, errors.New("need at least 2 workers, 2 accounts, 1 transfer, and 1 to workers-1 stalls")
 	}
 	// Redis first: its check takes milliseconds, a throwaway PostgreSQL seconds.
-	newRedis, redisWhere, stopRedis, err := demo.Redis(ctx, o.redisURL)
+	newClient, redisWhere, stopRedis, err := newRedis(ctx, o.redisURL)
 	if err != nil {
 		return result{}, err
 	}
 	defer stopRedis()
-	dbURL, dbWhere, stopDB, err := demo.Postgres(ctx, o.dbURL)
+	dbURL, dbWhere, stopDB, err := newPostgres(ctx, o.dbURL)
 	if err != nil {
 		return result{}, err
 	}
@@ -128,7 +130,7 @@ func run(ctx context.Context, out io.Writer, o options) (result, error) {
 	var wg sync.WaitGroup
 	errs := make([]error, o.workers)
 	for w := range o.workers {
-		c := newRedis()
+		c := newClient()
 		l := mutex.New(c)
 		wg.Go(func() {
 			defer func() { _ = l.Close(); _ = c.Close() }()

@@ -7,6 +7,9 @@
 //
 //	go run ./examples/stampede                   # embedded Redis, nothing to set up
 //	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/stampede
+//
+// What a service does to use httplock is withHTTPLock, below; burst.go is
+// the load and the baseline, redis.go where Redis comes from.
 package main
 
 import (
@@ -14,15 +17,41 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/redfence/redfence/internal/demo"
-	"github.com/redfence/redfence/internal/stampede"
+	"github.com/redis/go-redis/v9"
+
+	httplock "github.com/redfence/redfence/middleware/http"
+	"github.com/redfence/redfence/mutex"
 )
+
+// withHTTPLock is all a replica needs to share one origin call with the
+// others: a Locker on its Redis client (one per process) and the
+// middleware around its handler. The client should apply context deadlines
+// to its sockets (go-redis's ContextTimeoutEnabled, as redis.go sets it).
+//
+// Identical requests collapse when their key is: the method, the URL and
+// the Host (with the forwarding headers). So the replicas must be reached
+// under one name, as through a load balancer: requests sent to each
+// replica's own address are different sites to httplock, each with its own
+// origin call (the burst sends Host: stampede.example to every replica).
+func withHTTPLock(rdb redis.UniversalClient, origin http.Handler) (http.Handler, func(), error) {
+	locker := mutex.New(rdb)
+	mw, err := httplock.New(locker,
+		// The burst keeps the origin busy for longer than the default
+		// waits allow on a small machine.
+		httplock.WithWaitTimeout(10*time.Second), httplock.WithLockAge(10*time.Second))
+	if err != nil {
+		_ = locker.Close()
+		return nil, nil, err
+	}
+	return mw(origin), func() { _ = locker.Close() }, nil
+}
 
 type options struct {
 	replicas int
@@ -57,9 +86,9 @@ func main() {
 
 // run checks the Redis server, runs the three bursts and prints the table on
 // stdout and a progress bar on bar; it returns the results, in the order of
-// stampede.Modes, for conclude.
-func run(ctx context.Context, stdout, bar io.Writer, o options) ([]stampede.Result, error) {
-	newClient, where, closeRedis, err := demo.Redis(ctx, o.redisURL)
+// Modes, for conclude.
+func run(ctx context.Context, stdout, bar io.Writer, o options) ([]Result, error) {
+	newClient, where, closeRedis, err := newRedis(ctx, o.redisURL)
 	if err != nil {
 		return nil, err
 	}
@@ -68,11 +97,11 @@ func run(ctx context.Context, stdout, bar io.Writer, o options) ([]stampede.Resu
 	fmt.Fprintf(stdout, "redfence stampede demo: %d identical requests at once over %d replicas;\n", o.requests, o.replicas)
 	fmt.Fprintf(stdout, "the origin takes %v per call. Redis: %s.\n\n", o.delay, where)
 
-	cfg := stampede.Config{Replicas: o.replicas, Requests: o.requests, OriginDelay: o.delay, NewClient: newClient}
-	var results []stampede.Result
-	for _, mode := range stampede.Modes {
+	cfg := Config{Replicas: o.replicas, Requests: o.requests, OriginDelay: o.delay, NewClient: newClient}
+	var results []Result
+	for _, mode := range Modes {
 		cfg.Progress = progress(bar, string(mode))
-		res, err := stampede.Run(ctx, mode, cfg)
+		res, err := Run(ctx, mode, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", mode, err)
 		}
@@ -90,9 +119,9 @@ func run(ctx context.Context, stdout, bar io.Writer, o options) ([]stampede.Resu
 // conclude prints what results show, computed from them alone, and reports
 // whether they show what the demo is for: one origin call with redfence and
 // no failed request.
-func conclude(w io.Writer, o options, results []stampede.Result) bool {
+func conclude(w io.Writer, o options, results []Result) bool {
 	fmt.Fprintln(w)
-	by := map[stampede.Mode]stampede.Result{}
+	by := map[Mode]Result{}
 	failed := 0
 	for _, r := range results {
 		by[r.Mode] = r
@@ -101,7 +130,7 @@ func conclude(w io.Writer, o options, results []stampede.Result) bool {
 			fmt.Fprintf(w, "%d of the %d requests failed with %s.\n", r.Errors, o.requests, r.Mode)
 		}
 	}
-	none, sf, rf := by[stampede.None], by[stampede.Singleflight], by[stampede.Redfence]
+	none, sf, rf := by[None], by[Singleflight], by[Redfence]
 	if rf.OriginCalls != 1 {
 		fmt.Fprintf(w, "With redfence the %d replicas made %d origin calls between them, not 1: the lock\n", o.replicas, rf.OriginCalls)
 		fmt.Fprintln(w, "did not collapse the burst in this run, so it does not show what the demo is for.")

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/redfence/redfence/internal/stampede"
 	"github.com/redfence/redfence/internal/testutil"
 )
 
@@ -27,12 +26,12 @@ func check(t *testing.T, o options) {
 	results, err := run(ctx, &out, &progress, o)
 	require.NoError(t, err)
 	require.Len(t, results, 3)
-	byMode := map[stampede.Mode]stampede.Result{}
+	byMode := map[Mode]Result{}
 	for _, r := range results {
 		byMode[r.Mode] = r
 		assert.Zero(t, r.Errors, "%s: errors", r.Mode)
 	}
-	none, sf, rf := byMode[stampede.None], byMode[stampede.Singleflight], byMode[stampede.Redfence]
+	none, sf, rf := byMode[None], byMode[Singleflight], byMode[Redfence]
 	assert.Equal(t, int64(o.requests), none.OriginCalls)
 	assert.GreaterOrEqual(t, sf.OriginCalls, int64(o.replicas))
 	assert.Equal(t, int64(1), rf.OriginCalls)
@@ -83,16 +82,16 @@ func TestUnreachableRedis(t *testing.T) {
 // that did not collapse the burst says so instead of claiming it did.
 func TestConclude(t *testing.T) {
 	o := options{replicas: 4, requests: 1000}
-	results := func(none, sf, rf int64, rfErrors int, rfP50 time.Duration) []stampede.Result {
-		return []stampede.Result{
-			{Mode: stampede.None, OriginCalls: none, P50: 100 * time.Millisecond},
-			{Mode: stampede.Singleflight, OriginCalls: sf, P50: 100 * time.Millisecond},
-			{Mode: stampede.Redfence, OriginCalls: rf, P50: rfP50, Errors: rfErrors},
+	results := func(none, sf, rf int64, rfErrors int, rfP50 time.Duration) []Result {
+		return []Result{
+			{Mode: None, OriginCalls: none, P50: 100 * time.Millisecond},
+			{Mode: Singleflight, OriginCalls: sf, P50: 100 * time.Millisecond},
+			{Mode: Redfence, OriginCalls: rf, P50: rfP50, Errors: rfErrors},
 		}
 	}
 	for _, tc := range []struct {
 		name    string
-		results []stampede.Result
+		results []Result
 		ok      bool
 		want    []string
 		wantNot []string

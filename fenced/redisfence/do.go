@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/internal/cause"
 )
 
 // Do applies fn's writes to resource's keys if token is not lower than the
@@ -83,7 +85,7 @@ func (f *Fence) Do(ctx context.Context, resource string, token int64, keys []str
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("redisfence: %w", err)
+		return fmt.Errorf("redisfence: %w", cause.Wrap(ctx, err))
 	}
 	w.watch = make([]string, 0, 1+len(keys))
 	if !f.mutation.skipFenceWatch {
@@ -99,7 +101,7 @@ func (f *Fence) Do(ctx context.Context, resource string, token int64, keys []str
 			return fmt.Errorf("%w: resource %q, %d attempts: %w", ErrContended, clip(resource), attempt, redis.TxFailedErr)
 		}
 		if err := sleep(ctx, backoff(attempt)); err != nil {
-			return fmt.Errorf("%w: resource %q, %d attempts, then: %w", ErrContended, clip(resource), attempt, err)
+			return fmt.Errorf("%w: resource %q, %d attempts, then: %w", ErrContended, clip(resource), attempt, cause.Wrap(ctx, err))
 		}
 	}
 }
@@ -137,9 +139,9 @@ func (f *Fence) try(ctx context.Context, w *write) (lost bool, err error) {
 	case fnErr != nil:
 		return false, fnErr
 	case ran:
-		return lost, err
+		return lost, cause.Wrap(ctx, err)
 	case werr != nil: // the client's own WATCH
-		return false, fmt.Errorf("redisfence: resource %q: watch: %w", clip(w.resource), werr)
+		return false, fmt.Errorf("redisfence: resource %q: watch: %w", clip(w.resource), cause.Wrap(ctx, werr))
 	}
 	return false, nil
 }

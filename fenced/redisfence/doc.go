@@ -122,6 +122,11 @@
 //	the fence key holds no token                     an error that says so, naming the key
 //	Redis or connection failure, ctx ending          go-redis's error, wrapped with %w
 //
+// An error caused by ctx ending (ctx already done, or ending on the way)
+// also wraps context.Cause(ctx) when it is not ctx.Err() itself, and says
+// it: on a lock's context that is mutex.ErrLockLost, which errors.Is finds
+// beside the client's error.
+//
 // Bad arguments are: a nil or typed-nil client, a nil or zero Fence, a nil
 // ctx or fn, a bad option (WithPrefix, WithFenceTTL, WithAttempts say which),
 // a key outside the fence key's hash slot, and a resource or token outside

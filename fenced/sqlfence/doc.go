@@ -126,6 +126,11 @@
 //	                                                   driver's error, SQLSTATE RF002 or RF001:
 //	                                                   fenced.Refusal maps it (it imports pgx)
 //
+// An error caused by ctx ending (ctx already done, or ending on the way)
+// also wraps context.Cause(ctx) when it is not ctx.Err() itself, and says
+// it: on a lock's context that is mutex.ErrLockLost, which errors.Is finds
+// beside the driver's error.
+//
 // Bad arguments are: a nil or typed-nil database, a Dialect other than the
 // three, a nil or zero Guard, a nil ctx, fn or tx, a bad WithTable name, a
 // resource that is empty, longer than MaxResourceLen (1024) bytes, not

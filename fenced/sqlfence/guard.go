@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redfence/redfence/fenced/fence"
+	"github.com/redfence/redfence/internal/cause"
 	"github.com/redfence/redfence/internal/typednil"
 )
 
@@ -158,7 +159,7 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 		return invalid("nil fn")
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("sqlfence: %w", err)
+		return fmt.Errorf("sqlfence: %w", cause.Wrap(ctx, err))
 	}
 	// INTERNAL: the span wraps fn, the caller's code; the statements beneath
 	// it are the driver's to trace.
@@ -168,7 +169,7 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 
 	tx, err := g.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlfence: begin: %w", err)
+		return fmt.Errorf("sqlfence: begin: %w", cause.Wrap(ctx, err))
 	}
 	done := false
 	defer func() {
@@ -187,7 +188,7 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 	}
 	done = true // Commit ends the transaction even when it fails.
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlfence: commit: %w", err)
+		return fmt.Errorf("sqlfence: commit: %w", cause.Wrap(ctx, err))
 	}
 	return nil
 }
@@ -230,7 +231,7 @@ func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token in
 		return invalid("nil transaction")
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("sqlfence: %w", err)
+		return fmt.Errorf("sqlfence: %w", cause.Wrap(ctx, err))
 	}
 	ctx, span := g.tel.tracer.Start(ctx, "redfence.fenced.Check", trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attrResource.String(resource), attrToken.Int64(token)))
@@ -280,7 +281,7 @@ func (g *Guard) check(ctx context.Context, tx *sql.Tx, resource string, token in
 	case g.dialect.notMigrated(err): // the fence's statements name no other table
 		return fmt.Errorf("%w: %s: %w", ErrNotMigrated, fence.Clip(g.table), err)
 	default:
-		return fmt.Errorf("sqlfence: check %q: %w", fence.Clip(resource), err)
+		return fmt.Errorf("sqlfence: check %q: %w", fence.Clip(resource), cause.Wrap(ctx, err))
 	}
 	outcome := "accepted"
 	if token < highest {

@@ -1,7 +1,9 @@
-// Package stampede runs the cache-stampede scenario shared by
-// examples/stampede and the bench module: a burst of identical requests over
-// several replicas of a service whose origin is slow, with no protection,
-// with per-replica singleflight, and with httplock.
+// Package stampede runs the bench module's cache-stampede scenario
+// (BenchmarkStampede): a burst of identical requests over several replicas
+// of a service whose origin is slow, with no protection, with per-replica
+// singleflight, and with httplock. examples/stampede runs the same burst
+// from files of its own, so that a reader can copy it whole; a change to
+// one belongs in the other.
 package stampede
 
 import (

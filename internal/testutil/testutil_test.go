@@ -252,6 +252,39 @@ func TestRedisCluster(t *testing.T) {
 	}
 }
 
+// TestRedisClusterPromote: a paused master's replica takes its slots over
+// with the data it replicated, and the other masters route to it.
+func TestRedisClusterPromote(t *testing.T) {
+	cl := testutil.RedisCluster(t, 3, testutil.WithReplicas(1))
+	ctx := context.Background()
+	for i := range cl.Masters {
+		require.Len(t, cl.Replicas[i], 1)
+	}
+	m, err := cl.Client.MasterForKey(ctx, "k")
+	require.NoError(t, err)
+	i := slices.IndexFunc(cl.Masters, func(s *testutil.RedisServer) bool { return s.Addr() == m.Options().Addr })
+	require.NotEqual(t, -1, i)
+	require.NoError(t, cl.Client.Set(ctx, "k", "v", 0).Err())
+	require.NoError(t, m.Do(ctx, "WAIT", 1, 5000).Err()) // the replica has it
+
+	cl.Masters[i].Pause()
+	r := cl.Promote(t, i)
+	rc := r.Client()
+	t.Cleanup(func() { _ = rc.Close() })
+	role, err := rc.Do(ctx, "ROLE").Slice()
+	require.NoError(t, err)
+	assert.Equal(t, "master", role[0])
+	v, err := rc.Get(ctx, "k").Result()
+	require.NoError(t, err, "the promoted replica serves the slot")
+	assert.Equal(t, "v", v)
+	other := cl.Masters[(i+1)%len(cl.Masters)].Client()
+	t.Cleanup(func() { _ = other.Close() })
+	err = other.Get(ctx, "k").Err()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "MOVED")
+	assert.Contains(t, err.Error(), r.Addr(), "the others route the slot to it")
+}
+
 func TestPostgresPackageDatabase(t *testing.T) {
 	pool := testutil.Postgres(t)
 	var name string

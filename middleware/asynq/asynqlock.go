@@ -40,10 +40,17 @@ type config struct {
 	errs []error
 }
 
+// KeyPrefix begins every lock the middleware takes: WithKey's "account:99"
+// is locked as "asynq:account:99", the key mutex's Inspect, the redfence
+// command and every span show (redfence.key), so that the middleware's
+// locks never meet the program's own on the same Locker.
+const KeyPrefix = "asynq:"
+
 // WithKey sets the lock key of a task, for example an account id from its
-// payload. An error from fn fails the task with that error (asynq retries
-// it, and counts it). Default: the task type and a hash of the payload, so
-// identical tasks never run at once.
+// payload; the lock taken is KeyPrefix followed by it ("asynq:account:99":
+// look for that with redfence inspect). An error from fn fails the task
+// with that error (asynq retries it, and counts it). Default: the task type
+// and a hash of the payload, so identical tasks never run at once.
 func WithKey(fn func(t *asynq.Task) (string, error)) Option {
 	return optionFunc(func(c *config) {
 		if fn == nil {
@@ -126,16 +133,16 @@ func New(locker *mutex.Locker, opts ...Option) (asynq.MiddlewareFunc, error) {
 			if key == "" {
 				return fmt.Errorf("asynqlock: empty key for %s task", t.Type())
 			}
-			span.SetAttributes(attrKey.String(key))
+			span.SetAttributes(attrKey.String(KeyPrefix + key)) // as mutex's spans say it
 
 			var lk *mutex.Lock
 			start := time.Now()
 			if c.wait > 0 {
 				lctx, cancel := context.WithTimeout(ctx, c.wait)
-				lk, err = locker.Lock(lctx, "asynq:"+key, mutex.WithTTL(c.ttl))
+				lk, err = locker.Lock(lctx, KeyPrefix+key, mutex.WithTTL(c.ttl))
 				cancel()
 			} else {
-				lk, err = locker.TryLock(ctx, "asynq:"+key, mutex.WithTTL(c.ttl))
+				lk, err = locker.TryLock(ctx, KeyPrefix+key, mutex.WithTTL(c.ttl))
 			}
 			if err != nil {
 				// Busy only when other holders stood in the way: an
@@ -143,10 +150,12 @@ func New(locker *mutex.Locker, opts ...Option) (asynq.MiddlewareFunc, error) {
 				if errors.Is(err, mutex.ErrNotAcquired) && !errors.Is(err, mutex.ErrUnavailable) && ctx.Err() == nil {
 					outcome = "locked"
 					tel.lockWait(ctx, span, t.Type(), "locked", time.Since(start))
-					return fmt.Errorf("%w: %s", ErrLocked, key)
+					n, berr := recordBusy(ctx, locker.Client(), key, t)
+					tel.busy(span, n, berr)
+					return fmt.Errorf("%w: %s", ErrLocked, KeyPrefix+key)
 				}
 				tel.lockWait(ctx, span, t.Type(), "error", time.Since(start))
-				return fmt.Errorf("asynqlock: lock %s: %w", key, err)
+				return fmt.Errorf("asynqlock: lock %s: %w", KeyPrefix+key, err)
 			}
 			tel.lockWait(ctx, span, t.Type(), "acquired", time.Since(start))
 			span.SetAttributes(attrToken.Int64(lk.Token()))

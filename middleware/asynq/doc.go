@@ -14,7 +14,10 @@
 //	mux.Use(mw)
 //	srv := asynq.NewServer(redisOpt, asynqlock.Config(asynq.Config{Concurrency: 10}))
 //
-// While the handler runs, the lock auto-renews. The handler's ctx is the
+// The lock is taken on KeyPrefix and the key ("asynq:" + accountID):
+// that is the key to look for with the redfence command (redfence inspect
+// asynq:account:99) and in spans. While the handler runs, the lock
+// auto-renews. The handler's ctx is the
 // lock's context, also ended by asynq's own cancellation and deadline: it ends
 // with mutex.ErrLockLost when the lock is lost, and Token(ctx) is the lock's
 // fencing token, to pass to fenced. The lock is released when the handler
@@ -33,6 +36,14 @@
 // about that long whatever the delay says. WithWait makes the handler wait
 // for the lock instead, up to a bound, holding its worker slot meanwhile.
 //
+// Tasks retried on a busy key do not wait in the lock's queue, so Inspect
+// and the redfence command do not list them as waiters. The middleware
+// notes each in a record beside the lock instead, in the same Redis, and
+// Busy counts them: the tasks that found the key locked within the last
+// BusyWindow, each once however often it was retried (on a Locker of one
+// deployment; a Redlock Locker keeps none). It costs one round trip per
+// busy task, none otherwise.
+//
 // # Telemetry
 //
 // Spans and instruments come from WithTracerProvider and WithMeterProvider
@@ -42,10 +53,17 @@
 // the Locker.
 //
 //	span                 kind      attributes
-//	redfence.asynqlock   INTERNAL  asynq.task.type, redfence.key, redfence.wait (seconds to get the
-//	                                 lock or give up, float), redfence.token (when locked),
-//	                                 redfence.outcome (ok, locked, lock_lost, error); one span per
-//	                                 task, around the handler; status Error on errors but ErrLocked
+//	redfence.asynqlock   INTERNAL  asynq.task.type, redfence.key (the lock's, with KeyPrefix, as
+//	                                 mutex's spans say it), redfence.wait (seconds to get the lock
+//	                                 or give up, float), redfence.token (when locked),
+//	                                 redfence.asynqlock.busy (on a busy key: the tasks retrying on
+//	                                 it, as Busy counts them), redfence.outcome (ok, locked,
+//	                                 lock_lost, error); one span per task, around the handler;
+//	                                 status Error on errors but ErrLocked
+//
+// The handler's work is traced under this span: mutex's redfence.TryLock
+// (or Lock) is a child of it, and so is every span started on the
+// handler's ctx (fenced.Do's, say), while the task's span is still live.
 //
 //	instrument                 kind       unit    attributes
 //	redfence.asynqlock.tasks   counter    {task}  asynq.task.type, redfence.outcome (ok, locked,
@@ -61,6 +79,7 @@
 //
 //	situation                                          error
 //	nil or broken locker, bad option (New)             ErrInvalid
+//	Busy: nil ctx or locker, Redlock Locker, empty key  ErrInvalid
 //	the key is held by another handler                 wraps ErrLocked: retried, not a failure
 //	Redis unreachable or not answering                 wraps mutex.ErrUnavailable: a failure asynq
 //	                                                     counts and retries with its back-off

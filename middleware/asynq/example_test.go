@@ -20,7 +20,7 @@ import (
 // server sharing the Redis.
 func Example() {
 	redisOpt := asynq.RedisClientOpt{Addr: os.Getenv("REDIS_ADDR")}
-	rdb := redis.NewClient(&redis.Options{Addr: redisOpt.Addr})
+	rdb := redis.NewClient(&redis.Options{Addr: redisOpt.Addr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	locker := mutex.New(rdb)
 	defer locker.Close()
@@ -72,7 +72,7 @@ func Example() {
 // worker would. The handler runs under the task's lock and finds its fencing
 // token in ctx.
 func ExampleNew() {
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	locker := mutex.New(rdb)
 	defer locker.Close()
@@ -98,7 +98,7 @@ func ExampleNew() {
 // IsFailure in your asynq.Config) asynq retries it without counting a
 // failure.
 func ExampleIsFailure() {
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	locker := mutex.New(rdb)
 	defer locker.Close()

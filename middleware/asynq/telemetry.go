@@ -28,6 +28,7 @@ const (
 	attrToken    = attribute.Key("redfence.token")
 	attrWait     = attribute.Key("redfence.wait") // seconds
 	attrOutcome  = attribute.Key("redfence.outcome")
+	attrBusy     = attribute.Key("redfence.asynqlock.busy") // tasks retrying on the key (Busy)
 )
 
 type telemetry struct {
@@ -69,6 +70,17 @@ func (t telemetry) start(ctx context.Context, taskType string) (context.Context,
 func (t telemetry) lockWait(ctx context.Context, span trace.Span, taskType, outcome string, wait time.Duration) {
 	span.SetAttributes(attrWait.Float64(wait.Seconds()))
 	t.wait.Record(ctx, wait.Seconds(), metric.WithAttributes(attrTaskType.String(taskType), attrOutcome.String(outcome)))
+}
+
+// busy records on a busy task's span how many tasks are retrying on its
+// key (Busy), or why that is unknown.
+func (t telemetry) busy(span trace.Span, n int, err error) {
+	switch {
+	case err != nil:
+		span.RecordError(err)
+	case n >= 0:
+		span.SetAttributes(attrBusy.Int(n))
+	}
 }
 
 // end closes the task's span and counts the task. err is not recorded on a

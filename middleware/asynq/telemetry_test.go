@@ -63,8 +63,11 @@ func TestTelemetry(t *testing.T) {
 		assert.Equal(t, "transfer", attrs["asynq.task.type"])
 		assert.IsType(t, float64(0), attrs["redfence.wait"], "the wait, in seconds")
 		outcomes[attrs["redfence.key"].(string)], _ = attrs["redfence.outcome"].(string)
+		if attrs["redfence.outcome"] == "locked" {
+			assert.Equal(t, int64(1), attrs["redfence.asynqlock.busy"], "one task retrying on the key")
+		}
 	}
-	assert.Equal(t, map[string]string{"fine": "ok", "fails": "error", "busy": "locked", "lost": "lock_lost"}, outcomes)
+	assert.Equal(t, map[string]string{"asynq:fine": "ok", "asynq:fails": "error", "asynq:busy": "locked", "asynq:lost": "lock_lost"}, outcomes)
 
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, reader.Collect(ctx, &rm))

@@ -181,7 +181,7 @@ func (h *handler) finish(ctx context.Context, key string, lk *mutex.Lock, e *ent
 		if err != nil {
 			h.tel.recordError(ctx, err)
 			msg = msgNoShare
-		} else if err := h.callWithin(ctx, h.cfg.redisTimeout+setAllowance(len(b)), func(ctx context.Context) error {
+		} else if err := h.callWithin(ctx, h.cfg.redisTimeout+setAllowance(len(b)), true, func(ctx context.Context) error {
 			return h.client.Set(ctx, h.cfg.prefix+key, b, e.ttl).Err()
 		}); err != nil {
 			return

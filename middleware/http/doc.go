@@ -142,24 +142,29 @@
 //	Bypass (ineligible)      none
 //	Becoming down            the requests already calling Redis: up to WithRedisTimeout per
 //	                         call (a SET, plus 1 ms per 64 KiB of the response), and one failed
-//	                         call is enough; but with a client that does not apply context
-//	                         deadlines to its sockets (go-redis's default, ContextTimeoutEnabled
-//	                         false), a GET, SET or PUBLISH to a hung server waits the client's
-//	                         ReadTimeout. Their local followers wait for them, as when Redis is up
+//	                         call is enough, whatever the client's ReadTimeout. Their local
+//	                         followers wait for them, as when Redis is up
 //	Down, leader             none: no Redis call on the request's path
 //	Down, follower           the wait for its replica's leader, none for Redis
 //	Coming back              none: the probe runs beside the requests, which use Redis
 //	                         again once it has been answered
 //
-// Ownership: while Redis is up, or no request comes, the middleware runs no
-// goroutine. While it is down, a request that finds a probe due starts one
-// on a goroutine of its own and does not wait for it. The probe's PING is
-// bounded by WithRedisTimeout, or by the client's ReadTimeout as above; a
-// probe still running twice WithRedisTimeout after it started is counted as
-// lost (its answer ignored) and the next may start, but never while another
-// lost one runs: at most two probe goroutines per middleware, the current one
-// and one lost. There is nothing to close: closing the Locker's client ends
-// running probes at once.
+// Ownership: with a client that applies context deadlines to its sockets
+// (go-redis's ContextTimeoutEnabled, which the examples set), while Redis
+// is up, or no request comes, the middleware runs no goroutine. With one
+// that does not (go-redis's default), each GET, SET and PUBLISH runs on a
+// goroutine of its own, which the request stops waiting for at
+// WithRedisTimeout, as mutex does with its calls: on a hung server it lives
+// on until the client's ReadTimeout, and Redis is then marked down, so
+// only the calls in flight when it hung are left so. While Redis is down,
+// a request that finds a probe due starts one on a goroutine of its own and
+// does not wait for it. The probe's PING is bounded by WithRedisTimeout, or
+// by the client's ReadTimeout as above; a probe still running twice
+// WithRedisTimeout after it started is counted as lost (its answer ignored)
+// and the next may start, but never while another lost one runs: at most
+// two probe goroutines per middleware, the current one and one lost. There
+// is nothing to close: closing the Locker's client ends running probes and
+// calls at once.
 //
 // # Telemetry
 //
@@ -173,8 +178,9 @@
 //	                               shared, bypass, panic), redfence.wait (seconds from arrival
 //	                               to serving), redfence.http.bypass (method, body, credentials,
 //	                               conditional, override, reload, upgrade; redis_down on a
-//	                               leader that collapsed in-process only); Redis
-//	                               errors as exception
+//	                               leader that collapsed in-process only), redfence.key (the
+//	                               request key's lock, "httplock:" and a hash, as mutex's
+//	                               spans name it; not on a bypass); Redis errors as exception
 //	                               events. It wraps the user's handler: the SERVER span is
 //	                               otelhttp's.
 //

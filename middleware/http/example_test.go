@@ -19,7 +19,7 @@ import (
 // costs one origin call, and the second replica serves the first one's
 // response.
 func ExampleNew() {
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 
 	var calls atomic.Int32

@@ -3,8 +3,12 @@ package httplock
 import "net/http"
 
 // WaitProbe waits for the Redis probe of a handler made by NewHandler, if
-// one is running: tests end with no goroutine left.
-func WaitProbe(h http.Handler) { h.(*handler).health.probes.Wait() }
+// one is running, and for the commands its requests stopped waiting for:
+// tests end with no goroutine left.
+func WaitProbe(h http.Handler) {
+	h.(*handler).health.probes.Wait()
+	h.(*handler).health.calls.Wait()
+}
 
 // Probing reports whether the Redis probe of a handler made by NewHandler
 // is running.

@@ -44,6 +44,7 @@ type health struct {
 	gen     uint64         // the current probe's number; a probe with another is lost
 	lost    bool           // a lost probe still runs
 	probes  sync.WaitGroup // every running probe, for tests
+	calls   sync.WaitGroup // commands requests stopped waiting for (bounded), for tests
 }
 
 // probeMin and probeMax bound the time between probes while Redis is down:

@@ -93,13 +93,14 @@ func build(locker *mutex.Locker, opts []Option) (config, error) {
 // handler is the middleware around one next. Lock order: mu, then nothing
 // (health has its own).
 type handler struct {
-	next    http.Handler
-	locker  *mutex.Locker
-	client  redis.UniversalClient
-	sharded bool // Redis Cluster: sharded pub/sub
-	cfg     config
-	tel     telemetry
-	health  *health // shared by the handlers of one New
+	next     http.Handler
+	locker   *mutex.Locker
+	client   redis.UniversalClient
+	ctxAware bool // client ends calls at their ctx's deadline (bounded)
+	sharded  bool // Redis Cluster: sharded pub/sub
+	cfg      config
+	tel      telemetry
+	health   *health // shared by the handlers of one New
 
 	mu      sync.Mutex // guards flights
 	flights map[string]*flight
@@ -107,14 +108,15 @@ type handler struct {
 
 func newHandler(next http.Handler, locker *mutex.Locker, cfg config, hl *health) *handler {
 	return &handler{
-		next:    next,
-		locker:  locker,
-		client:  locker.Client(),
-		sharded: isCluster(locker.Client()),
-		cfg:     cfg,
-		tel:     newTelemetry(cfg.tp, cfg.mp),
-		health:  hl,
-		flights: map[string]*flight{},
+		next:     next,
+		locker:   locker,
+		client:   locker.Client(),
+		ctxAware: ctxAware(locker.Client()),
+		sharded:  isCluster(locker.Client()),
+		cfg:      cfg,
+		tel:      newTelemetry(cfg.tp, cfg.mp),
+		health:   hl,
+		flights:  map[string]*flight{},
 	}
 }
 
@@ -143,7 +145,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.health.probeIfDue()
 	}
 	// The whole wait, whatever happens on the way, is bounded from here.
-	role = h.collapse(w, r, h.key(r), tm.start.Add(h.cfg.waitTimeout))
+	key := h.key(r)
+	span.SetAttributes(attrKey.String(lockKey(key)))
+	role = h.collapse(w, r, key, tm.start.Add(h.cfg.waitTimeout))
 }
 
 // use serves e to r, or calls the origin when r may not be given e (it

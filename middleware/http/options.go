@@ -276,10 +276,11 @@ func WithMaxBody(n int64) Option {
 // Redis call and collapse in-process only (one origin call per key per
 // replica), until a probe in the background gets an answer again (see the
 // package documentation). A SET of a shared response is given 1 ms more for
-// every 64 KiB of it. Default 1 s; at least 1 ms. A client that does not apply context deadlines to its sockets
-// (go-redis's default: ContextTimeoutEnabled false) still waits its own
-// ReadTimeout on a hung server for a GET, SET or PUBLISH; lock and
-// subscription calls are bounded either way.
+// every 64 KiB of it. Default 1 s; at least 1 ms. The bound holds whatever
+// the client: with one that does not apply context deadlines to its
+// sockets (go-redis's default: ContextTimeoutEnabled false) a request stops
+// waiting for the call, which the client ends at its own ReadTimeout (see
+// the package documentation, Ownership).
 func WithRedisTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d < time.Millisecond {

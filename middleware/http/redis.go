@@ -18,21 +18,75 @@ import (
 // that are expected (a miss, a lock held by another). Any other error means
 // Redis cannot be relied on: it is marked down, so that the requests after
 // this one do not call it, and the error is recorded on the request's span.
+// fn must end by its ctx's deadline on any client: a Locker's call or a
+// subscription does; a command of the client's goes through command.
 func (h *handler) call(ctx context.Context, fn func(ctx context.Context) error) error {
-	return h.callWithin(ctx, h.cfg.redisTimeout, fn)
+	return h.callWithin(ctx, h.cfg.redisTimeout, false, fn)
+}
+
+// command is call for a command of the client's own (GET, PUBLISH), which
+// a client that does not apply ctx deadlines to its sockets does not end by
+// them (see bounded).
+func (h *handler) command(ctx context.Context, fn func(ctx context.Context) error) error {
+	return h.callWithin(ctx, h.cfg.redisTimeout, true, fn)
 }
 
 // callWithin is call with its own bound, for a call whose time grows with
-// what it sends (see setAllowance).
-func (h *handler) callWithin(ctx context.Context, timeout time.Duration, fn func(ctx context.Context) error) error {
+// what it sends (see setAllowance); cmd says fn is a command of the
+// client's own.
+func (h *handler) callWithin(ctx context.Context, timeout time.Duration, cmd bool, fn func(ctx context.Context) error) error {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	err := fn(cctx)
+	var err error
+	if cmd {
+		err = h.bounded(cctx, fn)
+	} else {
+		err = fn(cctx)
+	}
 	if err != nil {
 		h.health.fail()
 		h.tel.recordError(ctx, err)
 	}
 	return err
+}
+
+// bounded runs fn, and returns by ctx's deadline whatever the client does.
+// A client that applies ctx deadlines to its sockets (go-redis's
+// ContextTimeoutEnabled) ends the call then itself; any other waits its
+// ReadTimeout on a hung server, however near the deadline. With such a
+// client fn runs on a goroutine of its own, which the request stops
+// waiting for at the deadline, as mutex does with its calls: the goroutine
+// ends when the client ends the call (its ReadTimeout, or Close), and its
+// result is dropped. The request's error marks Redis down, so that those
+// after it make no call: such goroutines exist only for the calls in
+// flight when Redis stopped answering.
+func (h *handler) bounded(ctx context.Context, fn func(ctx context.Context) error) error {
+	if h.ctxAware {
+		return fn(ctx)
+	}
+	res := make(chan error, 1) // never blocks an abandoned call
+	h.health.calls.Add(1)
+	go func() { // ended by the client: see above
+		defer h.health.calls.Done()
+		res <- fn(ctx)
+	}()
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ctxAware reports whether c applies ctx deadlines to its sockets.
+func ctxAware(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false // a Ring, or a client of the caller's own making
 }
 
 // setAllowance is the time a SET of n bytes is given beyond the Redis
@@ -49,12 +103,12 @@ const setChunk = 64 << 10
 // failed.
 func (h *handler) load(ctx context.Context, key string) (*entry, error) {
 	var b []byte
-	err := h.call(ctx, func(ctx context.Context) error {
-		var err error
-		b, err = h.client.Get(ctx, h.cfg.prefix+key).Bytes()
+	err := h.command(ctx, func(ctx context.Context) error {
+		v, err := h.client.Get(ctx, h.cfg.prefix+key).Bytes()
 		if errors.Is(err, redis.Nil) {
 			return nil
 		}
+		b = v // read only on success: never after an abandoned call
 		return err
 	})
 	if err != nil || b == nil {
@@ -76,7 +130,7 @@ func (h *handler) tryLock(ctx context.Context, key string) (*mutex.Lock, error) 
 	var lk *mutex.Lock
 	err := h.call(ctx, func(ctx context.Context) error {
 		var err error
-		lk, err = h.locker.TryLock(ctx, "httplock:"+key, mutex.WithTTL(h.cfg.lockAge), mutex.WithAutoRenew(false))
+		lk, err = h.locker.TryLock(ctx, lockKey(key), mutex.WithTTL(h.cfg.lockAge), mutex.WithAutoRenew(false))
 		if errors.Is(err, mutex.ErrNotAcquired) && !errors.Is(err, mutex.ErrUnavailable) && ctx.Err() == nil {
 			return nil
 		}
@@ -84,6 +138,10 @@ func (h *handler) tryLock(ctx context.Context, key string) (*mutex.Lock, error) 
 	})
 	return lk, err
 }
+
+// lockKey is the Locker's key of a request key, as mutex's spans and the
+// redfence command name it.
+func lockKey(key string) string { return "httplock:" + key }
 
 // unlock releases lk. ErrNotHeld, after a stall past the lock age, leaves
 // nothing to undo.
@@ -120,7 +178,7 @@ func (h *handler) subscribe(ctx context.Context, key string) (*redis.PubSub, err
 }
 
 func (h *handler) publish(ctx context.Context, key, msg string) error {
-	return h.call(ctx, func(ctx context.Context) error {
+	return h.command(ctx, func(ctx context.Context) error {
 		if h.sharded {
 			return h.client.SPublish(ctx, h.channel(key), msg).Err()
 		}

@@ -20,6 +20,7 @@ const (
 	attrMethod = attribute.Key("http.request.method")
 	attrPath   = attribute.Key("url.path")
 	attrRole   = attribute.Key("redfence.http.role")
+	attrKey    = attribute.Key("redfence.key")  // the key's lock, as mutex's spans name it
 	attrWait   = attribute.Key("redfence.wait") // seconds
 	// attrBypass says why a request bypassed before any flight (method,
 	// body, credentials, conditional, override, reload, upgrade), or, on a

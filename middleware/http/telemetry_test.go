@@ -3,6 +3,8 @@ package httplock_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/redfence/redfence/internal/testutil"
 	httplock "github.com/redfence/redfence/middleware/http"
+	"github.com/redfence/redfence/mutex"
 )
 
 func TestTelemetry(t *testing.T) {
@@ -84,4 +87,29 @@ func TestTelemetry(t *testing.T) {
 	}
 	assert.Equal(t, int64(2), sums["redfence.http.origin_calls"], "the leader and the POST")
 	assert.Equal(t, int64(len(rs)-1), sums["redfence.http.collapsed"])
+}
+
+// TestSpanNamesTheLock: the request's span names the key's lock as mutex's
+// span of the TryLock beneath it does, so that the two can be joined.
+func TestSpanNamesTheLock(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	c, _ := testutil.Redis(t)
+	l := mutex.New(c, mutex.WithTracerProvider(tp))
+	t.Cleanup(func() { _ = l.Close() })
+	h, err := httplock.NewHandler(okHandler, l, httplock.WithTracerProvider(tp))
+	require.NoError(t, err)
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/k", nil))
+
+	keys := map[string]string{}
+	for _, s := range rec.Ended() {
+		for _, kv := range s.Attributes() {
+			if kv.Key == "redfence.key" {
+				keys[s.Name()] = kv.Value.AsString()
+			}
+		}
+	}
+	require.Contains(t, keys, "redfence.httplock")
+	assert.True(t, strings.HasPrefix(keys["redfence.httplock"], "httplock:"), keys["redfence.httplock"])
+	assert.Equal(t, keys["redfence.httplock"], keys["redfence.TryLock"])
 }
