@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/redfence/redfence/internal/cause"
 )
 
 // storageRecheck is how long a MySQL Guard trusts the fence table's engine
@@ -47,7 +49,7 @@ func (g *Guard) checkStorage(ctx context.Context, tx *sql.Tx) error {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil
 	case err != nil:
-		return fmt.Errorf("sqlfence: read the fence table's storage: %w", err)
+		return cause.Wrap(ctx, fmt.Errorf("sqlfence: read the fence table's storage: %w", err))
 	}
 	return g.dialect.safeStorage(g.table, storage)
 }
