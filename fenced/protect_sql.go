@@ -152,7 +152,7 @@ BEGIN
 		RAISE EXCEPTION USING ERRCODE = '` + CodeNoToken + `',
 			MESSAGE = format('redfence: no fencing token for resource %s in this transaction, writing protected table %s', left(_rf_bad.res, 64), _rf_table),
 			DETAIL = json_build_object('resource', _rf_bad.res, 'table', _rf_table)::text,
-			HINT = 'write through fenced.Guard.Do or Check with the lock''s token';
+			HINT = 'write through fenced.Guard.Do or Check with the lock''s token; an operator may bypass on the record: SET LOCAL redfence.bypass = ''<why>'' (audited beside the fence table)';
 	END IF;
 	RAISE EXCEPTION USING ERRCODE = '` + CodeStaleToken + `',
 		MESSAGE = format('redfence: stale token %s for resource %s: %s was already accepted', _rf_bad.tok, left(_rf_bad.res, 64), _rf_bad.high),

@@ -178,6 +178,7 @@ func eachServer[T any](l *Locker, ctx context.Context, servers []redis.Universal
 		if pending == nil && err == nil {
 			results[i] = v
 		}
+		l.noAnswer(err) // on Cluster, a hung master's replica may have taken over
 		errs[i] = err
 	}
 	if len(servers) == 1 {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/redfence/redfence/internal/lockview"
 	"github.com/redfence/redfence/internal/testutil"
+	asynqlock "github.com/redfence/redfence/middleware/asynq"
 	"github.com/redfence/redfence/mutex"
 )
 
@@ -302,4 +303,13 @@ func TestWatchLimit(t *testing.T) {
 	out := frames.String()
 	assert.Len(t, regexp.MustCompile(`(?m)^job:\d\s+held\s`).FindAllString(out, -1), 2, out)
 	assert.Contains(t, out, "(2 locks shown: the listing stopped at --limit; more may match)\n")
+}
+
+// The prefixes inspect's hint knows are the adapters' own.
+func TestAdapterPrefixes(t *testing.T) {
+	prefixes := map[string]string{}
+	for _, a := range adapterPrefixes {
+		prefixes[a.adapter] = a.prefix
+	}
+	assert.Equal(t, asynqlock.KeyPrefix, prefixes["asynqlock"])
 }
