@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -73,6 +74,32 @@ func TestErrorsCarryTheCause(t *testing.T) {
 		srv.Resume()
 		assert.ErrorIs(t, err, context.DeadlineExceeded, "%v", err)
 		assert.Contains(t, err.Error(), "no result from Redis within 50ms")
+	})
+	t.Run("claim bound with go-redis's default client", func(t *testing.T) {
+		// Without ContextTimeoutEnabled the client waits its ReadTimeout
+		// (5s): the claim still ends at its own bound.
+		_, srv := testutil.Redis(t)
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		t.Cleanup(func() { _ = c.Close() })
+		l := mutex.New(c)
+		t.Cleanup(func() { _ = l.Close() })
+		_, err := l.TryLock(context.Background(), "warm") // a connection made before the pause
+		require.NoError(t, err)
+		srv.Pause()
+		t.Cleanup(srv.Resume)
+		errs, hook := hookErrs()
+		r := runner.New(l, hook)
+		require.NoError(t, r.Add("tick", 100*time.Millisecond, func(context.Context, runner.Run) error { return nil }))
+		late := testutil.MeasureLateness(t)
+		started := time.Now()
+		stop := runUntil(t, r)
+		err = firstErr(t, errs)
+		took := time.Since(started)
+		srv.Resume() // the abandoned call ends; Run waits for it
+		stop()
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "%v", err)
+		assert.Contains(t, err.Error(), "no result from Redis within 50ms")
+		assert.Less(t, took, late.Bound(time.Second), "the claim waited the client's ReadTimeout")
 	})
 	t.Run("server's error", func(t *testing.T) {
 		_, srv := testutil.Redis(t)

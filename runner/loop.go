@@ -111,7 +111,11 @@ func (r *Runner) claim(ctx context.Context, j *job, g grid, clk *clock, grace ti
 		before, from, at, until, after := g.zone(clk.server())
 		args = append(args, before, from, at, until, after)
 	}
-	vals, err := claimScript.Run(cctx, r.client, []string{r.key(j.name, "slot")}, args...).Int64Slice()
+	var vals []int64
+	err = r.bounded(cctx, func(ctx context.Context) (err error) {
+		vals, err = claimScript.Run(ctx, r.client, []string{r.key(j.name, "slot")}, args...).Int64Slice()
+		return err
+	})
 	if err != nil {
 		return 0, 0, cause.Wrap(cctx, err)
 	}
@@ -265,7 +269,8 @@ func (r *Runner) record(ctx context.Context, j *job, run Run, outcome string, ru
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout(j.every))
 	defer cancel()
 	ttl := max(24*time.Hour, 10*j.every)
-	if err := r.client.Set(rctx, r.key(j.name, "last"), b, ttl).Err(); err != nil {
+	err = r.bounded(rctx, func(ctx context.Context) error { return r.client.Set(ctx, r.key(j.name, "last"), b, ttl).Err() })
+	if err != nil {
 		r.report(j, run, fmt.Errorf("runner: record last run of %q: %w", j.name, cause.Wrap(rctx, err)))
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redfence/redfence/internal/bounded"
 	"github.com/redfence/redfence/internal/cause"
 	"github.com/redfence/redfence/mutex"
 )
@@ -71,6 +72,9 @@ type Runner struct {
 	err    error
 	tel    *telemetry
 
+	ctxAware bool           // the client applies ctx deadlines to its sockets
+	calls    sync.WaitGroup // bounded calls still out to a hung Redis (bounded)
+
 	mu      sync.Mutex
 	jobs    []*job
 	running bool
@@ -111,6 +115,7 @@ func New(locker *mutex.Locker, opts ...Option) *Runner {
 		r.err = fmt.Errorf("%w: a Redlock Locker: the runner keeps its slot claims in one Redis deployment; give it a Locker from mutex.New", ErrInvalid)
 	default:
 		r.client = locker.Client()
+		r.ctxAware = bounded.Aware(r.client)
 	}
 	r.tel = newTelemetry(r.cfg.tp, r.cfg.mp)
 	return r
@@ -203,7 +208,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	<-ctx.Done()
 
 	finished := make(chan struct{})
-	go func() { wg.Wait(); close(finished) }()
+	go func() { wg.Wait(); r.calls.Wait(); close(finished) }()
 	t := time.NewTimer(r.cfg.shutdown)
 	defer t.Stop()
 	select {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/redfence/redfence/internal/bounded"
 	"github.com/redfence/redfence/internal/typednil"
 	"github.com/redfence/redfence/mutex"
 )
@@ -111,7 +112,7 @@ func newHandler(next http.Handler, locker *mutex.Locker, cfg config, hl *health)
 		next:     next,
 		locker:   locker,
 		client:   locker.Client(),
-		ctxAware: ctxAware(locker.Client()),
+		ctxAware: bounded.Aware(locker.Client()),
 		sharded:  isCluster(locker.Client()),
 		cfg:      cfg,
 		tel:      newTelemetry(cfg.tp, cfg.mp),

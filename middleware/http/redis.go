@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redfence/redfence/internal/bounded"
 	"github.com/redfence/redfence/mutex"
 )
 
@@ -50,43 +51,12 @@ func (h *handler) callWithin(ctx context.Context, timeout time.Duration, cmd boo
 	return err
 }
 
-// bounded runs fn, and returns by ctx's deadline whatever the client does.
-// A client that applies ctx deadlines to its sockets (go-redis's
-// ContextTimeoutEnabled) ends the call then itself; any other waits its
-// ReadTimeout on a hung server, however near the deadline. With such a
-// client fn runs on a goroutine of its own, which the request stops
-// waiting for at the deadline, as mutex does with its calls: the goroutine
-// ends when the client ends the call (its ReadTimeout, or Close), and its
-// result is dropped. The request's error marks Redis down, so that those
-// after it make no call: such goroutines exist only for the calls in
-// flight when Redis stopped answering.
+// bounded runs fn and returns by ctx's deadline, with go-redis's default
+// client too (internal/bounded). The request's error marks Redis down, so
+// that those after it make no call: goroutines it stops waiting for exist
+// only for the calls in flight when Redis stopped answering.
 func (h *handler) bounded(ctx context.Context, fn func(ctx context.Context) error) error {
-	if h.ctxAware {
-		return fn(ctx)
-	}
-	res := make(chan error, 1) // never blocks an abandoned call
-	h.health.calls.Add(1)
-	go func() { // ended by the client: see above
-		defer h.health.calls.Done()
-		res <- fn(ctx)
-	}()
-	select {
-	case err := <-res:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// ctxAware reports whether c applies ctx deadlines to its sockets.
-func ctxAware(c redis.UniversalClient) bool {
-	switch c := c.(type) {
-	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
-	}
-	return false // a Ring, or a client of the caller's own making
+	return bounded.Call(ctx, h.ctxAware, &h.health.calls, fn)
 }
 
 // setAllowance is the time a SET of n bytes is given beyond the Redis
