@@ -83,6 +83,9 @@ func TestClusterFailoverBehindAHungMaster(t *testing.T) {
 			require.NoError(t, err)
 			_, err = lb.TryLock(ctx, key) // B's client knows the slot's master
 			require.ErrorIs(t, err, mutex.ErrNotAcquired)
+			viewer := clusterLocker(t, cl)
+			_, err = viewer.Inspect(ctx, key) // and so does the viewer's
+			require.NoError(t, err)
 
 			m := masterOf(t, cl, key)
 			cl.Masters[m].Pause()
@@ -99,6 +102,21 @@ func TestClusterFailoverBehindAHungMaster(t *testing.T) {
 			assert.Greater(t, b.Token(), a.Token(), "tokens increase across the failover")
 			assert.True(t, aEnded, "B got the key while A's context was alive")
 			assert.ErrorIs(t, context.Cause(a.Context()), mutex.ErrLockLost)
+
+			// Inspection, too, reloads the slot map after no answer.
+			asked := time.Now()
+			var in mutex.LockInfo
+			for {
+				ictx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+				in, err = viewer.Inspect(ictx, key)
+				cancel()
+				if err == nil || time.Since(asked) > 15*time.Second {
+					break
+				}
+			}
+			require.NoError(t, err, "the viewer never reached the new master")
+			assert.Less(t, time.Since(asked), late.Bound(5*time.Second), "the viewer reached the new master too late")
+			assert.Equal(t, b.Token(), in.Token, "the viewer sees B's lock")
 			require.NoError(t, b.Unlock(ctx))
 		})
 	}

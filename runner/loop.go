@@ -144,7 +144,7 @@ func (r *Runner) runSlot(ctx, hard context.Context, j *job, g grid, clk *clock, 
 
 // lockKey is the job's lock, as mutex's spans and the redfence command name
 // it.
-func lockKey(name string) string { return "runner:" + name }
+func lockKey(name string) string { return KeyPrefix + name }
 
 // lockSlot takes the job's lock for slot, or says why not: "overlap" (a
 // run, here or elsewhere, still holds it) or "error". The lock keeps a run
@@ -274,3 +274,8 @@ func (r *Runner) record(ctx context.Context, j *job, run Run, outcome string, ru
 		r.report(j, run, fmt.Errorf("runner: record last run of %q: %w", j.name, cause.Wrap(rctx, err)))
 	}
 }
+
+// KeyPrefix begins the key of every lock the runner takes: a job named
+// "nightly" is locked as "runner:nightly" (the Locker adds its own prefix,
+// redfence:{runner:nightly}); `redfence inspect` names it so.
+const KeyPrefix = "runner:"

@@ -22,7 +22,9 @@ import (
 	"github.com/redfence/redfence/internal/lockview"
 	"github.com/redfence/redfence/internal/testutil"
 	asynqlock "github.com/redfence/redfence/middleware/asynq"
+	httplock "github.com/redfence/redfence/middleware/http"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/runner"
 )
 
 // noEnv is an empty environment.
@@ -312,4 +314,7 @@ func TestAdapterPrefixes(t *testing.T) {
 		prefixes[a.adapter] = a.prefix
 	}
 	assert.Equal(t, asynqlock.KeyPrefix, prefixes["asynqlock"])
+	assert.Equal(t, runner.KeyPrefix, prefixes["runner"])
+	assert.Equal(t, httplock.LockPrefix, prefixes["httplock"])
+	assert.Len(t, prefixes, 3)
 }

@@ -111,7 +111,7 @@ func (h *handler) tryLock(ctx context.Context, key string) (*mutex.Lock, error) 
 
 // lockKey is the Locker's key of a request key, as mutex's spans and the
 // redfence command name it.
-func lockKey(key string) string { return "httplock:" + key }
+func lockKey(key string) string { return LockPrefix + key }
 
 // unlock releases lk. ErrNotHeld, after a stall past the lock age, leaves
 // nothing to undo.
@@ -175,3 +175,7 @@ func (h *handler) awaitReady(ctx context.Context, ps *redis.PubSub, d time.Durat
 	}
 	return ""
 }
+
+// LockPrefix begins the key of every lock the middleware takes, before the
+// request key's hash; `redfence inspect` names it so.
+const LockPrefix = "httplock:"
