@@ -19,7 +19,7 @@ import (
 
 // TestHungRedisWithADefaultClient: clients built as go-redis's defaults
 // build them (no ContextTimeoutEnabled: a hung server holds a GET for the
-// client's ReadTimeout, 3 s), Redis paused (SIGSTOP), 20 identical requests
+// client's ReadTimeout, 5 s in go-redis v9.23), Redis paused (SIGSTOP), 20 identical requests
 // to each of 3 replicas at once. Each replica's leader gives up on Redis
 // within WithRedisTimeout, not the client's ReadTimeout, and its followers
 // get its response: one origin call per replica, each begun within the
@@ -76,7 +76,7 @@ func TestHungRedisWithADefaultClient(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	// The burst's goroutines and connections take a moment to start: a
-	// wide margin, still far below the client's 3 s.
+	// wide margin, still far below the client's 5 s.
 	bound := late.Bound(redisTimeout + 500*time.Millisecond)
 	for _, at := range began[warm:] {
 		assert.Less(t, at.Sub(begin), bound, "an origin call waited for the client's ReadTimeout")
