@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -143,35 +144,83 @@ func TestProtectGivesUpOnItsLock(t *testing.T) {
 	_, err = writer.Exec(ctx, `UPDATE `+accounts+` SET balance = 1 WHERE id = 1`)
 	require.NoError(t, err)
 
-	pctx, cancel := context.WithTimeout(ctx, time.Minute) // far beyond the default lock_timeout
-	defer cancel()
-	protected := make(chan error, 1)
-	go func() { protected <- g.Protect(pctx, accounts, `'account:' || id`) }()
-	waiting := func() bool {
-		var n int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE relation = $1::regclass AND NOT granted`, accounts).Scan(&n))
-		return n > 0
-	}
-	for !waiting() {
-		select {
-		case err := <-protected:
-			t.Fatalf("Protect returned %v while a writer held the table", err)
-		case <-time.After(time.Millisecond): // poll pg_locks
+	// The default lock timeout first; when the host is too slow to queue
+	// the second writer within it, a longer one.
+	var opts []fenced.ProtectOption
+	for timeout := fenced.DefaultLockTimeout; ; timeout *= 2 {
+		if givesUp(t, pool, g, accounts, opts...) {
+			break
 		}
+		require.Less(t, timeout, 4*fenced.DefaultLockTimeout, "the second writer never queued behind Protect")
+		opts = []fenced.ProtectOption{fenced.WithLockTimeout(2 * timeout)}
 	}
-	second := make(chan error, 1)
-	go func() { _, err := pool.Exec(ctx, `UPDATE `+accounts+` SET balance = 2 WHERE id = 2`); second <- err }()
-
-	err = <-protected
-	assert.Equal(t, "55P03", code(err), "lock_not_available: %v", err)
-	assert.NoError(t, pctx.Err(), "Protect gave up before its ctx ended")
-	assert.NoError(t, <-second, "the writer queued behind Protect went on while the first writer's transaction stayed open")
 	require.NoError(t, writer.Commit(ctx))
 	_, err = pool.Exec(ctx, `UPDATE `+accounts+` SET balance = 3`)
 	assert.NoError(t, err, "nothing was protected")
 
 	assert.ErrorIs(t, g.Protect(ctx, accounts, `'account:' || id`, fenced.WithLockTimeout(0)), fenced.ErrInvalid)
 	require.NoError(t, g.Protect(ctx, accounts, `'account:' || id`, fenced.WithLockTimeout(time.Minute)))
+}
+
+// givesUp runs Protect of accounts while a writer holds it, queues a
+// second writer (of another row) behind Protect, and asserts that Protect
+// gives up with 55P03 before its ctx ends and that the second writer
+// stays queued while Protect waits and goes on once it gave up. It
+// returns false, having asserted nothing, when Protect gave up before the
+// second writer was seen queued.
+func givesUp(t *testing.T, pool *pgxpool.Pool, g *fenced.Guard, accounts string, opts ...fenced.ProtectOption) bool {
+	t.Helper()
+	ctx := context.Background()
+	pctx, cancel := context.WithTimeout(ctx, time.Minute) // far beyond the lock_timeout
+	defer cancel()
+	protected := make(chan error, 1)
+	go func() { protected <- g.Protect(pctx, accounts, `'account:' || id`, opts...) }()
+	// waiting counts the requests of mode not granted on accounts.
+	waiting := func(mode string) bool {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE relation = $1::regclass AND mode = $2 AND NOT granted`,
+			accounts, mode).Scan(&n))
+		return n > 0
+	}
+	poll := func(until func() bool) error { // nil once until holds; Protect's result if it came first
+		for !until() {
+			select {
+			case err := <-protected:
+				return fmt.Errorf("protect returned: %w", err)
+			case <-time.After(time.Millisecond):
+			}
+		}
+		return nil
+	}
+	require.NoError(t, poll(func() bool { return waiting("ShareRowExclusiveLock") }), "Protect did not wait while a writer held the table")
+	second := make(chan error, 1)
+	go func() { _, err := pool.Exec(ctx, `UPDATE `+accounts+` SET balance = 2 WHERE id = 2`); second <- err }()
+	// Row 2 is not the first writer's: only Protect's request can hold it.
+	if err := poll(func() bool { return waiting("RowExclusiveLock") }); err != nil {
+		t.Logf("Protect gave up before the second writer queued (%v); again, with a longer lock timeout", err)
+		require.NoError(t, <-second)
+		return false
+	}
+	// Seen done, then Protect seen still waiting: it went on while queued.
+	for {
+		var done bool
+		select {
+		case err := <-second:
+			second <- err
+			done = true
+		default:
+		}
+		if !waiting("ShareRowExclusiveLock") {
+			break
+		}
+		require.False(t, done, "the second writer finished while Protect still waited for its lock")
+		<-time.After(time.Millisecond) // poll pg_locks
+	}
+	err := <-protected
+	assert.Equal(t, "55P03", code(err), "lock_not_available: %v", err)
+	assert.NoError(t, pctx.Err(), "Protect gave up before its ctx ended")
+	assert.NoError(t, <-second, "the writer queued behind Protect went on while the first writer's transaction stayed open")
+	return true
 }
 
 // Issue 34, row 9, what Protect cannot stop, pinned as its doc says: an
