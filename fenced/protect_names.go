@@ -31,6 +31,9 @@ type protectNames struct {
 	schema, rel               string   // the table's, unquoted
 	children                  int      // inheritance children of a table
 	members                   []member // a partitioned table's partitions, every level
+	// legacy are the triggers an earlier version made for this fence on
+	// the table: the hash in their names and their row function.
+	legacy [][2]string
 }
 
 // member is a partition: its quoted name and relkind (r, p or f).
