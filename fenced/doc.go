@@ -100,7 +100,8 @@
 //	                                                   *StaleTokenError, wrapping fn's error
 //	a raw write refused by a protected table         *pgconn.PgError, SQLSTATE RF002 or RF001 (Refusal
 //	                                                   maps it to ErrNoToken or ErrStaleToken)
-//	a table, expression or role Protect refuses      ErrInvalid, before anything changes (see Protect)
+//	a table, expression, role or audit table         ErrInvalid, before anything changes (see Protect)
+//	  Protect refuses
 //	Protect, Unprotect: no lock within its timeout   *pgconn.PgError, SQLSTATE 55P03 (lock_not_available),
 //	                                                   wrapped; nothing changed
 //

@@ -96,8 +96,14 @@ func WithLockTimeout(d time.Duration) ProtectOption {
 // reason) to the audit table beside the fence table (its name with
 // "_bypass") and sends a NOTICE (on a partition added since Protect, a row
 // and a NOTICE per row). WithBypassRole restricts that to a role's
-// members. Nobody but the role that ran Protect (and superusers) can add
-// to the audit table or call the trigger's function. Use SET LOCAL: a
+// members. Rows reach the audit table through the trigger, which runs as
+// the role that ran Protect; Protect refuses (ErrInvalid) an audit table
+// created beforehand by a role other than itself, the fence table's owner
+// or a superuser, since its owner could delete rows; who else may change
+// it is its owner's grants. The trigger's function may be used in a
+// trigger by the role that ran Protect, by the table's owner (to add
+// partitions, which copy the row trigger) and by superusers; nobody
+// calls it directly. Use SET LOCAL: a
 // session-wide SET, an ALTER ROLE … SET or a pooled connection that keeps
 // it would let later writers through under that reason.
 //
@@ -160,6 +166,9 @@ func (g *Guard) Protect(ctx context.Context, table, resource string, opts ...Pro
 			return err
 		}
 		if err := validate(ctx, tx, n, resource, cfg); err != nil {
+			return err
+		}
+		if err := auditOwner(ctx, tx, n); err != nil {
 			return err
 		}
 		if err := dropLegacy(ctx, tx, n); err != nil {
@@ -312,6 +321,27 @@ func validate(ctx context.Context, tx pgx.Tx, n protectNames, resource string, c
 	q := `SELECT 1 FROM (SELECT * FROM ` + n.table + ` LIMIT 0) AS _rf_row WHERE (` + resource + `)::text IS NOT NULL`
 	if _, err := tx.Conn().PgConn().ExecParams(ctx, q, nil, nil, nil, nil).Close(); err != nil {
 		return fmt.Errorf("%w: resource expression %q over %s: %w", ErrInvalid, clip(resource), n.table, err)
+	}
+	return nil
+}
+
+// auditOwner refuses, before anything changes, an audit table that exists
+// already and is owned by a role other than the one running Protect, the
+// fence table's owner or a superuser: its owner could delete the record.
+func auditOwner(ctx context.Context, tx pgx.Tx, n protectNames) error {
+	var owner string
+	var trusted bool
+	err := tx.QueryRow(ctx, `SELECT quote_ident(r.rolname), r.rolname IN (current_user, pg_get_userbyid(f.relowner)) OR r.rolsuper
+FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner, pg_class f
+WHERE c.oid = to_regclass($1) AND f.oid = to_regclass($2)`, n.audit, n.fence).Scan(&owner, &trusted)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows): // Protect creates it
+		return nil
+	case err != nil:
+		return err
+	case !trusted:
+		return fmt.Errorf("%w: audit table %s is owned by %s, who could delete its rows: not by the role running Protect (%s), the fence table's owner (%s) or a superuser",
+			ErrInvalid, n.audit, owner, n.me, n.fenceOwner)
 	}
 	return nil
 }
