@@ -117,6 +117,17 @@ func TestCheckAfterWhat(t *testing.T) {
 	ctx := context.Background()
 	other := fenced.New(pool, fenced.WithTable(fences+"_other"))
 	require.NoError(t, other.Migrate(ctx))
+	// parent and child: a foreign key; theirs: a table the other fence
+	// protects.
+	parent, child, theirs := data+"_parent", data+"_child", data+"_theirs"
+	_, err := pool.Exec(ctx, `CREATE TABLE `+parent+` (id int PRIMARY KEY); INSERT INTO `+parent+` VALUES (1), (2);
+		CREATE TABLE `+child+` (id int PRIMARY KEY, parent int NOT NULL REFERENCES `+parent+`);
+		CREATE TABLE `+theirs+` (id int PRIMARY KEY)`)
+	require.NoError(t, err)
+	require.NoError(t, other.Protect(ctx, theirs, `'t:' || id`))
+	exec := func(q string) func(tx pgx.Tx) error {
+		return func(tx pgx.Tx) error { _, err := tx.Exec(ctx, q); return err }
+	}
 	for _, tc := range []struct {
 		name   string
 		before func(tx pgx.Tx) error
@@ -127,6 +138,28 @@ func TestCheckAfterWhat(t *testing.T) {
 		{"a SELECT FOR UPDATE", func(tx pgx.Tx) error { _, err := tx.Exec(ctx, `SELECT * FROM `+data+` FOR UPDATE`); return err }, fenced.ErrCheckNotFirst},
 		{"a catalog read", func(tx pgx.Tx) error { _, err := tx.Exec(ctx, `SELECT count(*) FROM pg_class`); return err }, nil},
 		{"a write", func(tx pgx.Tx) error { return insert(data, "w", 1, "before")(ctx, tx) }, nil},
+		// A foreign key's check locks the row it references (FOR KEY
+		// SHARE), as a delete's locks the rows that reference it.
+		{"a write with a foreign key", exec(`INSERT INTO ` + child + ` VALUES (1, 1)`), nil},
+		{"a delete checked by a foreign key", exec(`DELETE FROM ` + parent + ` WHERE id = 2`), nil},
+		{"a read of the table a write referenced", exec(`INSERT INTO ` + child + ` VALUES (1, 1); SELECT * FROM ` + parent), fenced.ErrCheckNotFirst},
+		// Documented: not told from the foreign key's own lock.
+		{"a SELECT FOR UPDATE of the table a write referenced", exec(`INSERT INTO ` + child + ` VALUES (1, 1); SELECT * FROM ` + parent + ` FOR UPDATE`), nil},
+		{"a read of a table written before", exec(`INSERT INTO ` + child + ` VALUES (1, 1); SELECT * FROM ` + child), fenced.ErrCheckNotFirst},
+		{"a write that reads another table", exec(`INSERT INTO ` + child + ` SELECT id, id FROM ` + parent), fenced.ErrCheckNotFirst},
+		// Its trigger reads its fence table.
+		{"a write to a table another fence protects", func(tx pgx.Tx) error {
+			if err := other.Check(ctx, tx, "t:1", 1); err != nil {
+				return err
+			}
+			return exec(`INSERT INTO ` + theirs + ` VALUES (1)`)(tx)
+		}, nil},
+		{"a read of a table another fence protects", func(tx pgx.Tx) error {
+			if err := other.Check(ctx, tx, "t:1", 1); err != nil {
+				return err
+			}
+			return exec(`SELECT * FROM ` + theirs)(tx)
+		}, fenced.ErrCheckNotFirst},
 		{"another fence's Check", func(tx pgx.Tx) error { return other.Check(ctx, tx, "r", 1) }, nil},
 		{"this fence's Check of another resource", func(tx pgx.Tx) error { return g.Check(ctx, tx, "r2", 1) }, nil},
 		{"this fence's stale Check, in a savepoint", func(tx pgx.Tx) error {

@@ -60,9 +60,11 @@
 // against a hostile user with SQL access: its doc lists what a trigger
 // cannot stop (the owner or a superuser disabling it,
 // session_replication_role = replica, a writer that declares a token
-// itself, a later inheritance child, a column rewrite). It waits for its
-// lock on the table no longer than a lock timeout (WithLockTimeout).
-// Unprotect removes it. What the triggers cost a write is in
+// itself, a later inheritance child, a column rewrite). It takes one lock
+// on the table, up front, waiting for it no longer than a lock timeout
+// (WithLockTimeout): SHARE ROW EXCLUSIVE, or ACCESS EXCLUSIVE when it
+// drops an earlier version's triggers. Unprotect removes it, under ACCESS
+// EXCLUSIVE. What the triggers cost a write is in
 // bench/README.md.
 //
 // # Isolation levels
@@ -98,7 +100,8 @@
 //	                                                   *StaleTokenError, wrapping fn's error
 //	a raw write refused by a protected table         *pgconn.PgError, SQLSTATE RF002 or RF001 (Refusal
 //	                                                   maps it to ErrNoToken or ErrStaleToken)
-//	a table, expression or role Protect refuses      ErrInvalid, before anything changes (see Protect)
+//	a table, expression, role or audit table         ErrInvalid, before anything changes (see Protect)
+//	  Protect refuses
 //	Protect, Unprotect: no lock within its timeout   *pgconn.PgError, SQLSTATE 55P03 (lock_not_available),
 //	                                                   wrapped; nothing changed
 //

@@ -184,7 +184,13 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 // fence table (a SELECT, or SELECT … FOR UPDATE, of any row, in tx or in a
 // transaction tx is a savepoint of), it records nothing and returns an
 // error matching ErrCheckNotFirst; roll tx back and begin again with Check
-// first. Writes before it, and other fences' Check or Do, are not reads.
+// first. Writes before it, and other fences' Check or Do, are not reads,
+// nor are the locks writes take of their own: a foreign key's check of
+// the table at its other end, and another fence's trigger reading its
+// fence table. A write that reads another table (INSERT … SELECT,
+// UPDATE … FROM) is a read of it. What PostgreSQL's locks cannot tell
+// apart, Check lets through: a SELECT … FOR UPDATE/SHARE of a table that a
+// foreign key links to a table tx wrote (a plain SELECT of it is refused).
 // Check first, then read: the reads see every write committed before the
 // fence was passed.
 //

@@ -96,8 +96,14 @@ func WithLockTimeout(d time.Duration) ProtectOption {
 // reason) to the audit table beside the fence table (its name with
 // "_bypass") and sends a NOTICE (on a partition added since Protect, a row
 // and a NOTICE per row). WithBypassRole restricts that to a role's
-// members. Nobody but the role that ran Protect (and superusers) can add
-// to the audit table or call the trigger's function. Use SET LOCAL: a
+// members. Rows reach the audit table through the trigger, which runs as
+// the role that ran Protect; Protect refuses (ErrInvalid) an audit table
+// created beforehand by a role other than itself, the fence table's owner
+// or a superuser, since its owner could delete rows; who else may change
+// it is its owner's grants. The trigger's function may be used in a
+// trigger by the role that ran Protect, by the table's owner (to add
+// partitions, which copy the row trigger) and by superusers; nobody
+// calls it directly. Use SET LOCAL: a
 // session-wide SET, an ALTER ROLE … SET or a pooled connection that keeps
 // it would let later writers through under that reason.
 //
@@ -116,10 +122,14 @@ func WithLockTimeout(d time.Duration) ProtectOption {
 //
 // Protect is idempotent (it replaces its triggers, with a new expression)
 // and safe to run from several processes at once; it needs the fence
-// table (Migrate). It holds a SHARE ROW EXCLUSIVE lock on table, and its
-// partitions, while it runs, and waits for it no longer than its lock
-// timeout (WithLockTimeout, DefaultLockTimeout, or ctx's deadline if that
-// comes first): writers of the table queue behind it at most that long.
+// table (Migrate). It takes one lock on table, and its partitions, before
+// it changes anything, and holds it while it runs: SHARE ROW EXCLUSIVE
+// (writers wait, readers go on), or ACCESS EXCLUSIVE (readers wait too)
+// when it removes the triggers of an earlier version (the first Protect
+// after an upgrade), as DROP TRIGGER needs. It waits for that lock once,
+// no longer than its lock timeout (WithLockTimeout, DefaultLockTimeout, or
+// ctx's deadline if that comes first): those it blocks queue behind it at
+// most that long, and then as long as it runs.
 // When the timeout passes it changes nothing and returns PostgreSQL's
 // error, SQLSTATE 55P03 (lock_not_available); try again later. Two Guards
 // with different fence tables can both protect a table: each has its own
@@ -149,11 +159,16 @@ func (g *Guard) Protect(ctx context.Context, table, resource string, opts ...Pro
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("fenced: protect: %w", err)
 	}
-	err = g.underLock(ctx, qt, cfg, func(tx pgx.Tx, n protectNames) error {
+	// Only the triggers an earlier version made are dropped.
+	drops := func(n protectNames) bool { return len(n.legacy) > 0 }
+	err = g.underLock(ctx, qt, cfg, drops, func(tx pgx.Tx, n protectNames) error {
 		if err := n.protectable(); err != nil {
 			return err
 		}
 		if err := validate(ctx, tx, n, resource, cfg); err != nil {
+			return err
+		}
+		if err := auditOwner(ctx, tx, n); err != nil {
 			return err
 		}
 		if err := dropLegacy(ctx, tx, n); err != nil {
@@ -178,7 +193,9 @@ func (g *Guard) Protect(ctx context.Context, table, resource string, opts ...Pro
 // included; the audit table stays, for other tables and for the record. It
 // is idempotent; a table that no longer exists is fine. It needs the fence
 // table, to know which triggers are this Guard's (ErrNotMigrated without
-// it), and waits for its lock on table as Protect does (WithLockTimeout).
+// it). It takes ACCESS EXCLUSIVE on table and its partitions (DROP
+// TRIGGER's: readers wait too), up front and once, waiting for it as
+// Protect does (WithLockTimeout).
 func (g *Guard) Unprotect(ctx context.Context, table string, opts ...ProtectOption) error {
 	if err := g.usable(ctx); err != nil {
 		return err
@@ -190,7 +207,8 @@ func (g *Guard) Unprotect(ctx context.Context, table string, opts ...ProtectOpti
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("fenced: unprotect: %w", err)
 	}
-	err = g.underLock(ctx, qt, cfg, func(tx pgx.Tx, n protectNames) error {
+	always := func(protectNames) bool { return true }
+	err = g.underLock(ctx, qt, cfg, always, func(tx pgx.Tx, n protectNames) error {
 		if err := dropLegacy(ctx, tx, n); err != nil {
 			return err
 		}
@@ -224,11 +242,20 @@ func protectArgs(table string, opts []ProtectOption) (protectConfig, string, err
 	return cfg, qt, err
 }
 
+// The table locks Protect and Unprotect take: CREATE TRIGGER's, which
+// lets readers on, and DROP TRIGGER's, which does not.
+const (
+	lockCreate = "SHARE ROW EXCLUSIVE"
+	lockDrop   = "ACCESS EXCLUSIVE"
+)
+
 // underLock runs fn in a transaction that holds Protect's advisory lock
 // (Protects and Unprotects of one database take turns) and then table's
-// lock, waiting for the latter no longer than the lock timeout. Names are
+// lock, waiting for the latter once, no longer than the lock timeout: the
+// lock is lockDrop when drops says fn will drop a trigger (every later
+// statement needs no stronger one), lockCreate otherwise. Names are
 // resolved on the caller's search path; fn runs on pg_catalog's alone.
-func (g *Guard) underLock(ctx context.Context, table string, cfg protectConfig, fn func(pgx.Tx, protectNames) error) error {
+func (g *Guard) underLock(ctx context.Context, table string, cfg protectConfig, drops func(protectNames) bool, fn func(pgx.Tx, protectNames) error) error {
 	return pgx.BeginFunc(ctx, g.db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('redfence.fenced.protect'))`); err != nil {
 			return err
@@ -237,14 +264,21 @@ func (g *Guard) underLock(ctx context.Context, table string, cfg protectConfig, 
 		if err != nil {
 			return err
 		}
+		if err := findLegacy(ctx, tx, &n); err != nil {
+			return err
+		}
 		_, err = tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true), set_config('search_path', 'pg_catalog, pg_temp', true)`,
 			lockTimeout(ctx, cfg.lockTimeout))
 		if err != nil {
 			return err
 		}
+		mode := lockCreate
+		if drops(n) {
+			mode = lockDrop
+		}
 		// The lock first, so that nothing changes when it cannot be had;
 		// on a partitioned table it takes the partitions' too.
-		if _, err := tx.Exec(ctx, `LOCK TABLE `+n.table+` IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+		if _, err := tx.Exec(ctx, `LOCK TABLE `+n.table+` IN `+mode+` MODE`); err != nil {
 			return err
 		}
 		if err := n.readTree(ctx, tx); err != nil {
@@ -287,6 +321,27 @@ func validate(ctx context.Context, tx pgx.Tx, n protectNames, resource string, c
 	q := `SELECT 1 FROM (SELECT * FROM ` + n.table + ` LIMIT 0) AS _rf_row WHERE (` + resource + `)::text IS NOT NULL`
 	if _, err := tx.Conn().PgConn().ExecParams(ctx, q, nil, nil, nil, nil).Close(); err != nil {
 		return fmt.Errorf("%w: resource expression %q over %s: %w", ErrInvalid, clip(resource), n.table, err)
+	}
+	return nil
+}
+
+// auditOwner refuses, before anything changes, an audit table that exists
+// already and is owned by a role other than the one running Protect, the
+// fence table's owner or a superuser: its owner could delete the record.
+func auditOwner(ctx context.Context, tx pgx.Tx, n protectNames) error {
+	var owner string
+	var trusted bool
+	err := tx.QueryRow(ctx, `SELECT quote_ident(r.rolname), r.rolname IN (current_user, pg_get_userbyid(f.relowner)) OR r.rolsuper
+FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner, pg_class f
+WHERE c.oid = to_regclass($1) AND f.oid = to_regclass($2)`, n.audit, n.fence).Scan(&owner, &trusted)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows): // Protect creates it
+		return nil
+	case err != nil:
+		return err
+	case !trusted:
+		return fmt.Errorf("%w: audit table %s is owned by %s, who could delete its rows: not by the role running Protect (%s), the fence table's owner (%s) or a superuser",
+			ErrInvalid, n.audit, owner, n.me, n.fenceOwner)
 	}
 	return nil
 }

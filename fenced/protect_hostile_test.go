@@ -249,3 +249,32 @@ func TestProtectExpressionSeesOnlyColumns(t *testing.T) {
 	})
 	assert.NoError(t, err)
 }
+
+// Review of issue 34: an audit table another role created before Protect
+// (and whose owner could delete its rows) is refused, before anything
+// changes; owned by the role running Protect, it is used.
+func TestProtectRefusesAnAuditOwnedByAnother(t *testing.T) {
+	pool, g, fences, data := setup(t)
+	ctx := context.Background()
+	accounts := data + "_acct"
+	other := role(t, pool, "audit", "")
+	_, err := pool.Exec(ctx, `CREATE TABLE `+accounts+` (id int PRIMARY KEY, balance int NOT NULL);
+		CREATE TABLE `+fences+`_bypass (at timestamptz NOT NULL DEFAULT now(), txid bigint NOT NULL, username text NOT NULL,
+			table_name text NOT NULL, operation text NOT NULL, reason text NOT NULL);
+		ALTER TABLE `+fences+`_bypass OWNER TO `+other)
+	require.NoError(t, err)
+	triggers := func() (n int) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgrelid = $1::regclass`, accounts).Scan(&n))
+		return n
+	}
+
+	err = g.Protect(ctx, accounts, `'account:' || id`)
+	require.ErrorIs(t, err, fenced.ErrInvalid)
+	assert.Contains(t, err.Error(), other)
+	assert.Zero(t, triggers(), "nothing changed")
+
+	_, err = pool.Exec(ctx, `ALTER TABLE `+fences+`_bypass OWNER TO current_user`)
+	require.NoError(t, err)
+	require.NoError(t, g.Protect(ctx, accounts, `'account:' || id`))
+	assert.NotZero(t, triggers())
+}

@@ -22,15 +22,20 @@ type protectNames struct {
 	table string // the protected table
 	kind  string // its relkind: r (a table) or p (partitioned)
 	owner string // its owner, quoted
-	me    string // the role running Protect, quoted
-	fn    string // the trigger function, per table and fence
-	trig  string // the prefix of the triggers' names, per fence (unquoted)
+	// fenceOwner is the fence table's owner, quoted.
+	fenceOwner string
+	me         string // the role running Protect, quoted
+	fn         string // the trigger function, per table and fence
+	trig       string // the prefix of the triggers' names, per fence (unquoted)
 	// legacyCheck and legacyRecord are the functions earlier versions
 	// shared between a fence's tables.
 	legacyCheck, legacyRecord string
 	schema, rel               string   // the table's, unquoted
 	children                  int      // inheritance children of a table
 	members                   []member // a partitioned table's partitions, every level
+	// legacy are the triggers an earlier version made for this fence on
+	// the table: the hash in their names and their row function.
+	legacy [][2]string
 }
 
 // member is a partition: its quoted name and relkind (r, p or f).
@@ -50,8 +55,8 @@ func (g *Guard) resolve(ctx context.Context, tx pgx.Tx, table string) (protectNa
 	var n protectNames
 	const q = `SELECT n.nspname, c.relname, c.relkind::text, quote_ident(pg_get_userbyid(c.relowner)), quote_ident(current_user)
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)`
-	var fenceSchema, fenceRel, fenceKind, fenceOwner string
-	err := tx.QueryRow(ctx, q, g.table).Scan(&fenceSchema, &fenceRel, &fenceKind, &fenceOwner, &n.me)
+	var fenceSchema, fenceRel, fenceKind string
+	err := tx.QueryRow(ctx, q, g.table).Scan(&fenceSchema, &fenceRel, &fenceKind, &n.fenceOwner, &n.me)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return n, fmt.Errorf("%w: %s", ErrNotMigrated, g.table)
 	}

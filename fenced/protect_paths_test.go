@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -143,35 +144,83 @@ func TestProtectGivesUpOnItsLock(t *testing.T) {
 	_, err = writer.Exec(ctx, `UPDATE `+accounts+` SET balance = 1 WHERE id = 1`)
 	require.NoError(t, err)
 
-	pctx, cancel := context.WithTimeout(ctx, time.Minute) // far beyond the default lock_timeout
-	defer cancel()
-	protected := make(chan error, 1)
-	go func() { protected <- g.Protect(pctx, accounts, `'account:' || id`) }()
-	waiting := func() bool {
-		var n int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE relation = $1::regclass AND NOT granted`, accounts).Scan(&n))
-		return n > 0
-	}
-	for !waiting() {
-		select {
-		case err := <-protected:
-			t.Fatalf("Protect returned %v while a writer held the table", err)
-		case <-time.After(time.Millisecond): // poll pg_locks
+	// The default lock timeout first; when the host is too slow to queue
+	// the second writer within it, a longer one.
+	var opts []fenced.ProtectOption
+	for timeout := fenced.DefaultLockTimeout; ; timeout *= 2 {
+		if givesUp(t, pool, g, accounts, opts...) {
+			break
 		}
+		require.Less(t, timeout, 4*fenced.DefaultLockTimeout, "the second writer never queued behind Protect")
+		opts = []fenced.ProtectOption{fenced.WithLockTimeout(2 * timeout)}
 	}
-	second := make(chan error, 1)
-	go func() { _, err := pool.Exec(ctx, `UPDATE `+accounts+` SET balance = 2 WHERE id = 2`); second <- err }()
-
-	err = <-protected
-	assert.Equal(t, "55P03", code(err), "lock_not_available: %v", err)
-	assert.NoError(t, pctx.Err(), "Protect gave up before its ctx ended")
-	assert.NoError(t, <-second, "the writer queued behind Protect went on while the first writer's transaction stayed open")
 	require.NoError(t, writer.Commit(ctx))
 	_, err = pool.Exec(ctx, `UPDATE `+accounts+` SET balance = 3`)
 	assert.NoError(t, err, "nothing was protected")
 
 	assert.ErrorIs(t, g.Protect(ctx, accounts, `'account:' || id`, fenced.WithLockTimeout(0)), fenced.ErrInvalid)
 	require.NoError(t, g.Protect(ctx, accounts, `'account:' || id`, fenced.WithLockTimeout(time.Minute)))
+}
+
+// givesUp runs Protect of accounts while a writer holds it, queues a
+// second writer (of another row) behind Protect, and asserts that Protect
+// gives up with 55P03 before its ctx ends and that the second writer
+// stays queued while Protect waits and goes on once it gave up. It
+// returns false, having asserted nothing, when Protect gave up before the
+// second writer was seen queued.
+func givesUp(t *testing.T, pool *pgxpool.Pool, g *fenced.Guard, accounts string, opts ...fenced.ProtectOption) bool {
+	t.Helper()
+	ctx := context.Background()
+	pctx, cancel := context.WithTimeout(ctx, time.Minute) // far beyond the lock_timeout
+	defer cancel()
+	protected := make(chan error, 1)
+	go func() { protected <- g.Protect(pctx, accounts, `'account:' || id`, opts...) }()
+	// waiting counts the requests of mode not granted on accounts.
+	waiting := func(mode string) bool {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE relation = $1::regclass AND mode = $2 AND NOT granted`,
+			accounts, mode).Scan(&n))
+		return n > 0
+	}
+	poll := func(until func() bool) error { // nil once until holds; Protect's result if it came first
+		for !until() {
+			select {
+			case err := <-protected:
+				return fmt.Errorf("protect returned: %w", err)
+			case <-time.After(time.Millisecond):
+			}
+		}
+		return nil
+	}
+	require.NoError(t, poll(func() bool { return waiting("ShareRowExclusiveLock") }), "Protect did not wait while a writer held the table")
+	second := make(chan error, 1)
+	go func() { _, err := pool.Exec(ctx, `UPDATE `+accounts+` SET balance = 2 WHERE id = 2`); second <- err }()
+	// Row 2 is not the first writer's: only Protect's request can hold it.
+	if err := poll(func() bool { return waiting("RowExclusiveLock") }); err != nil {
+		t.Logf("Protect gave up before the second writer queued (%v); again, with a longer lock timeout", err)
+		require.NoError(t, <-second)
+		return false
+	}
+	// Seen done, then Protect seen still waiting: it went on while queued.
+	for {
+		var done bool
+		select {
+		case err := <-second:
+			second <- err
+			done = true
+		default:
+		}
+		if !waiting("ShareRowExclusiveLock") {
+			break
+		}
+		require.False(t, done, "the second writer finished while Protect still waited for its lock")
+		<-time.After(time.Millisecond) // poll pg_locks
+	}
+	err := <-protected
+	assert.Equal(t, "55P03", code(err), "lock_not_available: %v", err)
+	assert.NoError(t, pctx.Err(), "Protect gave up before its ctx ended")
+	assert.NoError(t, <-second, "the writer queued behind Protect went on while the first writer's transaction stayed open")
+	return true
 }
 
 // Issue 34, row 9, what Protect cannot stop, pinned as its doc says: an
@@ -250,18 +299,7 @@ func TestProtectReplacesLegacyTriggers(t *testing.T) {
 	acc := data + "_acc"
 	_, err := pool.Exec(ctx, `CREATE TABLE `+acc+` (id int PRIMARY KEY, balance int NOT NULL); INSERT INTO `+acc+` VALUES (1, 0)`)
 	require.NoError(t, err)
-	legacy := func(fence, h string) {
-		_, err := pool.Exec(ctx, fmt.Sprintf(`
-		CREATE OR REPLACE FUNCTION public.%[1]s_check(_res text, _table text) RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$ BEGIN END $$;
-		CREATE OR REPLACE FUNCTION public.%[1]s_bypass_record(_table text, _op text) RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$ BEGIN END $$;
-		CREATE FUNCTION public.%[2]s_rf_row_%[3]s() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN PERFORM "public"."%[1]s_bypass_record"('t', TG_OP); PERFORM "public"."%[1]s_check"('r', 't'); RETURN NULL; END $$;
-		CREATE FUNCTION public.%[2]s_rf_truncate_%[3]s() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN PERFORM "public"."%[1]s_bypass_record"('t', TG_OP); RETURN NULL; END $$;
-		CREATE TRIGGER redfence_fence_%[3]s AFTER INSERT OR UPDATE OR DELETE ON %[2]s FOR EACH ROW EXECUTE FUNCTION public.%[2]s_rf_row_%[3]s();
-		CREATE TRIGGER redfence_truncate_%[3]s BEFORE TRUNCATE ON %[2]s FOR EACH STATEMENT EXECUTE FUNCTION public.%[2]s_rf_truncate_%[3]s()`, fence, acc, h))
-		require.NoError(t, err)
-	}
+	legacy := func(fence, h string) { makeLegacy(t, pool, fence, acc, h) }
 	legacy(fences, "0000000a")
 	legacy(fences+"_other", "0000000b")
 	require.NoError(t, g.Protect(ctx, acc, `'account:' || id`))
@@ -280,4 +318,87 @@ func TestProtectReplacesLegacyTriggers(t *testing.T) {
 	fns := names(`SELECT proname::text FROM pg_proc WHERE proname LIKE $1 || '%' OR proname LIKE $2 || '%' ORDER BY 1`, fences, acc+"_rf_")
 	assert.Equal(t, []string{acc + "_rf_row_0000000b", acc + "_rf_truncate_0000000b", fences + "_other_bypass_record", fences + "_other_check"},
 		slices.DeleteFunc(fns, regexp.MustCompile(`^`+acc+`_rf_[0-9a-f]{8}$`).MatchString), "this fence's are gone, but for the new one")
+}
+
+// makeLegacy makes on table what an earlier version of Protect made for
+// fence: a row and a TRUNCATE trigger named with h, calling the fence's
+// shared functions.
+func makeLegacy(t *testing.T, pool *pgxpool.Pool, fence, table, h string) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), fmt.Sprintf(`
+	CREATE OR REPLACE FUNCTION public.%[1]s_check(_res text, _table text) RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$ BEGIN END $$;
+	CREATE OR REPLACE FUNCTION public.%[1]s_bypass_record(_table text, _op text) RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$ BEGIN END $$;
+	CREATE FUNCTION public.%[2]s_rf_row_%[3]s() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN PERFORM "public"."%[1]s_bypass_record"('t', TG_OP); PERFORM "public"."%[1]s_check"('r', 't'); RETURN NULL; END $$;
+	CREATE FUNCTION public.%[2]s_rf_truncate_%[3]s() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN PERFORM "public"."%[1]s_bypass_record"('t', TG_OP); RETURN NULL; END $$;
+	CREATE TRIGGER redfence_fence_%[3]s AFTER INSERT OR UPDATE OR DELETE ON %[2]s FOR EACH ROW EXECUTE FUNCTION public.%[2]s_rf_row_%[3]s();
+	CREATE TRIGGER redfence_truncate_%[3]s BEFORE TRUNCATE ON %[2]s FOR EACH STATEMENT EXECUTE FUNCTION public.%[2]s_rf_truncate_%[3]s()`, fence, table, h))
+	require.NoError(t, err)
+}
+
+// Review of issue 34: Protect and Unprotect take the one lock they need
+// before anything else, and wait for it once: SHARE ROW EXCLUSIVE, which
+// an open reader does not hold up, or ACCESS EXCLUSIVE when they drop
+// triggers (Unprotect, and Protect removing an earlier version's), which
+// it does; never the one and then, holding it, a wait for the other.
+func TestProtectTakesOneLockUpFront(t *testing.T) {
+	pool, g, fences, data := setup(t)
+	ctx := context.Background()
+	acc := data + "_acc"
+	_, err := pool.Exec(ctx, `CREATE TABLE `+acc+` (id int PRIMARY KEY, balance int NOT NULL); INSERT INTO `+acc+` VALUES (1, 0)`)
+	require.NoError(t, err)
+	reader := func() pgx.Tx {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `SELECT * FROM `+acc)
+		require.NoError(t, err)
+		return tx
+	}
+
+	r := reader()
+	require.NoError(t, g.Protect(ctx, acc, `'account:' || id`, fenced.WithLockTimeout(time.Minute)), "a reader does not hold Protect up")
+	require.NoError(t, r.Rollback(ctx))
+
+	makeLegacy(t, pool, fences, acc, "0000000a")
+	for _, tc := range []struct { // in order: Protect removes the earlier version's triggers
+		name string
+		run  func(context.Context) error
+	}{
+		{"Protect after an upgrade", func(ctx context.Context) error {
+			return g.Protect(ctx, acc, `'account:' || id`, fenced.WithLockTimeout(time.Minute))
+		}},
+		{"Unprotect", func(ctx context.Context) error { return g.Unprotect(ctx, acc, fenced.WithLockTimeout(time.Minute)) }},
+	} {
+		run := tc.run
+		t.Run(tc.name, func(t *testing.T) {
+			r := reader()
+			defer func() { _ = r.Rollback(ctx) }()
+			done := make(chan error, 1)
+			go func() { done <- run(ctx) }()
+			var pid int
+			var mode string
+			for {
+				err := pool.QueryRow(ctx, `SELECT pid, mode FROM pg_locks WHERE relation = $1::regclass AND NOT granted`, acc).Scan(&pid, &mode)
+				if err == nil {
+					break
+				}
+				require.ErrorIs(t, err, pgx.ErrNoRows)
+				select {
+				case err := <-done:
+					t.Fatalf("returned (%v) while a reader held the table", err)
+				case <-time.After(time.Millisecond): // poll pg_locks
+				}
+			}
+			assert.Equal(t, "AccessExclusiveLock", mode)
+			var held []string
+			rows, err := pool.Query(ctx, `SELECT mode FROM pg_locks WHERE pid = $1 AND relation = $2::regclass AND granted`, pid, acc)
+			require.NoError(t, err)
+			held, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			require.NoError(t, err)
+			assert.Empty(t, held, "it waits holding no lock on the table")
+			require.NoError(t, r.Rollback(ctx))
+			require.NoError(t, <-done)
+		})
+	}
 }

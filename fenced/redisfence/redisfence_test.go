@@ -461,8 +461,12 @@ func TestEqualTokensDoNotContend(t *testing.T) {
 			met.Add(writers)
 			for i := range writers {
 				writing.Go(func() {
+					// A writer that fails before fn still lets the others
+					// go on, so that the test fails on its error, not hangs.
+					arrive := sync.OnceFunc(met.Done)
+					defer arrive()
 					errs[i] = f.Do(ctx, res, 7, nil, func(ctx context.Context, tx *redis.Tx, pipe redis.Pipeliner) error {
-						met.Done()
+						arrive()
 						met.Wait()
 						return logWrite(res, strconv.Itoa(i))(ctx, tx, pipe)
 					})

@@ -204,7 +204,11 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 //   - PostgreSQL: any read (SELECT, SELECT … FOR UPDATE) of a table other
 //     than the fence table earlier in tx, at every isolation level, stale
 //     or not: PostgreSQL cannot tell. Writes, and other fences' Check, are
-//     not reads.
+//     not reads, nor the locks writes take of their own (a foreign key's
+//     check, another fence's trigger); a write that reads another table
+//     (INSERT … SELECT) is. A SELECT … FOR UPDATE/SHARE of a table that a
+//     foreign key links to a table tx wrote is not told from the key's
+//     check, and passes.
 //   - MySQL: a read whose snapshot a write of the resource committed since
 //     has overtaken, at REPEATABLE READ (InnoDB's default); a current read
 //     is accepted. Under READ COMMITTED each statement reads afresh and
