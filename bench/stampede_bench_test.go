@@ -2,14 +2,17 @@ package bench
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redfence/redfence/internal/stampede"
+	"github.com/redfence/redfence/examples/stampede/burst"
 	"github.com/redfence/redfence/internal/testutil"
+	httplock "github.com/redfence/redfence/middleware/http"
+	"github.com/redfence/redfence/mutex"
 )
 
 // BenchmarkStampede is a burst of 1000 identical GETs over 4 replicas whose
@@ -18,14 +21,14 @@ import (
 // (medians over the bursts).
 func BenchmarkStampede(b *testing.B) {
 	_, srv := testutil.Redis(b)
-	for _, mode := range stampede.Modes {
+	for _, mode := range burst.Modes {
 		b.Run(string(mode), func(b *testing.B) {
-			cfg := stampede.Config{Replicas: 4, Requests: 1000, OriginDelay: 100 * time.Millisecond,
-				NewClient: func() redis.UniversalClient { return srv.Client() }}
+			cfg := burst.Config{Replicas: 4, Requests: 1000, OriginDelay: 100 * time.Millisecond,
+				NewClient: func() redis.UniversalClient { return srv.Client() }, HTTPLock: withHTTPLock}
 			var calls []float64
 			var p50, p99 []time.Duration
 			for b.Loop() {
-				res, err := stampede.Run(context.Background(), mode, cfg)
+				res, err := burst.Run(context.Background(), mode, cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -45,4 +48,15 @@ func BenchmarkStampede(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// withHTTPLock is the demo's: httplock with waits long enough for the burst.
+func withHTTPLock(rdb redis.UniversalClient, origin http.Handler) (http.Handler, func(), error) {
+	locker := mutex.New(rdb)
+	mw, err := httplock.New(locker, httplock.WithWaitTimeout(10*time.Second), httplock.WithLockAge(10*time.Second))
+	if err != nil {
+		_ = locker.Close()
+		return nil, nil, err
+	}
+	return mw(origin), func() { _ = locker.Close() }, nil
 }

@@ -8,8 +8,8 @@
 //	go run ./examples/stampede                   # embedded Redis, nothing to set up
 //	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/stampede
 //
-// What a service does to use httplock is withHTTPLock, below; burst.go is
-// the load and the baseline, redis.go where Redis comes from.
+// What a service does to use httplock is withHTTPLock, below; package burst
+// is the load and the baseline, redis.go where Redis comes from.
 package main
 
 import (
@@ -26,6 +26,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redfence/redfence/examples/stampede/burst"
 	httplock "github.com/redfence/redfence/middleware/http"
 	"github.com/redfence/redfence/mutex"
 )
@@ -86,8 +87,8 @@ func main() {
 
 // run checks the Redis server, runs the three bursts and prints the table on
 // stdout and a progress bar on bar; it returns the results, in the order of
-// Modes, for conclude.
-func run(ctx context.Context, stdout, bar io.Writer, o options) ([]Result, error) {
+// burst.Modes, for conclude.
+func run(ctx context.Context, stdout, bar io.Writer, o options) ([]burst.Result, error) {
 	newClient, where, closeRedis, err := newRedis(ctx, o.redisURL)
 	if err != nil {
 		return nil, err
@@ -97,11 +98,11 @@ func run(ctx context.Context, stdout, bar io.Writer, o options) ([]Result, error
 	fmt.Fprintf(stdout, "redfence stampede demo: %d identical requests at once over %d replicas;\n", o.requests, o.replicas)
 	fmt.Fprintf(stdout, "the origin takes %v per call. Redis: %s.\n\n", o.delay, where)
 
-	cfg := Config{Replicas: o.replicas, Requests: o.requests, OriginDelay: o.delay, NewClient: newClient}
-	var results []Result
-	for _, mode := range Modes {
+	cfg := burst.Config{Replicas: o.replicas, Requests: o.requests, OriginDelay: o.delay, NewClient: newClient, HTTPLock: withHTTPLock}
+	var results []burst.Result
+	for _, mode := range burst.Modes {
 		cfg.Progress = progress(bar, string(mode))
-		res, err := Run(ctx, mode, cfg)
+		res, err := burst.Run(ctx, mode, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", mode, err)
 		}
@@ -119,9 +120,9 @@ func run(ctx context.Context, stdout, bar io.Writer, o options) ([]Result, error
 // conclude prints what results show, computed from them alone, and reports
 // whether they show what the demo is for: one origin call with redfence and
 // no failed request.
-func conclude(w io.Writer, o options, results []Result) bool {
+func conclude(w io.Writer, o options, results []burst.Result) bool {
 	fmt.Fprintln(w)
-	by := map[Mode]Result{}
+	by := map[burst.Mode]burst.Result{}
 	failed := 0
 	for _, r := range results {
 		by[r.Mode] = r
@@ -130,7 +131,7 @@ func conclude(w io.Writer, o options, results []Result) bool {
 			fmt.Fprintf(w, "%d of the %d requests failed with %s.\n", r.Errors, o.requests, r.Mode)
 		}
 	}
-	none, sf, rf := by[None], by[Singleflight], by[Redfence]
+	none, sf, rf := by[burst.None], by[burst.Singleflight], by[burst.Redfence]
 	if rf.OriginCalls != 1 {
 		fmt.Fprintf(w, "With redfence the %d replicas made %d origin calls between them, not 1: the lock\n", o.replicas, rf.OriginCalls)
 		fmt.Fprintln(w, "did not collapse the burst in this run, so it does not show what the demo is for.")

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redfence/redfence/internal/testutil"
+
+	"github.com/redfence/redfence/examples/stampede/burst"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }
@@ -26,12 +28,12 @@ func check(t *testing.T, o options) {
 	results, err := run(ctx, &out, &progress, o)
 	require.NoError(t, err)
 	require.Len(t, results, 3)
-	byMode := map[Mode]Result{}
+	byMode := map[burst.Mode]burst.Result{}
 	for _, r := range results {
 		byMode[r.Mode] = r
 		assert.Zero(t, r.Errors, "%s: errors", r.Mode)
 	}
-	none, sf, rf := byMode[None], byMode[Singleflight], byMode[Redfence]
+	none, sf, rf := byMode[burst.None], byMode[burst.Singleflight], byMode[burst.Redfence]
 	assert.Equal(t, int64(o.requests), none.OriginCalls)
 	assert.GreaterOrEqual(t, sf.OriginCalls, int64(o.replicas))
 	assert.Equal(t, int64(1), rf.OriginCalls)
@@ -82,16 +84,16 @@ func TestUnreachableRedis(t *testing.T) {
 // that did not collapse the burst says so instead of claiming it did.
 func TestConclude(t *testing.T) {
 	o := options{replicas: 4, requests: 1000}
-	results := func(none, sf, rf int64, rfErrors int, rfP50 time.Duration) []Result {
-		return []Result{
-			{Mode: None, OriginCalls: none, P50: 100 * time.Millisecond},
-			{Mode: Singleflight, OriginCalls: sf, P50: 100 * time.Millisecond},
-			{Mode: Redfence, OriginCalls: rf, P50: rfP50, Errors: rfErrors},
+	results := func(none, sf, rf int64, rfErrors int, rfP50 time.Duration) []burst.Result {
+		return []burst.Result{
+			{Mode: burst.None, OriginCalls: none, P50: 100 * time.Millisecond},
+			{Mode: burst.Singleflight, OriginCalls: sf, P50: 100 * time.Millisecond},
+			{Mode: burst.Redfence, OriginCalls: rf, P50: rfP50, Errors: rfErrors},
 		}
 	}
 	for _, tc := range []struct {
 		name    string
-		results []Result
+		results []burst.Result
 		ok      bool
 		want    []string
 		wantNot []string

@@ -1,4 +1,8 @@
-package main
+// Package burst is the stampede demo's load: a burst of identical requests
+// over replicas of a slow origin, with no protection, per-replica
+// singleflight, or httplock (the caller's, Config.HTTPLock), and what each
+// cost. The demo's main.go shows the redfence part; bench/ measures it.
+package burst
 
 import (
 	"bytes"
@@ -18,10 +22,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
 )
-
-// The burst itself: a load generator, the slow origin and per-replica
-// singleflight, the baseline most services have. The redfence part is in
-// main.go (withHTTPLock).
 
 // Mode is the protection in front of the origin.
 type Mode string
@@ -43,6 +43,9 @@ type Config struct {
 	// NewClient makes a Redis client for one replica (Redfence mode only).
 	// Each replica gets its own, as separate processes would.
 	NewClient func() redis.UniversalClient
+	// HTTPLock puts httplock in front of origin for one replica, over rdb
+	// (Redfence mode only), and returns what closes it.
+	HTTPLock func(rdb redis.UniversalClient, origin http.Handler) (http.Handler, func(), error)
 	// Progress, if set, is called as requests complete.
 	Progress func(done, total int)
 }
@@ -68,8 +71,8 @@ func Run(ctx context.Context, mode Mode, cfg Config) (Result, error) {
 	if cfg.Replicas < 1 || cfg.Requests < 1 {
 		return Result{}, errors.New("need at least one replica and one request")
 	}
-	if mode == Redfence && cfg.NewClient == nil {
-		return Result{}, errors.New("redfence mode needs NewClient")
+	if mode == Redfence && (cfg.NewClient == nil || cfg.HTTPLock == nil) {
+		return Result{}, errors.New("redfence mode needs NewClient and HTTPLock")
 	}
 	var calls atomic.Int64
 	origin := slowOrigin(&calls, cfg.OriginDelay)
@@ -87,7 +90,7 @@ func Run(ctx context.Context, mode Mode, cfg Config) (Result, error) {
 		}
 	}()
 	for range cfg.Replicas {
-		h, closeReplica, err := protect(mode, origin, cfg.NewClient)
+		h, closeReplica, err := protect(mode, origin, cfg)
 		if err != nil {
 			return Result{}, err
 		}
@@ -121,15 +124,15 @@ func Run(ctx context.Context, mode Mode, cfg Config) (Result, error) {
 }
 
 // protect puts mode's protection in front of origin, for one replica.
-func protect(mode Mode, origin http.Handler, newClient func() redis.UniversalClient) (http.Handler, func(), error) {
+func protect(mode Mode, origin http.Handler, cfg Config) (http.Handler, func(), error) {
 	switch mode {
 	case None:
 		return origin, func() {}, nil
 	case Singleflight:
 		return perReplicaSingleflight(origin), func() {}, nil
 	case Redfence:
-		rdb := newClient()
-		h, closeLocker, err := withHTTPLock(rdb, origin)
+		rdb := cfg.NewClient()
+		h, closeLocker, err := cfg.HTTPLock(rdb, origin)
 		if err != nil {
 			_ = rdb.Close()
 			return nil, nil, err
