@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -283,19 +284,8 @@ func testHungServer(t *testing.T, bin binary) {
 	for _, args := range [][]string{{"locks"}, {"inspect", "k"}, {"release", "k", "--force", "--reason", "r", "--token", "7"}} {
 		t.Run(args[0], func(t *testing.T) {
 			addr, accepted := testutil.HungServer(t)
-			cmd := bin.command(ctx, nil, append([]string{"--redis", "redis://" + addr, "--timeout", "30s"}, args...)...)
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			require.NoError(t, cmd.Start())
-			<-accepted // it waits on the server now
-			late := testutil.MeasureLateness(t)
-			sent := time.Now()
-			require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-			_ = cmd.Wait()
-			took := time.Since(sent)
-			assert.Equal(t, 1, cmd.ProcessState.ExitCode())
-			assert.Equal(t, "redfence: interrupted\n", stderr.String())
-			assert.Less(t, took, late.Bound(100*time.Millisecond), "Ctrl-C took %v", took)
+			interrupt(t, bin.command(ctx, nil, append([]string{"--redis", "redis://" + addr, "--timeout", "30s"}, args...)...),
+				func() { <-accepted }, "redfence: interrupted\n")
 		})
 	}
 
@@ -308,22 +298,13 @@ func testHungServer(t *testing.T, bin binary) {
 		require.NoError(t, c.Do(ctx, "CLIENT", "PAUSE", 60000, "WRITE").Err())
 		t.Cleanup(func() { _ = c.Do(context.Background(), "CLIENT", "UNPAUSE").Err() })
 		cmd := bin.command(ctx, nil, "--redis", "redis://"+srv.Addr(), "--timeout", "30s", "release", "op:3", "--force", "--reason", "r", "--token", strconv.FormatInt(lk.Token(), 10))
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		require.NoError(t, cmd.Start())
-		waitFor(t, ctx, "the release waits on the server", func() bool {
-			clients, err := c.ClientList(ctx).Result()
-			require.NoError(t, err)
-			return regexp.MustCompile(`(?m) flags=b .* cmd=eval`).MatchString(clients)
-		})
-		late := testutil.MeasureLateness(t)
-		sent := time.Now()
-		require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-		_ = cmd.Wait()
-		took := time.Since(sent)
-		assert.Equal(t, 1, cmd.ProcessState.ExitCode())
-		assert.Equal(t, "redfence: interrupted: the release was sent, and its outcome is unknown; see redfence inspect -- 'op:3'\n", stderr.String())
-		assert.Less(t, took, late.Bound(100*time.Millisecond), "Ctrl-C took %v", took)
+		interrupt(t, cmd, func() {
+			waitFor(t, ctx, "the release waits on the server", func() bool {
+				clients, err := c.ClientList(ctx).Result()
+				require.NoError(t, err)
+				return regexp.MustCompile(`(?m) flags=b .* cmd=eval`).MatchString(clients)
+			})
+		}, "redfence: interrupted: the release was sent, and its outcome is unknown; see redfence inspect -- 'op:3'\n")
 	})
 
 	t.Run("release outcome unknown", func(t *testing.T) {
@@ -340,6 +321,25 @@ func testHungServer(t *testing.T, bin binary) {
 		assert.Contains(t, o.stderr, "redfence: the release's outcome is unknown, the holder may keep the lock: Redis at "+srv.Addr()+" did not answer: gave up after ")
 		assert.Contains(t, o.stderr, "see redfence inspect -- 'op:2'")
 	})
+}
+
+// interrupt starts cmd, waits until waiting says it waits on the server,
+// sends it SIGINT, and checks that it ends at once, with status 1 and
+// stderr as want.
+func interrupt(t *testing.T, cmd *exec.Cmd, waiting func(), want string) {
+	t.Helper()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	waiting()
+	late := testutil.MeasureLateness(t)
+	sent := time.Now()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	_ = cmd.Wait()
+	took := time.Since(sent)
+	assert.Equal(t, 1, cmd.ProcessState.ExitCode())
+	assert.Equal(t, want, stderr.String())
+	assert.Less(t, took, late.Bound(100*time.Millisecond), "Ctrl-C took %v", took)
 }
 
 // Keys that print alike in raw form print apart; a key that is not UTF-8
