@@ -18,7 +18,9 @@ import (
 // lease deadline with the clock drift (WithClockDrift), renewal and the
 // loss signal, telemetry. Keys reach b with the prefix (WithPrefix) on
 // them. Waiters are woken by b when it implements backend.Watcher, and
-// poll otherwise.
+// poll otherwise. Inspect, List and ForceRelease work when b implements
+// backend.Inspector, and return an error matching errors.ErrUnsupported
+// otherwise.
 //
 // The Locker does not close b: like a go-redis client given to New, b is
 // the caller's, and must stay usable until the Locker's Close and every
@@ -34,6 +36,7 @@ func NewWithBackend(b backend.Backend, opts ...Option) *Locker {
 	l.ctxAware = true // the contract: every call returns by its ctx's deadline
 	ext := external{l: l, b: b}
 	ext.w, _ = b.(backend.Watcher)
+	l.insp, _ = b.(backend.Inspector)
 	l.be = ext
 	return l
 }

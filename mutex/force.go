@@ -67,7 +67,8 @@ type ForceResult struct {
 //
 // A key that is free, reserved or whose lease ran out returns an error
 // matching ErrNotHeld, as does one held under another token than
-// o.Token. An outside backend returns one matching errors.ErrUnsupported.
+// o.Token. An outside backend forces through backend.Inspector, and
+// without one returns an error matching errors.ErrUnsupported.
 func (l *Locker) ForceRelease(ctx context.Context, key string, o ForceOptions) (ForceResult, error) {
 	if err := l.check(ctx, key); err != nil {
 		return ForceResult{}, err
@@ -80,13 +81,16 @@ func (l *Locker) ForceRelease(ctx context.Context, key string, o ForceOptions) (
 	case o.Token < 0:
 		return ForceResult{}, invalid("negative token %d", o.Token)
 	}
-	servers := l.servers()
-	if servers == nil {
-		return ForceResult{}, errInspectUnsupported
-	}
 	if o.By == "" {
 		info, _ := parseOwner(l.id)
 		o.By = info.String()
+	}
+	if l.insp != nil {
+		return l.forceVia(ctx, key, o)
+	}
+	servers := l.servers()
+	if servers == nil {
+		return ForceResult{}, errInspectUnsupported
 	}
 	if o.Token == 0 && l.isRedlock() {
 		// Nodes outside the quorum may hold a stale minority grant: end

@@ -133,11 +133,16 @@ func (l *Locker) isRedlock() bool { return len(l.nodes) > 0 }
 // Inspect returns key's state as the servers hold it: owner, token, lease,
 // waiters and the latest forced releases, in one round trip per server.
 // It changes nothing, and reads with a read-only script (EVALSHA_RO where
-// the server has it), which a CLIENT PAUSE WRITE does not hold. An outside backend (NewWithBackend) returns an error
-// matching errors.ErrUnsupported; bad input one matching ErrInvalid.
+// the server has it), which a CLIENT PAUSE WRITE does not hold. An outside
+// backend (NewWithBackend) answers when it implements backend.Inspector,
+// and returns an error matching errors.ErrUnsupported otherwise; bad input
+// one matching ErrInvalid.
 func (l *Locker) Inspect(ctx context.Context, key string) (LockInfo, error) {
 	if err := l.check(ctx, key); err != nil {
 		return LockInfo{}, err
+	}
+	if l.insp != nil {
+		return l.inspectVia(ctx, key)
 	}
 	servers := l.servers()
 	if servers == nil {

@@ -72,11 +72,16 @@ type Page struct {
 // when fewer than a quorum answer, it fails with an error matching
 // ErrUnavailable, never an empty page; when a quorum answers but not all,
 // the page is partial and Page.Skipped says why. An outside backend
-// (NewWithBackend) returns an error matching errors.ErrUnsupported.
+// (NewWithBackend) lists through backend.Inspector, one page of o.Count keys
+// a round trip, its cursor the backend's; without one, List returns an
+// error matching errors.ErrUnsupported.
 func (l *Locker) List(ctx context.Context, o ListOptions) (Page, error) {
 	o, err := l.checkList(ctx, o)
 	if err != nil {
 		return Page{}, err
+	}
+	if l.insp != nil {
+		return l.listVia(ctx, o)
 	}
 	servers := l.servers()
 	if servers == nil {

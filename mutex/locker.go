@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/mutex/backend"
 )
 
 // MaxKeyLen bounds user keys, in bytes; Redis would take more, but a longer
@@ -37,7 +39,8 @@ type Locker struct {
 
 	// Redlock (NewRedlock): the independent masters, all of them including
 	// client; nil for a single deployment.
-	be        store // where the locks are held: single, redlock or external
+	be        store             // where the locks are held: single, redlock or external
+	insp      backend.Inspector // an outside backend's inspection, nil without (NewWithBackend)
 	nodes     []redis.UniversalClient
 	addrs     []string   // by node, for errors; "" where unknown
 	rests     []nodeRest // by node: resting after failing to answer (noderest.go)
