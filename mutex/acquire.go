@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // Lock acquires the lock on key, waiting until it is free or ctx ends.
@@ -354,6 +356,6 @@ var errNoAnswer = errors.New("no answer from Redis before the context ended")
 func (l *Locker) releaseBehind(lockKey, owner, token string) {
 	l.afterward(nil, func(ctx context.Context) {
 		keys, n := l.be.releaseKeys(lockKey)
-		_ = releaseScript.Run(ctx, l.client, keys[:n], l.releaseArgs(owner, token, 0)...).Err()
+		_ = redisproto.ReleaseScript.Run(ctx, l.client, keys[:n], l.releaseArgs(owner, token, 0)...).Err()
 	})
 }

@@ -10,12 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
-)
 
-var (
-	//go:embed lua/force.lua
-	forceLua    string
-	forceScript = redis.NewScript(forceLua)
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // auditTTL is how long a key's audit stream of forced releases outlives
@@ -109,10 +105,10 @@ func (l *Locker) ForceRelease(ctx context.Context, key string, o ForceOptions) (
 		want = strconv.FormatInt(o.Token, 10)
 	}
 	name := l.be.name(key)
-	keys := []string{name, auditOf(name)}
+	keys := []string{name, redisproto.AuditOf(name)}
 	args := []any{want, o.By, o.Reason, l.publish, auditTTL.Milliseconds(), key}
 	replies, errs := eachServer(l, ctx, servers, func(ctx context.Context, _ int, c redis.UniversalClient) ([]any, error) {
-		return forceScript.Run(ctx, c, keys, args...).Slice()
+		return redisproto.ForceScript.Run(ctx, c, keys, args...).Slice()
 	})
 	res := ForceResult{Key: key}
 	var other []string

@@ -12,12 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-var (
-	//go:embed lua/inspect.lua
-	inspectLua    string
-	inspectScript = redis.NewScript(inspectLua)
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // State is what a lock key is in, as inspection sees it.
@@ -149,12 +145,12 @@ func (l *Locker) Inspect(ctx context.Context, key string) (LockInfo, error) {
 		return LockInfo{}, errInspectUnsupported
 	}
 	name := l.be.name(key)
-	call := scriptCall{
-		keys: []string{name, queueOf(name), auditOf(name)},
-		args: []any{inspectWaiters, inspectForced},
+	call := redisproto.Call{
+		Keys: []string{name, redisproto.QueueOf(name), redisproto.AuditOf(name)},
+		Args: []any{inspectWaiters, inspectForced},
 	}
 	views, errs := eachServer(l, ctx, servers, func(ctx context.Context, _ int, c redis.UniversalClient) (nodeView, error) {
-		cmds, err := runScriptsRO(ctx, c, inspectScript, []scriptCall{call})
+		cmds, err := redisproto.RunScriptsRO(ctx, c, redisproto.InspectScript, []redisproto.Call{call})
 		if err != nil {
 			return nodeView{}, err
 		}
@@ -222,7 +218,7 @@ func readView(cmd *redis.Cmd) (nodeView, error) {
 	if q, ok := r[4].([]any); ok {
 		for i := 0; i+1 < len(q); i += 2 {
 			id, _ := q[i].(string)
-			since := microTime(fmt.Sprint(q[i+1]))
+			since := redisproto.MicroTime(fmt.Sprint(q[i+1]))
 			info, _ := parseOwner(id)
 			w := Waiter{Locker: id, Info: info, Since: since}
 			if !since.IsZero() {
@@ -273,57 +269,33 @@ func readForced(e any) ForcedRelease {
 	return f
 }
 
-// microTime reads µs since the epoch; zero unless it lies between 2000 and
-// 2200, where a Redis clock can be.
-func microTime(s string) time.Time {
-	us, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || us < 946684800_000000 || us > 7258118400_000000 {
-		return time.Time{}
-	}
-	return time.UnixMicro(us)
-}
-
 // info reads one server's view of a key.
 func (v *nodeView) info(key, name string) LockInfo {
 	in := LockInfo{Key: key, Name: name, ServerTime: v.now, Waiters: v.waiters, Forced: v.forced}
-	if v.value == "" {
-		return in
+	val, ok := redisproto.ParseValue(v.value)
+	if !ok {
+		return in // none, or unreadable: free, as acquire takes it
 	}
-	f := strings.SplitN(v.value, " ", 5)
-	if len(f) == 1 { // released: "<token>"
-		in.Token, _ = strconv.ParseInt(f[0], 10, 64)
+	in.Token = val.Token
+	if val.Released {
 		in.Waiters = nil
 		return in
 	}
-	if len(f) != 5 {
-		return in // unreadable: free, as acquire takes it
-	}
-	lease := strings.SplitN(f[2], "+", 2)
-	if len(lease) != 2 {
-		return in
-	}
-	from := microTime(lease[0])
-	ms, _ := strconv.ParseInt(lease[1], 10, 64)
-	in.Token, _ = strconv.ParseInt(f[0], 10, 64)
-	in.Count, _ = strconv.Atoi(f[1])
-	in.Waited = f[3] == "1"
-	in.Owner = f[4]
+	in.Count, in.Waited, in.Owner = val.Count, val.Waited, val.Owner
 	in.Info, _ = parseOwner(in.Owner)
-	in.RenewedAt = from
-	in.Lease = from.Add(time.Duration(ms) * time.Millisecond).Sub(v.now)
-	if in.Lease <= 0 || from.IsZero() {
+	in.RenewedAt = val.From
+	in.Lease = val.From.Add(val.Lease).Sub(v.now)
+	if in.Lease <= 0 || val.From.IsZero() {
 		// Free: the lease ran out. The token stays: the next exceeds it.
 		return LockInfo{Key: key, Name: name, ServerTime: v.now, Token: in.Token, Waiters: v.waiters, Forced: v.forced}
 	}
 	in.State = Held
 	if in.Count == 0 {
 		in.State = Reserved
-	}
-	if in.State == Reserved {
 		return in // kept for a waiter: no acquisition yet
 	}
-	in.AcquiredAt = microTime(f[0])
-	if in.AcquiredAt.After(from) {
+	in.AcquiredAt = val.Issued
+	if in.AcquiredAt.After(val.From) {
 		in.AcquiredAt = time.Time{} // a raised (Redlock) or floored token
 	}
 	return in
@@ -391,7 +363,7 @@ func (l *Locker) quorumView(key, name string, views []nodeView) (LockInfo, error
 		in := nodes[idx[0]].Info
 		in.Lease = leases[l.quorum-1]
 		in.Forced = mergeForced(nodes)
-		if at := microTime(strconv.FormatInt(in.Token, 10)); in.AcquiredAt.IsZero() && !at.IsZero() {
+		if at := redisproto.MicroTime(strconv.FormatInt(in.Token, 10)); in.AcquiredAt.IsZero() && !at.IsZero() {
 			// A Redlock token is mostly the proposal: the acquiring
 			// client's clock, proposalLead ahead.
 			in.AcquiredAt = at.Add(-proposalLead)
@@ -455,27 +427,9 @@ func mergeForced(nodes []NodeInfo) []ForcedRelease {
 	return out
 }
 
-// auditOf is the key of lockKey's audit stream of forced releases (same
-// hash slot).
-func auditOf(lockKey string) string { return lockKey + ":audit" }
-
 // keyOf reads back the user key of a lock key named by this Locker; ok is
 // false for any other key under the prefix (queues, audit streams, other
 // data).
 func (l *Locker) keyOf(name string) (key string, ok bool) {
-	rest, ok := strings.CutPrefix(name, l.cfg.prefix+"{")
-	if !ok {
-		return "", false
-	}
-	tag, tail, ok := strings.Cut(rest, "}")
-	if !ok {
-		return "", false
-	}
-	if tail == "" {
-		return tag, tag != ""
-	}
-	if strings.ContainsAny(tail, "{}") && sha1Hex(tail) == tag {
-		return tail, true
-	}
-	return "", false
+	return redisproto.KeyOf(l.cfg.prefix, name)
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // ListOptions bound one List call.
@@ -211,9 +213,9 @@ func (l *Locker) readPage(ctx context.Context, page *Page, servers []redis.Unive
 	if len(found) == 0 && !l.isRedlock() {
 		return nil
 	}
-	calls := make([]scriptCall, len(found))
+	calls := make([]redisproto.Call, len(found))
 	for i, n := range found {
-		calls[i] = scriptCall{keys: []string{n.name, queueOf(n.name), auditOf(n.name)}, args: []any{inspectWaiters, 0}}
+		calls[i] = redisproto.Call{Keys: []string{n.name, redisproto.QueueOf(n.name), redisproto.AuditOf(n.name)}, Args: []any{inspectWaiters, 0}}
 	}
 	replies, serverErrs := eachServer(l, ctx, servers, func(ctx context.Context, s int, c redis.UniversalClient) ([]*redis.Cmd, error) {
 		if s >= first && slices.Contains(skipped, s) {
@@ -222,7 +224,7 @@ func (l *Locker) readPage(ctx context.Context, page *Page, servers []redis.Unive
 		if len(calls) == 0 {
 			return nil, c.Ping(ctx).Err()
 		}
-		return runScriptsRO(ctx, c, inspectScript, calls)
+		return redisproto.RunScriptsRO(ctx, c, redisproto.InspectScript, calls)
 	})
 	page.RoundTrips++
 	if err := l.quorumAnswered(servers, serverErrs); err != nil {

@@ -2,11 +2,8 @@ package mutex
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/mutex/backend"
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // MaxKeyLen bounds user keys, in bytes; Redis would take more, but a longer
@@ -204,23 +202,8 @@ func (l *Locker) check(ctx context.Context, key string) error {
 	return nil
 }
 
-// lockKey is the Redis key of a user key: the user key inside a hash tag, so
-// the lock (which also holds the fencing counter) and its release channel
-// share one Cluster slot whatever braces the user key contains. A user key
-// whose braces would end the tag early or empty is tagged by its hash.
-func (l *Locker) lockKey(key string) string {
-	if strings.ContainsAny(key, "{}") {
-		return l.cfg.prefix + "{" + sha1Hex(key) + "}" + key
-	}
-	return l.cfg.prefix + "{" + key + "}"
-}
-
-func channelOf(lockKey string) string { return lockKey + ":released" }
-
-// queueOf is the key of the queue of Lockers waiting for lockKey (single
-// deployment only): a sorted set by first failed attempt, so that a release
-// through Redis reserves the lock for the Locker that has waited longest.
-func queueOf(lockKey string) string { return lockKey + ":q" }
+// lockKey is the Redis key of a user key (redisproto.LockKey).
+func (l *Locker) lockKey(key string) string { return redisproto.LockKey(l.cfg.prefix, key) }
 
 // keyTTL is how long the Redis key lives past its last use: the fencing
 // counter's life, and never shorter than the lease.
@@ -286,7 +269,7 @@ func (l *Locker) afterward(pending <-chan error, fn func(ctx context.Context)) {
 // error, or a deadline hit mid-call) may have acquired.
 func (l *Locker) cleanupAfter(lockKey, owner string, pending <-chan error) {
 	l.afterward(pending, func(ctx context.Context) {
-		_ = abandonScript.Run(ctx, l.client, []string{lockKey, channelOf(lockKey)}, owner, l.keyTTL(0), l.publish).Err()
+		_ = redisproto.AbandonScript.Run(ctx, l.client, []string{lockKey, redisproto.ChannelOf(lockKey)}, owner, l.keyTTL(0), l.publish).Err()
 	})
 }
 
@@ -298,9 +281,4 @@ func (l *Locker) retryRelease(lk *Lock, pending <-chan error) {
 			l.wakeLocal(lk.key)
 		}
 	})
-}
-
-func sha1Hex(s string) string {
-	sum := sha1.Sum([]byte(s))
-	return hex.EncodeToString(sum[:])
 }

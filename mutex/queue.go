@@ -3,6 +3,8 @@ package mutex
 import (
 	"context"
 	"time"
+
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // queue holds the goroutines of one Locker waiting for one key, in arrival
@@ -214,7 +216,7 @@ func (l *Locker) dequeue(key string, w *waiter, acquired bool) {
 			// or none, did not.)
 			lockKey := l.be.name(key)
 			l.afterward(nil, func(ctx context.Context) {
-				_ = l.client.ZRem(ctx, queueOf(lockKey), l.id).Err()
+				_ = l.client.ZRem(ctx, redisproto.QueueOf(lockKey), l.id).Err()
 			})
 		}
 		delete(l.queues, key)

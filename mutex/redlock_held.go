@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // redlockRelease takes one count on every node. It returns the largest count
@@ -54,8 +56,8 @@ func (l *Locker) redlockExtend(ctx context.Context, locks []*Lock, ttls []time.D
 	timeout := l.nodeTimeout(slices.Min(ttls))
 	calls := l.extendCalls(locks, ttls)
 	replies := l.fanout(ctx, timeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		cmds, err := runScripts(ctx, c, extendScript, calls, nil) // each command's own reply says how it went
-		return replyInts(cmds), err
+		cmds, err := redisproto.RunScripts(ctx, c, redisproto.ExtendScript, calls, nil) // each command's own reply says how it went
+		return redisproto.ReplyInts(cmds), err
 	})
 	results = make([]renewOutcome, len(locks))
 	for j := range locks {
@@ -107,7 +109,7 @@ const (
 func (l *Locker) redlockTTL(ctx context.Context, lk *Lock) (time.Duration, error) {
 	keys := []string{lk.lockKey}
 	replies := l.fanout(ctx, l.nodeTimeout(lk.leaseTTL()), allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		n, err := ttlScript.Run(ctx, c, keys, lk.owner, lk.tokenStr).Int64()
+		n, err := redisproto.TTLScript.Run(ctx, c, keys, lk.owner, lk.tokenStr).Int64()
 		return []int64{n}, err
 	})
 	var left []int64
@@ -136,7 +138,7 @@ func (l *Locker) redlockTTL(ctx context.Context, lk *Lock) (time.Duration, error
 func (l *Locker) redlockReleaseAll(ctx context.Context, timeout time.Duration, locks []*Lock) error {
 	calls := l.releaseCalls(locks)
 	replies := l.fanout(ctx, timeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		_, err := runScripts(ctx, c, releaseScript, calls, nil)
+		_, err := redisproto.RunScripts(ctx, c, redisproto.ReleaseScript, calls, nil)
 		return nil, err
 	})
 	var errs []error

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // store is what a Locker needs of the servers that hold its locks: one
@@ -97,7 +99,7 @@ func (b single) abandon(lockKey, owner string) { b.l.cleanupAfter(lockKey, owner
 
 // releaseKeys: the lock, and the queue of Lockers waiting for it.
 func (b single) releaseKeys(lockKey string) ([2]string, int) {
-	return [2]string{lockKey, queueOf(lockKey)}, 2
+	return [2]string{lockKey, redisproto.QueueOf(lockKey)}, 2
 }
 
 func (b single) handOff() bool    { return true }
@@ -138,7 +140,7 @@ func (b single) extend(ctx context.Context, locks []*Lock, ttls []time.Duration)
 	var cmds []*redis.Cmd
 	var perr error
 	pending, err := b.l.call(ctx, func(ctx context.Context) error {
-		cmds, perr = runScripts(ctx, b.l.client, extendScript, calls, nil)
+		cmds, perr = redisproto.RunScripts(ctx, b.l.client, redisproto.ExtendScript, calls, nil)
 		return nil
 	})
 	results := make([]renewOutcome, len(locks)) // renewUnknown
@@ -147,7 +149,7 @@ func (b single) extend(ctx context.Context, locks []*Lock, ttls []time.Duration)
 		return results, sent, err
 	}
 	b.l.noAnswer(perr)
-	for i, v := range replyInts(cmds) {
+	for i, v := range redisproto.ReplyInts(cmds) {
 		switch v {
 		case 1:
 			results[i] = renewHeld
@@ -162,7 +164,7 @@ func (b single) ttl(ctx context.Context, lk *Lock) (time.Duration, error) {
 	var us int64
 	_, err := b.l.call(ctx, func(ctx context.Context) error {
 		var err error
-		us, err = ttlScript.Run(ctx, b.l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr).Int64()
+		us, err = redisproto.TTLScript.Run(ctx, b.l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr).Int64()
 		return err
 	})
 	b.l.noAnswer(err)
@@ -172,7 +174,7 @@ func (b single) ttl(ctx context.Context, lk *Lock) (time.Duration, error) {
 func (b single) releaseAll(locks []*Lock) error {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	cmds, _ := runScripts(ctx, b.l.client, releaseScript, b.l.releaseCalls(locks), nil)
+	cmds, _ := redisproto.RunScripts(ctx, b.l.client, redisproto.ReleaseScript, b.l.releaseCalls(locks), nil)
 	var errs []error
 	for _, cmd := range cmds {
 		if err := cmd.Err(); err != nil {
@@ -214,10 +216,10 @@ func (b redlock) replicaAck() bool                            { return false } /
 
 // abandon runs the abandon script on every node.
 func (b redlock) abandon(lockKey, owner string) {
-	keys := []string{lockKey, channelOf(lockKey)}
+	keys := []string{lockKey, redisproto.ChannelOf(lockKey)}
 	for _, c := range b.l.nodes {
 		b.l.afterward(nil, func(ctx context.Context) {
-			_ = abandonScript.Run(ctx, c, keys, owner, b.l.keyTTL(0), b.l.publish).Err()
+			_ = redisproto.AbandonScript.Run(ctx, c, keys, owner, b.l.keyTTL(0), b.l.publish).Err()
 		})
 	}
 }

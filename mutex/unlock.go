@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // Unlock takes one count of the lock. An inner Unlock (after a re-entry
@@ -88,7 +90,7 @@ func (lk *Lock) handOff(ctx context.Context, w *waiter, span trace.Span) error {
 	sent := l.now()
 	var vals []int64
 	pending, err := l.call(ctx, func(ctx context.Context) error {
-		v, err := handoffScript.Run(ctx, l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr,
+		v, err := redisproto.HandoffScript.Run(ctx, l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr,
 			w.owner, w.lc.ttl.Milliseconds(), l.keyTTL(w.lc.ttl)).Int64Slice()
 		if err == nil && len(v) != 2 {
 			err = errors.New("mutex: unexpected reply from the handoff script")
