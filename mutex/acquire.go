@@ -212,7 +212,7 @@ func (a *acquisition) try() (lk *Lock, ended bool, err error) {
 		return nil, false, nil
 	}
 	lk = newLock(a.caller, l, a.key, a.lockKey, a.owner, res.token, res.tokenStr, &a.lc, sent)
-	lk.settled, lk.lateNodes, lk.lateDone, lk.asked = res.settled, res.lateNodes, res.lateDone, res.asked
+	lk.handle = res.handle
 	outcome := "acquired"
 	if res.status == 2 {
 		outcome = "reentered"

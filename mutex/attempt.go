@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,13 +15,10 @@ import (
 type acquireResult struct {
 	status    int64 // 0 held by another, 1 acquired, 2 re-entered
 	token     int64
-	tokenStr  string          // the token as the script returned it, if a string
-	remaining time.Duration   // holder's remaining lease when status is 0
-	why       error           // Redlock, status 0: the nodes' answers (*QuorumError)
-	settled   <-chan struct{} // Redlock: closed when late nodes were raised too
-	lateNodes []int           // Redlock: nodes that granted after the quorum
-	lateDone  []atomic.Bool   // Redlock: by node, late node settled
-	asked     []int           // Redlock: the nodes asked (nil: all; see noderest.go)
+	tokenStr  string        // the token as the script returned it, if a string
+	remaining time.Duration // holder's remaining lease when status is 0
+	why       error         // Redlock, status 0: the nodes' answers (*QuorumError)
+	handle    any           // the backend's own state of the lock granted (Lock.handle)
 }
 
 // acquire runs the acquire script once. On an error whose outcome is unknown,

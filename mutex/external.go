@@ -75,7 +75,7 @@ func grantResult(g backend.Grant) (acquireResult, error) {
 		if g.Token <= 0 {
 			return acquireResult{}, fmt.Errorf("mutex: the backend granted token %d; tokens are positive", g.Token)
 		}
-		return acquireResult{status: int64(g.Status), token: g.Token}, nil
+		return acquireResult{status: int64(g.Status), token: g.Token, handle: g.Handle}, nil
 	}
 	return acquireResult{}, fmt.Errorf("mutex: the backend answered status %d", g.Status)
 }
@@ -85,7 +85,7 @@ func (e external) abandon(lockKey, owner string) {
 }
 
 func lease(lk *Lock) backend.Lease {
-	return backend.Lease{Key: lk.lockKey, Owner: lk.owner, Token: lk.token}
+	return backend.Lease{Key: lk.lockKey, Owner: lk.owner, Token: lk.token, Handle: lk.handle}
 }
 
 func (e external) release(ctx context.Context, lk *Lock) (int64, <-chan error, error) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,25 +15,21 @@ import (
 // Lock is one held lock. Its methods are safe for concurrent use; methods on
 // a nil, released or lost Lock return ErrNotHeld.
 type Lock struct {
-	l            *Locker
-	key          string
-	lockKey      string
-	owner        string
-	token        int64
-	tokenStr     string
-	autoRenew    bool
-	acquired     time.Time
-	values       lockValues // ctx's parent
-	ctx          context.Context
-	cancel       context.CancelCauseFunc
-	settled      <-chan struct{} // Redlock: nodes that granted late carry the token too
-	lateNodes    []int           // those nodes
-	lateDone     []atomic.Bool   // by node: that late node carries it
-	releaseNodes []int           // Unlock's own release went to these (the others: releaseLate)
-	asked        []int           // Redlock: the nodes the acquisition asked (nil: all), the only ones it can hold
-	relKeys      [2]string       // the release script's keys (keys)
-	nRelKeys     int             // how many of relKeys
-	lease        time.Duration   // the lease the acquisition asked for (releaseArgs)
+	l         *Locker
+	key       string
+	lockKey   string
+	owner     string
+	token     int64
+	tokenStr  string
+	autoRenew bool
+	acquired  time.Time
+	values    lockValues // ctx's parent
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	handle    any           // the backend's own state of this lock, from its grant (nil: none)
+	relKeys   [2]string     // the release script's keys (keys)
+	nRelKeys  int           // how many of relKeys
+	lease     time.Duration // the lease the acquisition asked for (releaseArgs)
 
 	mu        sync.Mutex // after renewer.mu in the lock order; takes nothing under it
 	count     int        // local re-entries through the context, plus one

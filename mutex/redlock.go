@@ -140,11 +140,13 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 		chosen, confirmed := l.redlockConfirm(ctx, span, keys, owner, lc, &v)
 		validity = lc.ttl - l.now().Sub(start) - l.drift(lc.ttl)
 		if confirmed >= l.quorum && validity > 0 {
-			res := acquireResult{status: 1, token: chosen, asked: asked}
+			res := acquireResult{status: 1, token: chosen}
 			if v.reentered >= l.quorum {
 				res.status = 2
 			}
-			l.settleLate(replies, keys, owner, chosen, &res)
+			if h := l.settleLate(replies, keys, owner, chosen, asked); h != nil {
+				res.handle = h // no nil pointer in the interface
+			}
 			return res, nil
 		}
 	}
@@ -295,20 +297,25 @@ func (l *Locker) redlockConfirm(ctx context.Context, span trace.Span, keys []str
 // they may grant it late. One goroutine waits for them and raises a node
 // that granted with another token to the chosen one (with the proposal
 // taken everywhere, none is), so that Unlock's token matches there as well;
-// res.settled closes when it is done.
-func (l *Locker) settleLate(replies []nodeReply, keys []string, owner string, chosen int64, res *acquireResult) {
+// its settled closes when it is done. It returns the lock's redlockHold,
+// nil when all nodes were asked and none is late (the common case: nothing
+// to allocate).
+func (l *Locker) settleLate(replies []nodeReply, keys []string, owner string, chosen int64, asked []int) *redlockHold {
+	var late []int
 	for i, r := range replies {
 		if r.pending != nil {
-			res.lateNodes = append(res.lateNodes, i)
+			late = append(late, i)
 		}
 	}
-	if len(res.lateNodes) == 0 {
-		return
+	if len(late) == 0 {
+		if asked == nil {
+			return nil
+		}
+		return &redlockHold{asked: asked}
 	}
 	settled := make(chan struct{})
-	res.settled = settled
-	res.lateDone = make([]atomic.Bool, len(l.nodes))
-	lateNodes, lateDone, chosenStr := res.lateNodes, res.lateDone, strconv.FormatInt(chosen, 10)
+	h := &redlockHold{asked: asked, settled: settled, lateNodes: late, lateDone: make([]atomic.Bool, len(l.nodes))}
+	lateNodes, lateDone, chosenStr := h.lateNodes, h.lateDone, strconv.FormatInt(chosen, 10)
 	l.goBg(func() {
 		defer close(settled)
 		for _, i := range lateNodes {
@@ -322,6 +329,7 @@ func (l *Locker) settleLate(replies []nodeReply, keys []string, owner string, ch
 			lateDone[i].Store(true)
 		}
 	})
+	return h
 }
 
 // redlockGiveBack releases a failed attempt's partial acquisitions: exactly

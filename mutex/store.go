@@ -227,9 +227,11 @@ func (b redlock) abandon(lockKey, owner string) {
 // release releases the nodes that carry lk's token now, and those still
 // answering its acquisition once they have (releaseLate).
 func (b redlock) release(ctx context.Context, lk *Lock) (int64, <-chan error, error) {
-	var later []int
-	lk.releaseNodes, later = lk.unsettled()
-	n, err := b.l.redlockRelease(ctx, lk, lk.releaseNodes)
+	now, later := lk.unsettled()
+	if h := holdOf(lk); h != nil {
+		h.releaseNodes = now
+	}
+	n, err := b.l.redlockRelease(ctx, lk, now)
 	if len(later) > 0 {
 		b.l.releaseLate(lk, later)
 	}
@@ -240,7 +242,11 @@ func (b redlock) release(ctx context.Context, lk *Lock) (int64, <-chan error, er
 // the late ones are releaseLate's, and a second release there would take a
 // second count.
 func (b redlock) releaseAgain(ctx context.Context, lk *Lock) error {
-	_, err := b.l.redlockRelease(ctx, lk, lk.releaseNodes)
+	nodes := allNodes(len(b.l.nodes))
+	if h := holdOf(lk); h != nil {
+		nodes = h.releaseNodes
+	}
+	_, err := b.l.redlockRelease(ctx, lk, nodes)
 	return err
 }
 
@@ -265,7 +271,7 @@ func (b redlock) releaseAll(locks []*Lock) error {
 	timeout := b.l.nodeTimeout(ttl)
 	settle := time.NewTimer(timeout)
 	for _, lk := range locks {
-		lk.awaitSettled(settle.C)
+		awaitSettled(lk, settle.C)
 	}
 	settle.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

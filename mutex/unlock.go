@@ -3,7 +3,6 @@ package mutex
 import (
 	"context"
 	"errors"
-	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -70,18 +69,6 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	return nil
 }
 
-func (lk *Lock) isSettled() bool {
-	if lk.settled == nil {
-		return true
-	}
-	select {
-	case <-lk.settled:
-		return true
-	default:
-		return false
-	}
-}
-
 // handOff releases lk and takes the lock for w, the next local waiter, in
 // one round trip. w was reserved and gets exactly one offer, whatever
 // happens here.
@@ -123,17 +110,4 @@ func (lk *Lock) handOff(ctx context.Context, w *waiter, span trace.Span) error {
 	w.offer <- handoff{ok: true, token: vals[1], sent: sent}
 	endSpan(span, "handed_off", nil)
 	return nil
-}
-
-// awaitSettled waits, until timeout fires, for the Redlock nodes that
-// granted the lock after the quorum was reached to carry its token as well,
-// so that a release frees them too instead of leaving them to the lease.
-func (lk *Lock) awaitSettled(timeout <-chan time.Time) {
-	if lk.settled == nil {
-		return
-	}
-	select {
-	case <-lk.settled:
-	case <-timeout:
-	}
 }

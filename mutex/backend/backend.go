@@ -96,15 +96,20 @@ type Grant struct {
 	// Remaining is the holder's lease left when Status is Held; zero or
 	// negative when unknown.
 	Remaining time.Duration
+	// Handle is the Backend's own state of the lock granted (a lease id,
+	// a session), given back in every Lease of that lock; the Locker keeps
+	// it and never looks inside. Nil for none.
+	Handle any
 }
 
 // Lease names a held lock: key, owner and token, and the TTL to extend it
 // to (Extend only).
 type Lease struct {
-	Key   string
-	Owner string
-	Token int64
-	TTL   time.Duration
+	Key    string
+	Owner  string
+	Token  int64
+	TTL    time.Duration
+	Handle any // what the lock's Grant carried
 }
 
 // Renewal is what Extend found for one lease.
