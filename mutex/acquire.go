@@ -3,12 +3,9 @@ package mutex
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // Lock acquires the lock on key, waiting until it is free or ctx ends.
@@ -270,6 +267,7 @@ func (a *acquisition) park() (*Lock, bool, error) {
 		return nil, false, nil // try again
 	}
 	lk := newLock(a.caller, a.l, a.key, a.lockKey, a.owner, h.token, "", &a.lc, h.sent)
+	lk.handle = h.handle
 	lk, err := a.take(lk, "acquired")
 	return lk, true, err
 }
@@ -315,7 +313,7 @@ func (a *acquisition) take(lk *Lock, outcome string) (*Lock, error) {
 // it just then.
 func (a *acquisition) giveUp(stop error) (*Lock, error) {
 	if h, ok := a.l.unpark(a.w); ok && h.ok {
-		a.l.releaseBehind(a.lockKey, a.owner, strconv.FormatInt(h.token, 10))
+		a.l.be.releaseHandedOff(a.lockKey, a.owner, h.token, h.handle)
 	}
 	if stop == ErrClosed {
 		return a.end(nil, "closed", ErrClosed)
@@ -350,12 +348,3 @@ func lastErrIf(err error, ctx context.Context) error {
 
 // errNoAnswer: a Lock gave up before any of its attempts got an answer.
 var errNoAnswer = errors.New("no answer from Redis before the context ended")
-
-// releaseBehind releases, in the background, a lock handed over to a call
-// that gave up meanwhile.
-func (l *Locker) releaseBehind(lockKey, owner, token string) {
-	l.afterward(nil, func(ctx context.Context) {
-		keys, n := l.be.releaseKeys(lockKey)
-		_ = redisproto.ReleaseScript.Run(ctx, l.client, keys[:n], l.releaseArgs(owner, token, 0)...).Err()
-	})
-}

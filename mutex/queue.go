@@ -72,9 +72,10 @@ func (w *waiter) readyForOffers() {
 // it in the same round trip that released the previous holder (ok), or
 // nothing (the waiter goes on as before).
 type handoff struct {
-	ok    bool
-	token int64
-	sent  time.Time
+	ok     bool
+	token  int64
+	handle any // the backend's, for the Lock (Lock.handle)
+	sent   time.Time
 }
 
 // maxHandoffs caps hand-offs in a row on one key: then a release goes out

@@ -3,6 +3,7 @@ package mutex_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,4 +77,68 @@ func TestSeamHandle(t *testing.T) {
 			assert.Equal(t, lk.Token(), got.token, method)
 		}
 	}
+}
+
+// handingOff is a memory that also hands a lock over in one step
+// (backend.HandOffer), and counts its attempts and hand-offs.
+type handingOff struct {
+	*memory
+	attempts, handoffs atomic.Int64
+}
+
+func (h *handingOff) Acquire(ctx context.Context, a backend.Attempt) (backend.Grant, error) {
+	h.attempts.Add(1)
+	return h.memory.Acquire(ctx, a)
+}
+
+func (h *handingOff) HandOff(_ context.Context, from backend.Lease, next backend.Attempt) (int64, backend.Grant, error) {
+	h.handoffs.Add(1)
+	m := h.memory
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := m.holds(from)
+	if k == nil {
+		return -1, backend.Grant{}, nil
+	}
+	if k.count--; k.count > 0 {
+		return k.count, backend.Grant{}, nil
+	}
+	m.last++
+	now := time.Now()
+	m.locks[next.Key] = &memLock{owner: next.Owner, token: m.last, count: 1, until: now.Add(next.TTL), since: now}
+	return 0, backend.Grant{Status: backend.Acquired, Token: m.last, Handle: &memHandle{token: m.last}}, nil
+}
+
+// With a HandOffer, an Unlock hands the lock to this Locker's next waiter
+// in one step: the waiter makes no attempt of its own, and its Lock carries
+// the hand-off's grant (token, handle).
+func TestSeamHandOff(t *testing.T) {
+	h := &handingOff{memory: newMemory()}
+	l := memLocker(t, h)
+	ctx := seamCtx(t)
+	lk, err := l.Lock(ctx, "o", mutex.WithTTL(time.Hour))
+	require.NoError(t, err)
+	got := make(chan *mutex.Lock, 1)
+	go func() {
+		w, err := l.Lock(ctx, "o", mutex.WithRetry(time.Hour, time.Hour), mutex.WithTTL(time.Hour))
+		assert.NoError(t, err)
+		got <- w
+	}()
+	// The waiter's attempts (a first one, then one queued) found it held;
+	// then it parks, its poll bounded by the holder's hour.
+	require.Eventually(t, func() bool { return mutex.WaitersOf(l, "o") == 1 && h.attempts.Load() >= 3 },
+		10*time.Second, time.Millisecond, "the waiter tried and parked")
+	before := h.attempts.Load()
+	require.NoError(t, lk.Unlock(ctx))
+	w := <-got
+	require.NotNil(t, w)
+	assert.Equal(t, int64(1), h.handoffs.Load())
+	assert.Equal(t, before, h.attempts.Load(), "handed the lock, the waiter made no attempt of its own")
+	assert.Greater(t, w.Token(), lk.Token())
+	owner, held := h.holder("t:o")
+	assert.True(t, held)
+	assert.NotEmpty(t, owner)
+	require.NoError(t, w.Unlock(ctx))
+	_, held = h.holder("t:o")
+	assert.False(t, held, "the waiter's Unlock released the handed-off lock: its lease matched")
 }

@@ -38,8 +38,17 @@ type store interface {
 	// of keys (an array: no allocation on every Lock).
 	releaseKeys(lockKey string) (keys [2]string, n int)
 	// handOff: an Unlock may release and take the lock for the next local
-	// waiter in one round trip (the handoff script).
+	// waiter in one round trip (handOffTo).
 	handOff() bool
+	// handOffTo takes one count of lk and, when that frees it, grants it
+	// to owner for ttl in the same step: the counts left (0: handed off,
+	// with token and the grant's handle), or -1 when lk did not hold it.
+	// pending, when set, reports the end of a call the caller stopped
+	// waiting for.
+	handOffTo(ctx context.Context, lk *Lock, owner string, ttl time.Duration) (left, token int64, handle any, pending <-chan error, err error)
+	// releaseHandedOff releases, in the background, a lock handed over to
+	// owner (token, handle) whose call gave up meanwhile.
+	releaseHandedOff(lockKey, owner string, token int64, handle any)
 	// replicaAck: WithReplicaAck applies (the servers have replicas).
 	replicaAck() bool
 	// extend sets the lease of each lock to its ttl: held, gone (the lock is
@@ -102,7 +111,35 @@ func (b single) releaseKeys(lockKey string) ([2]string, int) {
 	return [2]string{lockKey, redisproto.QueueOf(lockKey)}, 2
 }
 
-func (b single) handOff() bool    { return true }
+func (b single) handOff() bool { return true }
+
+// handOffTo runs the handoff script: one round trip instead of a release,
+// a notification and an acquire.
+func (b single) handOffTo(ctx context.Context, lk *Lock, owner string, ttl time.Duration) (int64, int64, any, <-chan error, error) {
+	l := b.l
+	var vals []int64
+	pending, err := l.call(ctx, func(ctx context.Context) error {
+		v, err := redisproto.HandoffScript.Run(ctx, l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr,
+			owner, ttl.Milliseconds(), l.keyTTL(ttl)).Int64Slice()
+		if err == nil && len(v) != 2 {
+			err = errors.New("mutex: unexpected reply from the handoff script")
+		}
+		vals = v
+		return err
+	})
+	if err != nil {
+		return 0, 0, nil, pending, err // an abandoned call may still write vals
+	}
+	return vals[0], vals[1], nil, nil, nil
+}
+
+func (b single) releaseHandedOff(lockKey, owner string, token int64, _ any) {
+	l := b.l
+	l.afterward(nil, func(ctx context.Context) {
+		keys, n := b.releaseKeys(lockKey)
+		_ = redisproto.ReleaseScript.Run(ctx, l.client, keys[:n], l.releaseArgs(owner, strconv.FormatInt(token, 10), 0)...).Err()
+	})
+}
 func (b single) replicaAck() bool { return true }
 
 func (b single) release(ctx context.Context, lk *Lock) (int64, <-chan error, error) {
@@ -212,6 +249,14 @@ func (b redlock) acquire(ctx context.Context, _, lockKey, owner string, lc *lock
 
 func (b redlock) releaseKeys(lockKey string) ([2]string, int) { return [2]string{lockKey}, 1 }
 func (b redlock) handOff() bool                               { return false }
+
+// handOffTo is never asked of Redlock (handOff is false): a release.
+func (b redlock) handOffTo(ctx context.Context, lk *Lock, _ string, _ time.Duration) (int64, int64, any, <-chan error, error) {
+	n, pending, err := b.release(ctx, lk)
+	return n, 0, nil, pending, err
+}
+
+func (b redlock) releaseHandedOff(string, string, int64, any) {}               // never handed off
 func (b redlock) replicaAck() bool                            { return false } // independent masters
 
 // abandon runs the abandon script on every node.

@@ -2,11 +2,8 @@ package mutex
 
 import (
 	"context"
-	"errors"
 
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // Unlock takes one count of the lock. An inner Unlock (after a re-entry
@@ -75,16 +72,7 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 func (lk *Lock) handOff(ctx context.Context, w *waiter, span trace.Span) error {
 	l := lk.l
 	sent := l.now()
-	var vals []int64
-	pending, err := l.call(ctx, func(ctx context.Context) error {
-		v, err := redisproto.HandoffScript.Run(ctx, l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr,
-			w.owner, w.lc.ttl.Milliseconds(), l.keyTTL(w.lc.ttl)).Int64Slice()
-		if err == nil && len(v) != 2 {
-			err = errors.New("mutex: unexpected reply from the handoff script")
-		}
-		vals = v
-		return err
-	})
+	left, token, handle, pending, err := l.be.handOffTo(ctx, lk, w.owner, w.lc.ttl)
 	switch {
 	case err != nil:
 		w.offer <- handoff{}
@@ -95,19 +83,19 @@ func (lk *Lock) handOff(ctx context.Context, w *waiter, span trace.Span) error {
 		}
 		endSpan(span, "error", err)
 		return err
-	case vals[0] < 0:
+	case left < 0:
 		w.offer <- handoff{}
 		lk.lose("unlock found the lock gone")
 		endSpan(span, "not_held", ErrNotHeld)
 		return ErrNotHeld
-	case vals[0] > 0: // still held through a re-entry in Redis
+	case left > 0: // still held through a re-entry in Redis
 		w.offer <- handoff{}
 		lk.finish(ErrReleased, "")
 		endSpan(span, "released", nil)
 		return nil
 	}
 	lk.finish(ErrReleased, "")
-	w.offer <- handoff{ok: true, token: vals[1], sent: sent}
+	w.offer <- handoff{ok: true, token: token, handle: handle, sent: sent}
 	endSpan(span, "handed_off", nil)
 	return nil
 }
