@@ -25,8 +25,9 @@ import (
 //
 // The Locker does not close b: like a go-redis client given to New, b is
 // the caller's, and must stay usable until the Locker's Close and every
-// call of the Locker returned. Client returns nil, so the adapters that
-// keep data next to their locks (httplock, runner) refuse such a Locker.
+// call of the Locker returned. Client returns the client b lends when it
+// implements ClientHolder, nil otherwise: then the adapters that keep data
+// next to their locks (httplock, runner) refuse such a Locker.
 // WithReplicaAck does not apply. A nil b makes every call return an error
 // wrapping ErrInvalid.
 func NewWithBackend(b backend.Backend, opts ...Option) *Locker {
@@ -38,6 +39,11 @@ func NewWithBackend(b backend.Backend, opts ...Option) *Locker {
 	ext := external{l: l, b: b}
 	ext.w, _ = b.(backend.Watcher)
 	ext.ho, _ = b.(backend.HandOffer)
+	if ch, ok := b.(ClientHolder); ok && !isNilPointer(b) {
+		if c := ch.Client(); c != nil && !isNilPointer(c) {
+			ext.c = c
+		}
+	}
 	l.insp, _ = b.(backend.Inspector)
 	l.be = ext
 	return l
@@ -47,8 +53,9 @@ func NewWithBackend(b backend.Backend, opts ...Option) *Locker {
 type external struct {
 	l  *Locker
 	b  backend.Backend
-	w  backend.Watcher   // nil: the poll alone
-	ho backend.HandOffer // nil: an Unlock releases and wakes the next waiter
+	w  backend.Watcher       // nil: the poll alone
+	ho backend.HandOffer     // nil: an Unlock releases and wakes the next waiter
+	c  redis.UniversalClient // a ClientHolder's client, nil without
 }
 
 func (e external) name(key string) string { return e.l.cfg.prefix + key }
@@ -158,7 +165,7 @@ func (e external) watch(key, lockKey string) (<-chan struct{}, func()) {
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func (e external) targets(string) []target                     { return nil }
-func (e external) client() redis.UniversalClient               { return nil }
+func (e external) client() redis.UniversalClient               { return e.c }
 func (e external) servers() []redis.UniversalClient            { return nil }
 func (e external) releaseKeys(lockKey string) ([2]string, int) { return [2]string{lockKey}, 1 }
 func (e external) handOff() bool                               { return e.ho != nil }

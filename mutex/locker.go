@@ -163,19 +163,6 @@ func (l *Locker) Close() error {
 // now is the Locker's clock (WithClock).
 func (l *Locker) now() time.Time { return l.cfg.now() }
 
-// Client returns the Redis client of the one deployment the Locker locks
-// in (New), for adapters that keep data next to their locks (httplock
-// stores shared responses there, runner its slot claims). It is nil for a
-// nil Locker and for a Redlock Locker: no single client holds what a
-// Redlock lock holds, so data kept on one of its nodes would rest on that
-// node alone.
-func (l *Locker) Client() redis.UniversalClient {
-	if l == nil || l.be == nil {
-		return nil
-	}
-	return l.be.client()
-}
-
 // Err returns the construction error (wrapping ErrInvalid) that every call
 // of the Locker returns, or nil. Adapters use it to report a bad Locker when
 // they are built rather than while serving.

@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redfence/redfence/internal/testutil"
+	httplock "github.com/redfence/redfence/middleware/http"
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/backend"
 )
@@ -141,4 +144,36 @@ func TestSeamHandOff(t *testing.T) {
 	require.NoError(t, w.Unlock(ctx))
 	_, held = h.holder("t:o")
 	assert.False(t, held, "the waiter's Unlock released the handed-off lock: its lease matched")
+}
+
+// lending is a memory that lends adapters a Redis client (mutex.ClientHolder).
+type lending struct {
+	*memory
+	c redis.UniversalClient
+}
+
+func (l lending) Client() redis.UniversalClient { return l.c }
+
+// A backend that is a ClientHolder lends its client through Locker.Client,
+// and httplock accepts the Locker; one that lends none (a nil client, typed
+// or not), or is no ClientHolder, gets a nil Client, and httplock refuses it.
+func TestSeamClientHolder(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	l := memLocker(t, lending{newMemory(), c})
+	assert.Same(t, c, l.Client())
+	_, err := httplock.New(l)
+	assert.NoError(t, err)
+
+	for name, b := range map[string]backend.Backend{
+		"nil client":       lending{newMemory(), nil},
+		"typed nil client": lending{newMemory(), (*redis.Client)(nil)},
+		"no ClientHolder":  newMemory(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			l := memLocker(t, b)
+			assert.Nil(t, l.Client())
+			_, err := httplock.New(l)
+			assert.ErrorIs(t, err, httplock.ErrInvalid)
+		})
+	}
 }
