@@ -3,7 +3,6 @@ package mutex
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -210,7 +209,7 @@ func (a *acquisition) try() (lk *Lock, ended bool, err error) {
 		return nil, false, nil
 	}
 	lk = newLock(a.caller, l, a.key, a.lockKey, a.owner, res.token, res.tokenStr, &a.lc, sent)
-	lk.settled, lk.lateNodes, lk.lateDone, lk.asked = res.settled, res.lateNodes, res.lateDone, res.asked
+	lk.handle = res.handle
 	outcome := "acquired"
 	if res.status == 2 {
 		outcome = "reentered"
@@ -268,6 +267,7 @@ func (a *acquisition) park() (*Lock, bool, error) {
 		return nil, false, nil // try again
 	}
 	lk := newLock(a.caller, a.l, a.key, a.lockKey, a.owner, h.token, "", &a.lc, h.sent)
+	lk.handle = h.handle
 	lk, err := a.take(lk, "acquired")
 	return lk, true, err
 }
@@ -313,7 +313,7 @@ func (a *acquisition) take(lk *Lock, outcome string) (*Lock, error) {
 // it just then.
 func (a *acquisition) giveUp(stop error) (*Lock, error) {
 	if h, ok := a.l.unpark(a.w); ok && h.ok {
-		a.l.releaseBehind(a.lockKey, a.owner, strconv.FormatInt(h.token, 10))
+		a.l.be.releaseHandedOff(a.lockKey, a.owner, h.token, h.handle)
 	}
 	if stop == ErrClosed {
 		return a.end(nil, "closed", ErrClosed)
@@ -348,12 +348,3 @@ func lastErrIf(err error, ctx context.Context) error {
 
 // errNoAnswer: a Lock gave up before any of its attempts got an answer.
 var errNoAnswer = errors.New("no answer from Redis before the context ended")
-
-// releaseBehind releases, in the background, a lock handed over to a call
-// that gave up meanwhile.
-func (l *Locker) releaseBehind(lockKey, owner, token string) {
-	l.afterward(nil, func(ctx context.Context) {
-		keys, n := l.be.releaseKeys(lockKey)
-		_ = releaseScript.Run(ctx, l.client, keys[:n], l.releaseArgs(owner, token, 0)...).Err()
-	})
-}

@@ -3,25 +3,22 @@ package mutex
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 type acquireResult struct {
 	status    int64 // 0 held by another, 1 acquired, 2 re-entered
 	token     int64
-	tokenStr  string          // the token as the script returned it, if a string
-	remaining time.Duration   // holder's remaining lease when status is 0
-	why       error           // Redlock, status 0: the nodes' answers (*QuorumError)
-	settled   <-chan struct{} // Redlock: closed when late nodes were raised too
-	lateNodes []int           // Redlock: nodes that granted after the quorum
-	lateDone  []atomic.Bool   // Redlock: by node, late node settled
-	asked     []int           // Redlock: the nodes asked (nil: all; see noderest.go)
+	tokenStr  string        // the token as the script returned it, if a string
+	remaining time.Duration // holder's remaining lease when status is 0
+	why       error         // Redlock, status 0: the nodes' answers (*QuorumError)
+	handle    any           // the backend's own state of the lock granted (Lock.handle)
 }
 
 // acquire runs the acquire script once. On an error whose outcome is unknown,
@@ -68,65 +65,21 @@ func (l *Locker) acquireOnce(ctx context.Context, key, lockKey, owner string, lc
 		args = append(args, keyTTL)
 	}
 	if queued {
-		keys = append(keys, queueOf(lockKey))
+		keys = append(keys, redisproto.QueueOf(lockKey))
 		args = append(args, "", l.id)
 		if l.inRedisQueue(key) {
 			args = append(args, "1")
 		}
 	}
-	reply, err := acquireScript.Run(ctx, l.client, keys, args...).Result()
+	reply, err := redisproto.AcquireScript.Run(ctx, l.client, keys, args...).Result()
 	if err != nil {
 		return acquireResult{}, err
 	}
-	n, tokenStr, err := parseAcquire(reply)
+	n, tokenStr, err := redisproto.ParseAcquire(reply)
 	if err != nil {
 		return acquireResult{}, err
 	}
 	return acquireResult{status: n[0], token: n[1], tokenStr: tokenStr, remaining: time.Duration(n[2]) * time.Millisecond}, nil
-}
-
-// parseAcquire reads the acquire script's reply as {status, token,
-// remaining ms} (see acquire.lua): the token alone when acquired, minus the
-// remaining lease when held, a table when re-entered. tokenStr is the token
-// as the script wrote it, when it sent a string: the Lock keeps it and
-// formats nothing.
-func parseAcquire(reply any) (n [3]int64, tokenStr string, err error) {
-	switch r := reply.(type) {
-	case int64:
-		if r < 0 {
-			return [3]int64{0, 0, -r}, "", nil
-		}
-	case string:
-		tok, err := strconv.ParseInt(r, 10, 64)
-		if err != nil {
-			return n, "", fmt.Errorf("mutex: unexpected reply from the acquire script: %w", err)
-		}
-		return [3]int64{1, tok, 0}, r, nil
-	case []any:
-		if len(r) != 3 {
-			break
-		}
-		for i, v := range r {
-			if n[i], err = replyInt(v); err != nil {
-				return n, "", fmt.Errorf("mutex: unexpected reply from the acquire script: %w", err)
-			}
-		}
-		tokenStr, _ = r[1].(string)
-		return n, tokenStr, nil
-	}
-	return n, "", fmt.Errorf("mutex: unexpected reply from the acquire script: %v", reply)
-}
-
-// replyInt reads an integer of a script reply: a Redis integer, or digits
-// in a bulk string (the acquire script passes its token on as it wrote it).
-func replyInt(v any) (int64, error) {
-	switch v := v.(type) {
-	case int64:
-		return v, nil
-	case string:
-		return strconv.ParseInt(v, 10, 64)
-	}
-	return 0, fmt.Errorf("unexpected %T", v)
 }
 
 // replicaAck waits for WithReplicaAck's replicas. WAIT counts the writes of
@@ -141,7 +94,7 @@ func (l *Locker) replicaAck(ctx context.Context, lk *Lock, lc *lockConfig) error
 	calls := l.extendCalls([]*Lock{lk}, []time.Duration{lc.ttl})
 	_, err := l.call(ctx, func(ctx context.Context) error {
 		var wait *redis.IntCmd
-		_, err := runScripts(ctx, l.client, extendScript, calls, func(pipe redis.Pipeliner) {
+		_, err := redisproto.RunScripts(ctx, l.client, redisproto.ExtendScript, calls, func(pipe redis.Pipeliner) {
 			wait = redis.NewIntCmd(ctx, "wait", lc.replicas, lc.replicaTTL.Milliseconds())
 			_ = pipe.Process(ctx, wait)
 		})

@@ -7,13 +7,15 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // LockKeyOf exposes the Redis key of a user key to the tests.
 func LockKeyOf(l *Locker, key string) string { return l.lockKey(key) }
 
 // ChannelOf exposes the release channel of a lock key to the tests.
-func ChannelOf(lockKey string) string { return channelOf(lockKey) }
+func ChannelOf(lockKey string) string { return redisproto.ChannelOf(lockKey) }
 
 // WaitersOf counts the goroutines of l queued for key.
 func WaitersOf(l *Locker, key string) int {
@@ -27,7 +29,7 @@ func WaitersOf(l *Locker, key string) int {
 }
 
 // QueueOf exposes the key of the waiting-Lockers queue of a lock key.
-func QueueOf(lockKey string) string { return queueOf(lockKey) }
+func QueueOf(lockKey string) string { return redisproto.QueueOf(lockKey) }
 
 // LockerIDOf is the id a Locker queues under in Redis.
 func LockerIDOf(l *Locker) string { return l.id }
@@ -53,7 +55,7 @@ func IdleWorkers(l *Locker) int {
 }
 
 // ParseAcquire exposes the reading of the acquire script's reply.
-func ParseAcquire(reply any) ([3]int64, string, error) { return parseAcquire(reply) }
+func ParseAcquire(reply any) ([3]int64, string, error) { return redisproto.ParseAcquire(reply) }
 
 // IsUnsetGlobal reports whether tp is otel's default global TracerProvider.
 func IsUnsetGlobal(tp trace.TracerProvider) bool { return isUnsetGlobal(tp) }
@@ -77,7 +79,7 @@ func WatchTwice(l *Locker, key string) (stopFirst, stopSecond func(), wanted fun
 	lockKey := l.be.name(key)
 	_, stopFirst = l.be.watch(key, lockKey)
 	_, stopSecond = l.be.watch(key, lockKey)
-	ch := channelOf(lockKey)
+	ch := redisproto.ChannelOf(lockKey)
 	wanted = func() bool {
 		l.subs.mu.Lock()
 		defer l.subs.mu.Unlock()
@@ -90,11 +92,11 @@ func WatchTwice(l *Locker, key string) (stopFirst, stopSecond func(), wanted fun
 func MatchGlob(p, s string) bool { return matchGlob(p, s) }
 
 // AcquireSHA is the acquire script's SHA-1, for SCRIPT EXISTS.
-func AcquireSHA() string { return acquireScript.Hash() }
+func AcquireSHA() string { return redisproto.AcquireScript.Hash() }
 
 // NodeResting reports whether Redlock node i of l rests after failing to
 // answer (noderest.go).
 func NodeResting(l *Locker, i int) bool { return l.rests[i].until.Load() != 0 }
 
 // ReadsReplicas is readsReplicas: inspection's choice of EVALSHA for c.
-func ReadsReplicas(c redis.UniversalClient) bool { return readsReplicas(c) }
+func ReadsReplicas(c redis.UniversalClient) bool { return redisproto.ReadsReplicas(c) }

@@ -37,13 +37,8 @@ func (l *Locker) fanoutUntil(ctx context.Context, timeout time.Duration, nodes [
 	callCtx, cancelCalls, stopWatch := callContext(ctx, timeout)
 	left := atomic.Int32{}
 	left.Store(int32(len(nodes)))
-	type result struct {
-		i    int
-		vals []int64
-		err  error
-	}
 	out := make([]nodeReply, len(l.nodes))
-	results := make(chan result, len(nodes))
+	results := make(chan fanResult, len(nodes))
 	done := make([]chan error, len(l.nodes))
 	late := make([][]int64, len(l.nodes))
 	// The node timeout, not the client's read timeout (which may be
@@ -69,7 +64,7 @@ func (l *Locker) fanoutUntil(ctx context.Context, timeout time.Duration, nodes [
 			}
 			late[i] = vals // read only after done[i]
 			done[i] <- err
-			results <- result{i, vals, err}
+			results <- fanResult{i, vals, err}
 			if left.Add(-1) == 0 {
 				stopTimeouts()
 				stopWatch()
@@ -78,20 +73,39 @@ func (l *Locker) fanoutUntil(ctx context.Context, timeout time.Duration, nodes [
 		})
 	}
 	answered := make([]bool, len(l.nodes))
-	decided := false
-	// callCtx (one timer for both) ends at the timeout, with the caller's
-	// ctx, or once every call returned; in that last case, and in a race
-	// with the others, replies already sent are still taken.
-wait:
-	for n := 0; n < len(nodes); n++ {
-		var r result
+	decided := collectReplies(ctx, callCtx, timeout, len(nodes), results, out, answered, enough)
+	if decided {
+		// The calls still out are not the caller's any more: they end at
+		// the node timeout, not when the caller cancels its ctx after Lock
+		// returned (which would cut a slow node's script load short).
+		stopWatch()
+	}
+	noReplies(ctx, timeout, nodes, out, answered, decided, done, late)
+	return out
+}
+
+// fanResult is one node's answer to a fan-out call.
+type fanResult struct {
+	i    int
+	vals []int64
+	err  error
+}
+
+// collectReplies takes the replies of calls nodes into out (and answered)
+// until all came, callCtx ended (one timer for both: at the timeout, with
+// the caller's ctx, or once every call returned; in that last case, and in
+// a race with the others, replies already sent are still taken), or enough
+// says they decide the outcome: decided.
+func collectReplies(ctx, callCtx context.Context, timeout time.Duration, calls int, results <-chan fanResult, out []nodeReply, answered []bool, enough func([]nodeReply, []bool) bool) (decided bool) {
+	for n := 0; n < calls; n++ {
+		var r fanResult
 		select {
 		case r = <-results:
 		case <-callCtx.Done():
 			select {
 			case r = <-results:
 			default:
-				break wait
+				return false
 			}
 		}
 		if r.err != nil && callCtx.Err() != nil && (errors.Is(r.err, context.DeadlineExceeded) || errors.Is(r.err, context.Canceled)) {
@@ -100,17 +114,16 @@ wait:
 		out[r.i] = nodeReply{vals: r.vals, err: r.err}
 		answered[r.i] = true
 		if enough != nil && enough(out, answered) {
-			decided = true
-			break
+			return true
 		}
 	}
-	if decided {
-		// The calls still out are not the caller's any more: they end at
-		// the node timeout, not when the caller cancels its ctx after Lock
-		// returned (which would cut a slow node's script load short).
-		stopWatch()
-	}
-	// Why a node has no reply: not awaited, the caller's ctx, or the timeout.
+	return false
+}
+
+// noReplies fills in out for the nodes with no reply: why (not awaited,
+// the caller's ctx, or the timeout), and where the call's end and values
+// will come.
+func noReplies(ctx context.Context, timeout time.Duration, nodes []int, out []nodeReply, answered []bool, decided bool, done []chan error, late [][]int64) {
 	var why error
 	for _, i := range nodes {
 		if answered[i] {
@@ -124,7 +137,6 @@ wait:
 		}
 		out[i] = nodeReply{err: why, pending: done[i], late: &late[i]}
 	}
-	return out
 }
 
 // A fan-out call's state, for noteReply and noteNoAnswer: each call is

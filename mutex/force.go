@@ -10,12 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
-)
 
-var (
-	//go:embed lua/force.lua
-	forceLua    string
-	forceScript = redis.NewScript(forceLua)
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // auditTTL is how long a key's audit stream of forced releases outlives
@@ -67,26 +63,19 @@ type ForceResult struct {
 //
 // A key that is free, reserved or whose lease ran out returns an error
 // matching ErrNotHeld, as does one held under another token than
-// o.Token. An outside backend returns one matching errors.ErrUnsupported.
+// o.Token. An outside backend forces through backend.Inspector, and
+// without one returns an error matching errors.ErrUnsupported.
 func (l *Locker) ForceRelease(ctx context.Context, key string, o ForceOptions) (ForceResult, error) {
-	if err := l.check(ctx, key); err != nil {
+	o, err := l.checkForce(ctx, key, o)
+	if err != nil {
 		return ForceResult{}, err
 	}
-	switch {
-	case o.Reason == "" || len(o.Reason) > 1024:
-		return ForceResult{}, invalid("a forced release needs a reason of 1 to 1024 bytes")
-	case !utf8.ValidString(o.Reason) || !utf8.ValidString(o.By) || len(o.By) > 1024:
-		return ForceResult{}, invalid("reason and by must be UTF-8, by at most 1024 bytes")
-	case o.Token < 0:
-		return ForceResult{}, invalid("negative token %d", o.Token)
+	if l.insp != nil {
+		return l.forceVia(ctx, key, o)
 	}
 	servers := l.servers()
 	if servers == nil {
 		return ForceResult{}, errInspectUnsupported
-	}
-	if o.By == "" {
-		info, _ := parseOwner(l.id)
-		o.By = info.String()
 	}
 	if o.Token == 0 && l.isRedlock() {
 		// Nodes outside the quorum may hold a stale minority grant: end
@@ -105,14 +94,56 @@ func (l *Locker) ForceRelease(ctx context.Context, key string, o ForceOptions) (
 		want = strconv.FormatInt(o.Token, 10)
 	}
 	name := l.be.name(key)
-	keys := []string{name, auditOf(name)}
+	keys := []string{name, redisproto.AuditOf(name)}
 	args := []any{want, o.By, o.Reason, l.publish, auditTTL.Milliseconds(), key}
 	replies, errs := eachServer(l, ctx, servers, func(ctx context.Context, _ int, c redis.UniversalClient) ([]any, error) {
-		return forceScript.Run(ctx, c, keys, args...).Slice()
+		return redisproto.ForceScript.Run(ctx, c, keys, args...).Slice()
 	})
-	res := ForceResult{Key: key}
-	var other []string
-	var failed []error
+	res, other, failed := tallyForced(key, replies, errs)
+	if res.Released > 0 {
+		res.Info, _ = parseOwner(res.Owner)
+		l.tel.forced(key, res.Token, o.Reason)
+	}
+	// The holder keeps the lock only where the outcome is unknown: on one
+	// deployment, that server; on Redlock, a quorum of unanswered nodes.
+	if len(failed) > 0 && (!l.isRedlock() || len(failed) >= l.quorum) {
+		return res, unavailable(fmt.Errorf("forced release of %q: %d of %d servers did not answer, the holder may keep the lock: %w",
+			key, len(failed), len(servers), errors.Join(failed...)))
+	}
+	if res.Released > 0 {
+		return res, nil
+	}
+	if len(other) > 0 {
+		return res, fmt.Errorf("%w: %q is held under token %s, not %d", ErrNotHeld, key, other[0], o.Token)
+	}
+	return res, fmt.Errorf("%w: nobody holds %q", ErrNotHeld, key)
+}
+
+// checkForce refuses bad input to ForceRelease and fills in o.By.
+func (l *Locker) checkForce(ctx context.Context, key string, o ForceOptions) (ForceOptions, error) {
+	if err := l.check(ctx, key); err != nil {
+		return o, err
+	}
+	switch {
+	case o.Reason == "" || len(o.Reason) > 1024:
+		return o, invalid("a forced release needs a reason of 1 to 1024 bytes")
+	case !utf8.ValidString(o.Reason) || !utf8.ValidString(o.By) || len(o.By) > 1024:
+		return o, invalid("reason and by must be UTF-8, by at most 1024 bytes")
+	case o.Token < 0:
+		return o, invalid("negative token %d", o.Token)
+	}
+	if o.By == "" {
+		info, _ := parseOwner(l.id)
+		o.By = info.String()
+	}
+	return o, nil
+}
+
+// tallyForced reads the force script's replies, one per server: what the
+// servers that released it report, the tokens others hold it under, and
+// the errors of those that did not answer.
+func tallyForced(key string, replies [][]any, errs []error) (res ForceResult, other []string, failed []error) {
+	res.Key = key
 	for i, r := range replies {
 		if errs[i] != nil {
 			failed = append(failed, errs[i])
@@ -135,21 +166,5 @@ func (l *Locker) ForceRelease(ctx context.Context, key string, o ForceOptions) (
 			other = append(other, fmt.Sprint(r[1]))
 		}
 	}
-	if res.Released > 0 {
-		res.Info, _ = parseOwner(res.Owner)
-		l.tel.forced(key, res.Token, o.Reason)
-	}
-	// The holder keeps the lock only where the outcome is unknown: on one
-	// deployment, that server; on Redlock, a quorum of unanswered nodes.
-	if len(failed) > 0 && (!l.isRedlock() || len(failed) >= l.quorum) {
-		return res, unavailable(fmt.Errorf("forced release of %q: %d of %d servers did not answer, the holder may keep the lock: %w",
-			key, len(failed), len(servers), errors.Join(failed...)))
-	}
-	if res.Released > 0 {
-		return res, nil
-	}
-	if len(other) > 0 {
-		return res, fmt.Errorf("%w: %q is held under token %s, not %d", ErrNotHeld, key, other[0], o.Token)
-	}
-	return res, fmt.Errorf("%w: nobody holds %q", ErrNotHeld, key)
+	return res, other, failed
 }

@@ -5,19 +5,14 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-var (
-	//go:embed lua/inspect.lua
-	inspectLua    string
-	inspectScript = redis.NewScript(inspectLua)
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // State is what a lock key is in, as inspection sees it.
@@ -133,23 +128,28 @@ func (l *Locker) isRedlock() bool { return len(l.nodes) > 0 }
 // Inspect returns key's state as the servers hold it: owner, token, lease,
 // waiters and the latest forced releases, in one round trip per server.
 // It changes nothing, and reads with a read-only script (EVALSHA_RO where
-// the server has it), which a CLIENT PAUSE WRITE does not hold. An outside backend (NewWithBackend) returns an error
-// matching errors.ErrUnsupported; bad input one matching ErrInvalid.
+// the server has it), which a CLIENT PAUSE WRITE does not hold. An outside
+// backend (NewWithBackend) answers when it implements backend.Inspector,
+// and returns an error matching errors.ErrUnsupported otherwise; bad input
+// one matching ErrInvalid.
 func (l *Locker) Inspect(ctx context.Context, key string) (LockInfo, error) {
 	if err := l.check(ctx, key); err != nil {
 		return LockInfo{}, err
+	}
+	if l.insp != nil {
+		return l.inspectVia(ctx, key)
 	}
 	servers := l.servers()
 	if servers == nil {
 		return LockInfo{}, errInspectUnsupported
 	}
 	name := l.be.name(key)
-	call := scriptCall{
-		keys: []string{name, queueOf(name), auditOf(name)},
-		args: []any{inspectWaiters, inspectForced},
+	call := redisproto.Call{
+		Keys: []string{name, redisproto.QueueOf(name), redisproto.AuditOf(name)},
+		Args: []any{inspectWaiters, inspectForced},
 	}
 	views, errs := eachServer(l, ctx, servers, func(ctx context.Context, _ int, c redis.UniversalClient) (nodeView, error) {
-		cmds, err := runScriptsRO(ctx, c, inspectScript, []scriptCall{call})
+		cmds, err := redisproto.RunScriptsRO(ctx, c, redisproto.InspectScript, []redisproto.Call{call})
 		if err != nil {
 			return nodeView{}, err
 		}
@@ -217,7 +217,7 @@ func readView(cmd *redis.Cmd) (nodeView, error) {
 	if q, ok := r[4].([]any); ok {
 		for i := 0; i+1 < len(q); i += 2 {
 			id, _ := q[i].(string)
-			since := microTime(fmt.Sprint(q[i+1]))
+			since := redisproto.MicroTime(fmt.Sprint(q[i+1]))
 			info, _ := parseOwner(id)
 			w := Waiter{Locker: id, Info: info, Since: since}
 			if !since.IsZero() {
@@ -268,57 +268,33 @@ func readForced(e any) ForcedRelease {
 	return f
 }
 
-// microTime reads µs since the epoch; zero unless it lies between 2000 and
-// 2200, where a Redis clock can be.
-func microTime(s string) time.Time {
-	us, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || us < 946684800_000000 || us > 7258118400_000000 {
-		return time.Time{}
-	}
-	return time.UnixMicro(us)
-}
-
 // info reads one server's view of a key.
 func (v *nodeView) info(key, name string) LockInfo {
 	in := LockInfo{Key: key, Name: name, ServerTime: v.now, Waiters: v.waiters, Forced: v.forced}
-	if v.value == "" {
-		return in
+	val, ok := redisproto.ParseValue(v.value)
+	if !ok {
+		return in // none, or unreadable: free, as acquire takes it
 	}
-	f := strings.SplitN(v.value, " ", 5)
-	if len(f) == 1 { // released: "<token>"
-		in.Token, _ = strconv.ParseInt(f[0], 10, 64)
+	in.Token = val.Token
+	if val.Released {
 		in.Waiters = nil
 		return in
 	}
-	if len(f) != 5 {
-		return in // unreadable: free, as acquire takes it
-	}
-	lease := strings.SplitN(f[2], "+", 2)
-	if len(lease) != 2 {
-		return in
-	}
-	from := microTime(lease[0])
-	ms, _ := strconv.ParseInt(lease[1], 10, 64)
-	in.Token, _ = strconv.ParseInt(f[0], 10, 64)
-	in.Count, _ = strconv.Atoi(f[1])
-	in.Waited = f[3] == "1"
-	in.Owner = f[4]
+	in.Count, in.Waited, in.Owner = val.Count, val.Waited, val.Owner
 	in.Info, _ = parseOwner(in.Owner)
-	in.RenewedAt = from
-	in.Lease = from.Add(time.Duration(ms) * time.Millisecond).Sub(v.now)
-	if in.Lease <= 0 || from.IsZero() {
+	in.RenewedAt = val.From
+	in.Lease = val.From.Add(val.Lease).Sub(v.now)
+	if in.Lease <= 0 || val.From.IsZero() {
 		// Free: the lease ran out. The token stays: the next exceeds it.
 		return LockInfo{Key: key, Name: name, ServerTime: v.now, Token: in.Token, Waiters: v.waiters, Forced: v.forced}
 	}
 	in.State = Held
 	if in.Count == 0 {
 		in.State = Reserved
-	}
-	if in.State == Reserved {
 		return in // kept for a waiter: no acquisition yet
 	}
-	in.AcquiredAt = microTime(f[0])
-	if in.AcquiredAt.After(from) {
+	in.AcquiredAt = val.Issued
+	if in.AcquiredAt.After(val.From) {
 		in.AcquiredAt = time.Time{} // a raised (Redlock) or floored token
 	}
 	return in
@@ -336,141 +312,9 @@ func (l *Locker) viewOf(key, name string, views []nodeView) (LockInfo, error) {
 	return l.quorumView(key, name, views)
 }
 
-// quorumView: Held when a majority hold key for one owner and token, with
-// the lease the quorum-th longest of them leaves; otherwise free, with the
-// highest token any node remembers.
-func (l *Locker) quorumView(key, name string, views []nodeView) (LockInfo, error) {
-	nodes := make([]NodeInfo, len(views))
-	answered := 0
-	for i := range views {
-		nodes[i] = NodeInfo{Node: i, Addr: l.addrs[i], Err: views[i].err}
-		if views[i].err == nil {
-			nodes[i].Info = views[i].info(key, name)
-			answered++
-		}
-	}
-	if answered < l.quorum {
-		return LockInfo{Key: key, Name: name, Nodes: nodes}, unavailable(fmt.Errorf("%d of %d nodes answered, %d needed: %w", answered, len(views), l.quorum, nodeErrors(nodes)))
-	}
-	type holder struct {
-		owner string
-		token int64
-	}
-	groups := map[holder][]int{}
-	var best LockInfo
-	for i, n := range nodes {
-		if n.Err != nil {
-			continue
-		}
-		if n.Info.State != Free {
-			h := holder{n.Info.Owner, n.Info.Token}
-			groups[h] = append(groups[h], i)
-		}
-		if n.Info.Token > best.Token {
-			best.Token = n.Info.Token
-		}
-		if best.ServerTime.IsZero() {
-			best.ServerTime = n.Info.ServerTime
-		}
-	}
-	for _, idx := range groups {
-		if len(idx) < l.quorum {
-			continue
-		}
-		leases := make([]time.Duration, len(idx))
-		for j, i := range idx {
-			leases[j] = nodes[i].Info.Lease
-		}
-		slices.Sort(leases)
-		slices.Reverse(leases)
-		in := nodes[idx[0]].Info
-		in.Lease = leases[l.quorum-1]
-		in.Forced = mergeForced(nodes)
-		if at := microTime(strconv.FormatInt(in.Token, 10)); in.AcquiredAt.IsZero() && !at.IsZero() {
-			// A Redlock token is mostly the proposal: the acquiring
-			// client's clock, proposalLead ahead.
-			in.AcquiredAt = at.Add(-proposalLead)
-		}
-		in.Nodes = nodes
-		return in, nil
-	}
-	free := LockInfo{Key: key, Name: name, Token: best.Token, ServerTime: best.ServerTime, Forced: mergeForced(nodes), Nodes: nodes}
-	if unanswered := len(nodes) - answered; largest(groups)+unanswered >= l.quorum {
-		// The nodes that did not answer may hold it with those that do:
-		// free is not known, and held is not either.
-		return free, unavailable(fmt.Errorf("%d of %d nodes answered, and they cannot tell whether a majority holds %q: %w",
-			answered, len(nodes), key, nodeErrors(nodes)))
-	}
-	return free, nil
-}
-
-// largest is the size of the largest group of nodes that agree on a holder.
-func largest[K comparable](groups map[K][]int) int {
-	n := 0
-	for _, idx := range groups {
-		n = max(n, len(idx))
-	}
-	return n
-}
-
-// nodeErrors joins the errors of the nodes that did not answer.
-func nodeErrors(nodes []NodeInfo) error {
-	var errs []error
-	for _, n := range nodes {
-		if n.Err != nil {
-			errs = append(errs, fmt.Errorf("node %d (%s): %w", n.Node, n.Addr, n.Err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// mergeForced is the forced releases the nodes recorded, each once (a
-// forced release writes an entry on every node that freed the key), latest
-// first.
-func mergeForced(nodes []NodeInfo) []ForcedRelease {
-	type id struct {
-		token, floor int64
-		by, reason   string
-	}
-	seen := map[id]bool{}
-	var out []ForcedRelease
-	for _, n := range nodes {
-		for _, f := range n.Info.Forced {
-			k := id{f.Token, f.Floor, f.By, f.Reason}
-			if !seen[k] {
-				seen[k] = true
-				out = append(out, f)
-			}
-		}
-	}
-	slices.SortStableFunc(out, func(a, b ForcedRelease) int { return b.At.Compare(a.At) })
-	if len(out) > inspectForced {
-		out = out[:inspectForced]
-	}
-	return out
-}
-
-// auditOf is the key of lockKey's audit stream of forced releases (same
-// hash slot).
-func auditOf(lockKey string) string { return lockKey + ":audit" }
-
 // keyOf reads back the user key of a lock key named by this Locker; ok is
 // false for any other key under the prefix (queues, audit streams, other
 // data).
 func (l *Locker) keyOf(name string) (key string, ok bool) {
-	rest, ok := strings.CutPrefix(name, l.cfg.prefix+"{")
-	if !ok {
-		return "", false
-	}
-	tag, tail, ok := strings.Cut(rest, "}")
-	if !ok {
-		return "", false
-	}
-	if tail == "" {
-		return tag, tag != ""
-	}
-	if strings.ContainsAny(tail, "{}") && sha1Hex(tail) == tag {
-		return tail, true
-	}
-	return "", false
+	return redisproto.KeyOf(l.cfg.prefix, name)
 }

@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // ListOptions bound one List call.
@@ -72,11 +73,16 @@ type Page struct {
 // when fewer than a quorum answer, it fails with an error matching
 // ErrUnavailable, never an empty page; when a quorum answers but not all,
 // the page is partial and Page.Skipped says why. An outside backend
-// (NewWithBackend) returns an error matching errors.ErrUnsupported.
+// (NewWithBackend) lists through backend.Inspector, one page of o.Count keys
+// a round trip, its cursor the backend's; without one, List returns an
+// error matching errors.ErrUnsupported.
 func (l *Locker) List(ctx context.Context, o ListOptions) (Page, error) {
 	o, err := l.checkList(ctx, o)
 	if err != nil {
 		return Page{}, err
+	}
+	if l.insp != nil {
+		return l.listVia(ctx, o)
 	}
 	servers := l.servers()
 	if servers == nil {
@@ -206,9 +212,9 @@ func (l *Locker) readPage(ctx context.Context, page *Page, servers []redis.Unive
 	if len(found) == 0 && !l.isRedlock() {
 		return nil
 	}
-	calls := make([]scriptCall, len(found))
+	calls := make([]redisproto.Call, len(found))
 	for i, n := range found {
-		calls[i] = scriptCall{keys: []string{n.name, queueOf(n.name), auditOf(n.name)}, args: []any{inspectWaiters, 0}}
+		calls[i] = redisproto.Call{Keys: []string{n.name, redisproto.QueueOf(n.name), redisproto.AuditOf(n.name)}, Args: []any{inspectWaiters, 0}}
 	}
 	replies, serverErrs := eachServer(l, ctx, servers, func(ctx context.Context, s int, c redis.UniversalClient) ([]*redis.Cmd, error) {
 		if s >= first && slices.Contains(skipped, s) {
@@ -217,7 +223,7 @@ func (l *Locker) readPage(ctx context.Context, page *Page, servers []redis.Unive
 		if len(calls) == 0 {
 			return nil, c.Ping(ctx).Err()
 		}
-		return runScriptsRO(ctx, c, inspectScript, calls)
+		return redisproto.RunScriptsRO(ctx, c, redisproto.InspectScript, calls)
 	})
 	page.RoundTrips++
 	if err := l.quorumAnswered(servers, serverErrs); err != nil {
@@ -369,166 +375,3 @@ func (l *Locker) shards(ctx context.Context, servers []redis.UniversalClient) ([
 
 // errSkipped: a Redlock node this page did not ask again.
 var errSkipped = errors.New("skipped: it did not answer its SCAN")
-
-// maxCursorLen bounds a cursor: one List returns is far shorter.
-const maxCursorLen = 512
-
-// listCursor is where a listing stands: the shard, SCAN's cursor on it,
-// and the Redlock nodes it skipped so far. Its text form,
-// "shard:cursor:skipped:addr", names the shard's server, so that a cursor
-// is refused once the servers changed; skipped lists node indices joined
-// by ".", "" for none.
-type listCursor struct {
-	shard   int
-	cursor  uint64
-	skipped []int // increasing, each below shard
-	addr    string
-}
-
-// skip moves past the current shard, a Redlock node that did not answer.
-func (c *listCursor) skip() {
-	c.skipped = append(c.skipped, c.shard)
-	c.shard, c.cursor = c.shard+1, 0
-}
-
-func (c listCursor) String(shards []scanShard) string {
-	skipped := make([]string, len(c.skipped))
-	for i, s := range c.skipped {
-		skipped[i] = strconv.Itoa(s)
-	}
-	return strconv.Itoa(c.shard) + ":" + strconv.FormatUint(c.cursor, 10) + ":" + strings.Join(skipped, ".") + ":" + shards[c.shard].addr
-}
-
-// parseCursor reads a cursor List returned. It allocates in proportion to
-// the text, whatever numbers it holds: a request may carry one.
-func parseCursor(s string) (listCursor, error) {
-	var c listCursor
-	if s == "" {
-		return c, nil
-	}
-	bad := invalid("cursor %q is not one List returned", s)
-	parts := strings.SplitN(s, ":", 4)
-	if len(parts) != 4 {
-		return c, bad
-	}
-	var err1, err2 error
-	c.shard, err1 = strconv.Atoi(parts[0])
-	c.cursor, err2 = strconv.ParseUint(parts[1], 10, 64)
-	if err1 != nil || err2 != nil || c.shard < 0 {
-		return c, bad
-	}
-	if parts[2] != "" {
-		for i := range strings.SplitSeq(parts[2], ".") {
-			n, err := strconv.Atoi(i)
-			if err != nil || n < 0 || n >= c.shard || len(c.skipped) > 0 && n <= c.skipped[len(c.skipped)-1] {
-				return c, bad // indices increase, and name shards already passed
-			}
-			c.skipped = append(c.skipped, n)
-		}
-	}
-	c.addr = parts[3]
-	return c, nil
-}
-
-// fits checks a parsed cursor (text, as given) against the shards now.
-func (c listCursor) fits(text string, shards []scanShard) error {
-	if text == "" {
-		return nil
-	}
-	if c.shard >= len(shards) { // a finished listing's cursor is "", never this
-		return invalid("cursor %q names shard %d of %d", text, c.shard, len(shards))
-	}
-	if c.addr != shards[c.shard].addr {
-		// A SCAN cursor means nothing on another server: after a failover
-		// or a resharding the listing starts again.
-		return invalid("cursor %q is for %s, and shard %d is now %s: the servers changed, start the listing again", text, c.addr, c.shard, shards[c.shard].addr)
-	}
-	return nil
-}
-
-// escapeGlob quotes s for a Redis MATCH pattern.
-func escapeGlob(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-// matchGlob is Redis's glob matching (stringmatchlen): * any run, ? any
-// byte, [abc], [^a], [a-z], and \ to quote the next byte. It backtracks
-// only to the last *, so its cost is at most len(p)·len(s), whatever the
-// pattern (the debug page takes one from a request).
-func matchGlob(p, s string) bool {
-	pi, si := 0, 0
-	star, mark := -1, 0 // the last * seen, and where s stood after it
-	for si < len(s) {
-		if pi < len(p) {
-			if p[pi] == '*' {
-				star, mark = pi, si
-				pi++
-				continue
-			}
-			if n, ok := matchOne(p[pi:], s[si]); ok {
-				pi += n
-				si++
-				continue
-			}
-		}
-		if star < 0 {
-			return false
-		}
-		mark++
-		pi, si = star+1, mark
-	}
-	for pi < len(p) && p[pi] == '*' {
-		pi++
-	}
-	return pi == len(p)
-}
-
-// matchOne matches the byte c against the pattern item at the start of p
-// (not a *), and says how long the item is.
-func matchOne(p string, c byte) (n int, ok bool) {
-	switch p[0] {
-	case '?':
-		return 1, true
-	case '\\':
-		if len(p) >= 2 {
-			return 2, p[1] == c
-		}
-		return 1, c == '\\'
-	case '[':
-		i := 1
-		not := i < len(p) && p[i] == '^'
-		if not {
-			i++
-		}
-		hit := false
-		for i < len(p) && p[i] != ']' {
-			switch {
-			case p[i] == '\\' && i+1 < len(p):
-				i++
-				hit = hit || p[i] == c
-			case i+2 < len(p) && p[i+1] == '-':
-				lo, hi := p[i], p[i+2]
-				if lo > hi {
-					lo, hi = hi, lo
-				}
-				hit = hit || (c >= lo && c <= hi)
-				i += 2
-			default:
-				hit = hit || p[i] == c
-			}
-			i++
-		}
-		if i >= len(p) {
-			return len(p), false // unclosed [: Redis matches it to the end; we refuse
-		}
-		return i + 1, hit != not
-	}
-	return 1, p[0] == c
-}

@@ -4,36 +4,32 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // Lock is one held lock. Its methods are safe for concurrent use; methods on
 // a nil, released or lost Lock return ErrNotHeld.
 type Lock struct {
-	l            *Locker
-	key          string
-	lockKey      string
-	owner        string
-	token        int64
-	tokenStr     string
-	autoRenew    bool
-	acquired     time.Time
-	values       lockValues // ctx's parent
-	ctx          context.Context
-	cancel       context.CancelCauseFunc
-	settled      <-chan struct{} // Redlock: nodes that granted late carry the token too
-	lateNodes    []int           // those nodes
-	lateDone     []atomic.Bool   // by node: that late node carries it
-	releaseNodes []int           // Unlock's own release went to these (the others: releaseLate)
-	asked        []int           // Redlock: the nodes the acquisition asked (nil: all), the only ones it can hold
-	relKeys      [2]string       // the release script's keys (keys)
-	nRelKeys     int             // how many of relKeys
-	lease        time.Duration   // the lease the acquisition asked for (releaseArgs)
+	l         *Locker
+	key       string
+	lockKey   string
+	owner     string
+	token     int64
+	tokenStr  string
+	autoRenew bool
+	acquired  time.Time
+	values    lockValues // ctx's parent
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	handle    any           // the backend's own state of this lock, from its grant (nil: none)
+	relKeys   [2]string     // the release script's keys (keys)
+	nRelKeys  int           // how many of relKeys
+	lease     time.Duration // the lease the acquisition asked for (releaseArgs)
 
 	mu        sync.Mutex // after renewer.mu in the lock order; takes nothing under it
 	count     int        // local re-entries through the context, plus one
@@ -249,19 +245,19 @@ func (lk *Lock) usable(ctx context.Context) error {
 func (lk *Lock) keys() []string { return lk.relKeys[:lk.nRelKeys] }
 
 // releaseCalls are the release script's calls for locks (Close).
-func (l *Locker) releaseCalls(locks []*Lock) []scriptCall {
-	calls := make([]scriptCall, len(locks))
+func (l *Locker) releaseCalls(locks []*Lock) []redisproto.Call {
+	calls := make([]redisproto.Call, len(locks))
 	for i, lk := range locks {
-		calls[i] = scriptCall{lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr, lk.lease)}
+		calls[i] = redisproto.Call{Keys: lk.keys(), Args: l.releaseArgs(lk.owner, lk.tokenStr, lk.lease)}
 	}
 	return calls
 }
 
 // extendCalls are the extend script's calls for locks, each to its ttl.
-func (l *Locker) extendCalls(locks []*Lock, ttls []time.Duration) []scriptCall {
-	calls := make([]scriptCall, len(locks))
+func (l *Locker) extendCalls(locks []*Lock, ttls []time.Duration) []redisproto.Call {
+	calls := make([]redisproto.Call, len(locks))
 	for i, lk := range locks {
-		calls[i] = scriptCall{[]string{lk.lockKey}, []any{lk.owner, lk.tokenStr, ttls[i].Milliseconds(), l.keyTTL(ttls[i])}}
+		calls[i] = redisproto.Call{Keys: []string{lk.lockKey}, Args: []any{lk.owner, lk.tokenStr, ttls[i].Milliseconds(), l.keyTTL(ttls[i])}}
 	}
 	return calls
 }
@@ -269,7 +265,7 @@ func (l *Locker) extendCalls(locks []*Lock, ttls []time.Duration) []scriptCall {
 // releaseLock runs the release script for lk on c: one count taken, the
 // count left (0: freed) or -1 when lk no longer holds it.
 func (l *Locker) releaseLock(ctx context.Context, c redis.UniversalClient, lk *Lock) *redis.Cmd {
-	return releaseScript.Run(ctx, c, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr, lk.lease)...)
+	return redisproto.ReleaseScript.Run(ctx, c, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr, lk.lease)...)
 }
 
 // releaseArgs are the release script's arguments for the holder owner of
@@ -279,23 +275,11 @@ func (l *Locker) releaseLock(ctx context.Context, c redis.UniversalClient, lk *L
 // is not the script's default, PUBLISH (on Cluster: SPUBLISH): every
 // argument costs the server work on every release (see bench/README.md).
 func (l *Locker) releaseArgs(owner, token string, lease time.Duration) []any {
-	// "<token> 1 <token>+<lease-ms> 0 <owner>", as acquire.lua writes it. A
-	// lease of 0 ms is never written, so an unknown lease always takes the
-	// script's slow path.
-	var b strings.Builder
-	b.Grow(2*len(token) + len(owner) + 32)
-	b.WriteString(token)
-	b.WriteString(" 1 ")
-	b.WriteString(token)
-	b.WriteByte('+')
-	var ms [20]byte
-	b.Write(strconv.AppendInt(ms[:0], lease.Milliseconds(), 10))
-	b.WriteString(" 0 ")
-	b.WriteString(owner)
+	v := redisproto.ReleaseValue(owner, token, lease)
 	if l.publish == "PUBLISH" {
-		return []any{b.String(), token}
+		return []any{v, token}
 	}
-	return []any{b.String(), token, l.publish}
+	return []any{v, token, l.publish}
 }
 
 // leaseTTL is the lease the lock asks for at each renewal (WithTTL, or

@@ -2,16 +2,16 @@ package mutex
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/mutex/backend"
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // MaxKeyLen bounds user keys, in bytes; Redis would take more, but a longer
@@ -37,7 +37,8 @@ type Locker struct {
 
 	// Redlock (NewRedlock): the independent masters, all of them including
 	// client; nil for a single deployment.
-	be        store // where the locks are held: single, redlock or external
+	be        store             // where the locks are held: single, redlock or external
+	insp      backend.Inspector // an outside backend's inspection, nil without (NewWithBackend)
 	nodes     []redis.UniversalClient
 	addrs     []string   // by node, for errors; "" where unknown
 	rests     []nodeRest // by node: resting after failing to answer (noderest.go)
@@ -162,19 +163,6 @@ func (l *Locker) Close() error {
 // now is the Locker's clock (WithClock).
 func (l *Locker) now() time.Time { return l.cfg.now() }
 
-// Client returns the Redis client of the one deployment the Locker locks
-// in (New), for adapters that keep data next to their locks (httplock
-// stores shared responses there, runner its slot claims). It is nil for a
-// nil Locker and for a Redlock Locker: no single client holds what a
-// Redlock lock holds, so data kept on one of its nodes would rest on that
-// node alone.
-func (l *Locker) Client() redis.UniversalClient {
-	if l == nil || l.be == nil {
-		return nil
-	}
-	return l.be.client()
-}
-
 // Err returns the construction error (wrapping ErrInvalid) that every call
 // of the Locker returns, or nil. Adapters use it to report a bad Locker when
 // they are built rather than while serving.
@@ -201,23 +189,8 @@ func (l *Locker) check(ctx context.Context, key string) error {
 	return nil
 }
 
-// lockKey is the Redis key of a user key: the user key inside a hash tag, so
-// the lock (which also holds the fencing counter) and its release channel
-// share one Cluster slot whatever braces the user key contains. A user key
-// whose braces would end the tag early or empty is tagged by its hash.
-func (l *Locker) lockKey(key string) string {
-	if strings.ContainsAny(key, "{}") {
-		return l.cfg.prefix + "{" + sha1Hex(key) + "}" + key
-	}
-	return l.cfg.prefix + "{" + key + "}"
-}
-
-func channelOf(lockKey string) string { return lockKey + ":released" }
-
-// queueOf is the key of the queue of Lockers waiting for lockKey (single
-// deployment only): a sorted set by first failed attempt, so that a release
-// through Redis reserves the lock for the Locker that has waited longest.
-func queueOf(lockKey string) string { return lockKey + ":q" }
+// lockKey is the Redis key of a user key (redisproto.LockKey).
+func (l *Locker) lockKey(key string) string { return redisproto.LockKey(l.cfg.prefix, key) }
 
 // keyTTL is how long the Redis key lives past its last use: the fencing
 // counter's life, and never shorter than the lease.
@@ -283,7 +256,7 @@ func (l *Locker) afterward(pending <-chan error, fn func(ctx context.Context)) {
 // error, or a deadline hit mid-call) may have acquired.
 func (l *Locker) cleanupAfter(lockKey, owner string, pending <-chan error) {
 	l.afterward(pending, func(ctx context.Context) {
-		_ = abandonScript.Run(ctx, l.client, []string{lockKey, channelOf(lockKey)}, owner, l.keyTTL(0), l.publish).Err()
+		_ = redisproto.AbandonScript.Run(ctx, l.client, []string{lockKey, redisproto.ChannelOf(lockKey)}, owner, l.keyTTL(0), l.publish).Err()
 	})
 }
 
@@ -295,9 +268,4 @@ func (l *Locker) retryRelease(lk *Lock, pending <-chan error) {
 			l.wakeLocal(lk.key)
 		}
 	})
-}
-
-func sha1Hex(s string) string {
-	sum := sha1.Sum([]byte(s))
-	return hex.EncodeToString(sum[:])
 }

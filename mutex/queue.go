@@ -3,6 +3,8 @@ package mutex
 import (
 	"context"
 	"time"
+
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // queue holds the goroutines of one Locker waiting for one key, in arrival
@@ -70,9 +72,10 @@ func (w *waiter) readyForOffers() {
 // it in the same round trip that released the previous holder (ok), or
 // nothing (the waiter goes on as before).
 type handoff struct {
-	ok    bool
-	token int64
-	sent  time.Time
+	ok     bool
+	token  int64
+	handle any // the backend's, for the Lock (Lock.handle)
+	sent   time.Time
 }
 
 // maxHandoffs caps hand-offs in a row on one key: then a release goes out
@@ -214,7 +217,7 @@ func (l *Locker) dequeue(key string, w *waiter, acquired bool) {
 			// or none, did not.)
 			lockKey := l.be.name(key)
 			l.afterward(nil, func(ctx context.Context) {
-				_ = l.client.ZRem(ctx, queueOf(lockKey), l.id).Err()
+				_ = l.client.ZRem(ctx, redisproto.QueueOf(lockKey), l.id).Err()
 			})
 		}
 		delete(l.queues, key)

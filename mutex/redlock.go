@@ -13,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // NewRedlock returns a Locker over N ≥ 3 independent Redis masters (not
@@ -138,11 +140,13 @@ func (l *Locker) redlockAcquire(ctx context.Context, lockKey, owner string, lc *
 		chosen, confirmed := l.redlockConfirm(ctx, span, keys, owner, lc, &v)
 		validity = lc.ttl - l.now().Sub(start) - l.drift(lc.ttl)
 		if confirmed >= l.quorum && validity > 0 {
-			res := acquireResult{status: 1, token: chosen, asked: asked}
+			res := acquireResult{status: 1, token: chosen}
 			if v.reentered >= l.quorum {
 				res.status = 2
 			}
-			l.settleLate(replies, keys, owner, chosen, &res)
+			if h := l.settleLate(replies, keys, owner, chosen, asked); h != nil {
+				res.handle = h // no nil pointer in the interface
+			}
 			return res, nil
 		}
 	}
@@ -199,11 +203,11 @@ func (l *Locker) redlockAsk(ctx context.Context, keys []string, owner string, lc
 		args = append(args, l.id) // marks the lock waited-for, so that its release publishes
 	}
 	replies = l.fanoutUntil(ctx, l.nodeTimeout(lc.ttl), ask, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		reply, err := acquireScript.Run(ctx, c, keys, args...).Result()
+		reply, err := redisproto.AcquireScript.Run(ctx, c, keys, args...).Result()
 		if err != nil {
 			return nil, err
 		}
-		n, _, err := parseAcquire(reply)
+		n, _, err := redisproto.ParseAcquire(reply)
 		return n[:], err
 	}, decided)
 	if resting == nil {
@@ -269,7 +273,7 @@ func (l *Locker) redlockConfirm(ctx context.Context, span trace.Span, keys []str
 	if !agreed {
 		chosenStr := strconv.FormatInt(chosen, 10)
 		raised := l.fanout(ctx, l.nodeTimeout(lc.ttl), v.voters, func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-			n, err := raiseScript.Run(ctx, c, keys, owner, chosenStr).Int64()
+			n, err := redisproto.RaiseScript.Run(ctx, c, keys, owner, chosenStr).Int64()
 			return []int64{n}, err
 		})
 		confirmed = 0
@@ -293,20 +297,25 @@ func (l *Locker) redlockConfirm(ctx context.Context, span trace.Span, keys []str
 // they may grant it late. One goroutine waits for them and raises a node
 // that granted with another token to the chosen one (with the proposal
 // taken everywhere, none is), so that Unlock's token matches there as well;
-// res.settled closes when it is done.
-func (l *Locker) settleLate(replies []nodeReply, keys []string, owner string, chosen int64, res *acquireResult) {
+// its settled closes when it is done. It returns the lock's redlockHold,
+// nil when all nodes were asked and none is late (the common case: nothing
+// to allocate).
+func (l *Locker) settleLate(replies []nodeReply, keys []string, owner string, chosen int64, asked []int) *redlockHold {
+	var late []int
 	for i, r := range replies {
 		if r.pending != nil {
-			res.lateNodes = append(res.lateNodes, i)
+			late = append(late, i)
 		}
 	}
-	if len(res.lateNodes) == 0 {
-		return
+	if len(late) == 0 {
+		if asked == nil {
+			return nil
+		}
+		return &redlockHold{asked: asked}
 	}
 	settled := make(chan struct{})
-	res.settled = settled
-	res.lateDone = make([]atomic.Bool, len(l.nodes))
-	lateNodes, lateDone, chosenStr := res.lateNodes, res.lateDone, strconv.FormatInt(chosen, 10)
+	h := &redlockHold{asked: asked, settled: settled, lateNodes: late, lateDone: make([]atomic.Bool, len(l.nodes))}
+	lateNodes, lateDone, chosenStr := h.lateNodes, h.lateDone, strconv.FormatInt(chosen, 10)
 	l.goBg(func() {
 		defer close(settled)
 		for _, i := range lateNodes {
@@ -314,12 +323,13 @@ func (l *Locker) settleLate(replies []nodeReply, keys []string, owner string, ch
 			err := <-r.pending
 			if v := *r.late; err == nil && len(v) == 3 && v[0] != 0 && v[1] != chosen {
 				ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-				_ = raiseScript.Run(ctx, l.nodes[i], keys, owner, chosenStr).Err()
+				_ = redisproto.RaiseScript.Run(ctx, l.nodes[i], keys, owner, chosenStr).Err()
 				cancel()
 			}
 			lateDone[i].Store(true)
 		}
 	})
+	return h
 }
 
 // redlockGiveBack releases a failed attempt's partial acquisitions: exactly
@@ -328,11 +338,11 @@ func (l *Locker) settleLate(replies []nodeReply, keys []string, owner string, ch
 // attempt's own (an explicit WithOwner id may hold the lock elsewhere; its
 // lease runs out instead).
 func (l *Locker) redlockGiveBack(lockKey, owner string, explicitOwner bool, voters []int, tokens []int64, replies []nodeReply) {
-	keys := []string{lockKey, channelOf(lockKey)}
+	keys := []string{lockKey, redisproto.ChannelOf(lockKey)}
 	for _, i := range voters {
 		c, tok := l.nodes[i], strconv.FormatInt(tokens[i], 10)
 		l.afterward(nil, func(ctx context.Context) {
-			_ = releaseScript.Run(ctx, c, keys[:1], l.releaseArgs(owner, tok, 0)...).Err()
+			_ = redisproto.ReleaseScript.Run(ctx, c, keys[:1], l.releaseArgs(owner, tok, 0)...).Err()
 		})
 	}
 	if explicitOwner {
@@ -344,7 +354,7 @@ func (l *Locker) redlockGiveBack(lockKey, owner string, explicitOwner bool, vote
 		}
 		c := l.nodes[i]
 		l.afterward(r.pending, func(ctx context.Context) {
-			_ = abandonScript.Run(ctx, c, keys, owner, l.keyTTL(0), l.publish).Err()
+			_ = redisproto.AbandonScript.Run(ctx, c, keys, owner, l.keyTTL(0), l.publish).Err()
 		})
 	}
 }

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // redlockRelease takes one count on every node. It returns the largest count
@@ -54,8 +57,8 @@ func (l *Locker) redlockExtend(ctx context.Context, locks []*Lock, ttls []time.D
 	timeout := l.nodeTimeout(slices.Min(ttls))
 	calls := l.extendCalls(locks, ttls)
 	replies := l.fanout(ctx, timeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		cmds, err := runScripts(ctx, c, extendScript, calls, nil) // each command's own reply says how it went
-		return replyInts(cmds), err
+		cmds, err := redisproto.RunScripts(ctx, c, redisproto.ExtendScript, calls, nil) // each command's own reply says how it went
+		return redisproto.ReplyInts(cmds), err
 	})
 	results = make([]renewOutcome, len(locks))
 	for j := range locks {
@@ -107,7 +110,7 @@ const (
 func (l *Locker) redlockTTL(ctx context.Context, lk *Lock) (time.Duration, error) {
 	keys := []string{lk.lockKey}
 	replies := l.fanout(ctx, l.nodeTimeout(lk.leaseTTL()), allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		n, err := ttlScript.Run(ctx, c, keys, lk.owner, lk.tokenStr).Int64()
+		n, err := redisproto.TTLScript.Run(ctx, c, keys, lk.owner, lk.tokenStr).Int64()
 		return []int64{n}, err
 	})
 	var left []int64
@@ -136,7 +139,7 @@ func (l *Locker) redlockTTL(ctx context.Context, lk *Lock) (time.Duration, error
 func (l *Locker) redlockReleaseAll(ctx context.Context, timeout time.Duration, locks []*Lock) error {
 	calls := l.releaseCalls(locks)
 	replies := l.fanout(ctx, timeout, allNodes(len(l.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
-		_, err := runScripts(ctx, c, releaseScript, calls, nil)
+		_, err := redisproto.RunScripts(ctx, c, redisproto.ReleaseScript, calls, nil)
 		return nil, err
 	})
 	var errs []error
@@ -156,15 +159,19 @@ func (l *Locker) redlockReleaseAll(ctx context.Context, timeout time.Duration, l
 // (releaseLate): a release sent now could reach such a node before the
 // acquisition and find nothing, leaving it held until the lease ran out.
 func (lk *Lock) unsettled() (now, later []int) {
-	asked := lk.asked
+	h := holdOf(lk)
+	if h == nil {
+		return allNodes(len(lk.l.nodes)), nil
+	}
+	asked := h.asked
 	if asked == nil {
 		asked = allNodes(len(lk.l.nodes))
 	}
-	if lk.isSettled() {
+	if h.isSettled() {
 		return asked, nil
 	}
 	for _, i := range asked {
-		if slices.Contains(lk.lateNodes, i) && !lk.lateDone[i].Load() {
+		if slices.Contains(h.lateNodes, i) && !h.lateDone[i].Load() {
 			later = append(later, i)
 		} else {
 			now = append(now, i)
@@ -182,7 +189,7 @@ func (l *Locker) releaseLate(lk *Lock, nodes []int) {
 		t := time.NewTimer(cleanupTimeout)
 		defer t.Stop()
 		select {
-		case <-lk.settled:
+		case <-holdOf(lk).settled: // later nodes: a hold with late ones
 		case <-t.C:
 			return
 		}
@@ -196,4 +203,46 @@ func (l *Locker) releaseLate(lk *Lock, nodes []int) {
 			return []int64{n}, err
 		})
 	})
+}
+
+// redlockHold is Redlock's own state of one held lock, handed back with its
+// grant (Lock.handle): nil when every node was asked and none answered late.
+type redlockHold struct {
+	asked        []int           // the nodes asked (nil: all; see noderest.go), the only ones it can hold
+	settled      <-chan struct{} // nodes that granted late carry the token too (nil: none late)
+	lateNodes    []int           // those nodes
+	lateDone     []atomic.Bool   // by node: that late node carries it
+	releaseNodes []int           // Unlock's own release went to these (the others: releaseLate)
+}
+
+// holdOf is lk's redlockHold, nil for none.
+func holdOf(lk *Lock) *redlockHold {
+	h, _ := lk.handle.(*redlockHold)
+	return h
+}
+
+func (h *redlockHold) isSettled() bool {
+	if h.settled == nil {
+		return true
+	}
+	select {
+	case <-h.settled:
+		return true
+	default:
+		return false
+	}
+}
+
+// awaitSettled waits, until timeout fires, for the Redlock nodes that
+// granted lk after the quorum was reached to carry its token as well, so
+// that a release frees them too instead of leaving them to the lease.
+func awaitSettled(lk *Lock, timeout <-chan time.Time) {
+	h := holdOf(lk)
+	if h == nil || h.settled == nil {
+		return
+	}
+	select {
+	case <-h.settled:
+	case <-timeout:
+	}
 }

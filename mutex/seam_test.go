@@ -31,6 +31,7 @@ type memory struct {
 	grant     *backend.Grant
 	onAcquire func()                                           // called in every Acquire, when set
 	extend    func([]backend.Lease) ([]backend.Renewal, error) // replaces Extend, when set
+	audit     map[string][]backend.ForceRecord                 // forced releases by key, latest first (inspecting)
 }
 
 type memLock struct {
@@ -38,6 +39,7 @@ type memLock struct {
 	token int64
 	count int64
 	until time.Time
+	since time.Time // when token was issued
 }
 
 func newMemory() *memory {
@@ -89,7 +91,8 @@ func (m *memory) Acquire(_ context.Context, a backend.Attempt) (backend.Grant, e
 		return backend.Grant{Status: backend.Reentered, Token: k.token}, nil
 	}
 	m.last++
-	m.locks[a.Key] = &memLock{owner: a.Owner, token: m.last, count: 1, until: time.Now().Add(a.TTL)}
+	now := time.Now()
+	m.locks[a.Key] = &memLock{owner: a.Owner, token: m.last, count: 1, until: now.Add(a.TTL), since: now}
 	return backend.Grant{Status: backend.Acquired, Token: m.last}, nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // store is what a Locker needs of the servers that hold its locks: one
@@ -36,8 +38,17 @@ type store interface {
 	// of keys (an array: no allocation on every Lock).
 	releaseKeys(lockKey string) (keys [2]string, n int)
 	// handOff: an Unlock may release and take the lock for the next local
-	// waiter in one round trip (the handoff script).
+	// waiter in one round trip (handOffTo).
 	handOff() bool
+	// handOffTo takes one count of lk and, when that frees it, grants it
+	// to owner for ttl in the same step: the counts left (0: handed off,
+	// with token and the grant's handle), or -1 when lk did not hold it.
+	// pending, when set, reports the end of a call the caller stopped
+	// waiting for.
+	handOffTo(ctx context.Context, lk *Lock, owner string, ttl time.Duration) (left, token int64, handle any, pending <-chan error, err error)
+	// releaseHandedOff releases, in the background, a lock handed over to
+	// owner (token, handle) whose call gave up meanwhile.
+	releaseHandedOff(lockKey, owner string, token int64, handle any)
 	// replicaAck: WithReplicaAck applies (the servers have replicas).
 	replicaAck() bool
 	// extend sets the lease of each lock to its ttl: held, gone (the lock is
@@ -97,10 +108,38 @@ func (b single) abandon(lockKey, owner string) { b.l.cleanupAfter(lockKey, owner
 
 // releaseKeys: the lock, and the queue of Lockers waiting for it.
 func (b single) releaseKeys(lockKey string) ([2]string, int) {
-	return [2]string{lockKey, queueOf(lockKey)}, 2
+	return [2]string{lockKey, redisproto.QueueOf(lockKey)}, 2
 }
 
-func (b single) handOff() bool    { return true }
+func (b single) handOff() bool { return true }
+
+// handOffTo runs the handoff script: one round trip instead of a release,
+// a notification and an acquire.
+func (b single) handOffTo(ctx context.Context, lk *Lock, owner string, ttl time.Duration) (int64, int64, any, <-chan error, error) {
+	l := b.l
+	var vals []int64
+	pending, err := l.call(ctx, func(ctx context.Context) error {
+		v, err := redisproto.HandoffScript.Run(ctx, l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr,
+			owner, ttl.Milliseconds(), l.keyTTL(ttl)).Int64Slice()
+		if err == nil && len(v) != 2 {
+			err = errors.New("mutex: unexpected reply from the handoff script")
+		}
+		vals = v
+		return err
+	})
+	if err != nil {
+		return 0, 0, nil, pending, err // an abandoned call may still write vals
+	}
+	return vals[0], vals[1], nil, nil, nil
+}
+
+func (b single) releaseHandedOff(lockKey, owner string, token int64, _ any) {
+	l := b.l
+	l.afterward(nil, func(ctx context.Context) {
+		keys, n := b.releaseKeys(lockKey)
+		_ = redisproto.ReleaseScript.Run(ctx, l.client, keys[:n], l.releaseArgs(owner, strconv.FormatInt(token, 10), 0)...).Err()
+	})
+}
 func (b single) replicaAck() bool { return true }
 
 func (b single) release(ctx context.Context, lk *Lock) (int64, <-chan error, error) {
@@ -138,7 +177,7 @@ func (b single) extend(ctx context.Context, locks []*Lock, ttls []time.Duration)
 	var cmds []*redis.Cmd
 	var perr error
 	pending, err := b.l.call(ctx, func(ctx context.Context) error {
-		cmds, perr = runScripts(ctx, b.l.client, extendScript, calls, nil)
+		cmds, perr = redisproto.RunScripts(ctx, b.l.client, redisproto.ExtendScript, calls, nil)
 		return nil
 	})
 	results := make([]renewOutcome, len(locks)) // renewUnknown
@@ -147,7 +186,7 @@ func (b single) extend(ctx context.Context, locks []*Lock, ttls []time.Duration)
 		return results, sent, err
 	}
 	b.l.noAnswer(perr)
-	for i, v := range replyInts(cmds) {
+	for i, v := range redisproto.ReplyInts(cmds) {
 		switch v {
 		case 1:
 			results[i] = renewHeld
@@ -162,7 +201,7 @@ func (b single) ttl(ctx context.Context, lk *Lock) (time.Duration, error) {
 	var us int64
 	_, err := b.l.call(ctx, func(ctx context.Context) error {
 		var err error
-		us, err = ttlScript.Run(ctx, b.l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr).Int64()
+		us, err = redisproto.TTLScript.Run(ctx, b.l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr).Int64()
 		return err
 	})
 	b.l.noAnswer(err)
@@ -172,7 +211,7 @@ func (b single) ttl(ctx context.Context, lk *Lock) (time.Duration, error) {
 func (b single) releaseAll(locks []*Lock) error {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	cmds, _ := runScripts(ctx, b.l.client, releaseScript, b.l.releaseCalls(locks), nil)
+	cmds, _ := redisproto.RunScripts(ctx, b.l.client, redisproto.ReleaseScript, b.l.releaseCalls(locks), nil)
 	var errs []error
 	for _, cmd := range cmds {
 		if err := cmd.Err(); err != nil {
@@ -210,14 +249,22 @@ func (b redlock) acquire(ctx context.Context, _, lockKey, owner string, lc *lock
 
 func (b redlock) releaseKeys(lockKey string) ([2]string, int) { return [2]string{lockKey}, 1 }
 func (b redlock) handOff() bool                               { return false }
+
+// handOffTo is never asked of Redlock (handOff is false): a release.
+func (b redlock) handOffTo(ctx context.Context, lk *Lock, _ string, _ time.Duration) (int64, int64, any, <-chan error, error) {
+	n, pending, err := b.release(ctx, lk)
+	return n, 0, nil, pending, err
+}
+
+func (b redlock) releaseHandedOff(string, string, int64, any) {}               // never handed off
 func (b redlock) replicaAck() bool                            { return false } // independent masters
 
 // abandon runs the abandon script on every node.
 func (b redlock) abandon(lockKey, owner string) {
-	keys := []string{lockKey, channelOf(lockKey)}
+	keys := []string{lockKey, redisproto.ChannelOf(lockKey)}
 	for _, c := range b.l.nodes {
 		b.l.afterward(nil, func(ctx context.Context) {
-			_ = abandonScript.Run(ctx, c, keys, owner, b.l.keyTTL(0), b.l.publish).Err()
+			_ = redisproto.AbandonScript.Run(ctx, c, keys, owner, b.l.keyTTL(0), b.l.publish).Err()
 		})
 	}
 }
@@ -225,9 +272,11 @@ func (b redlock) abandon(lockKey, owner string) {
 // release releases the nodes that carry lk's token now, and those still
 // answering its acquisition once they have (releaseLate).
 func (b redlock) release(ctx context.Context, lk *Lock) (int64, <-chan error, error) {
-	var later []int
-	lk.releaseNodes, later = lk.unsettled()
-	n, err := b.l.redlockRelease(ctx, lk, lk.releaseNodes)
+	now, later := lk.unsettled()
+	if h := holdOf(lk); h != nil {
+		h.releaseNodes = now
+	}
+	n, err := b.l.redlockRelease(ctx, lk, now)
 	if len(later) > 0 {
 		b.l.releaseLate(lk, later)
 	}
@@ -238,7 +287,11 @@ func (b redlock) release(ctx context.Context, lk *Lock) (int64, <-chan error, er
 // the late ones are releaseLate's, and a second release there would take a
 // second count.
 func (b redlock) releaseAgain(ctx context.Context, lk *Lock) error {
-	_, err := b.l.redlockRelease(ctx, lk, lk.releaseNodes)
+	nodes := allNodes(len(b.l.nodes))
+	if h := holdOf(lk); h != nil {
+		nodes = h.releaseNodes
+	}
+	_, err := b.l.redlockRelease(ctx, lk, nodes)
 	return err
 }
 
@@ -263,7 +316,7 @@ func (b redlock) releaseAll(locks []*Lock) error {
 	timeout := b.l.nodeTimeout(ttl)
 	settle := time.NewTimer(timeout)
 	for _, lk := range locks {
-		lk.awaitSettled(settle.C)
+		awaitSettled(lk, settle.C)
 	}
 	settle.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

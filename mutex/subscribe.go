@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // subscriber owns the Locker's release subscription: one pub/sub connection
@@ -103,7 +105,7 @@ func (l *Locker) subscribe(ctx context.Context, key, lockKey string) {
 // the Locker's map, and a new queue for the key may have watched meanwhile.
 // Each stop ends its own watch alone.
 func (s *subscriber) watch(key, lockKey string) (ready <-chan struct{}, stop func()) {
-	ch := channelOf(lockKey)
+	ch := redisproto.ChannelOf(lockKey)
 	sub := s.add(ch, key)
 	if sub == nil {
 		return nil, func() {}

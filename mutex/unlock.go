@@ -2,8 +2,6 @@ package mutex
 
 import (
 	"context"
-	"errors"
-	"time"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -68,34 +66,13 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	return nil
 }
 
-func (lk *Lock) isSettled() bool {
-	if lk.settled == nil {
-		return true
-	}
-	select {
-	case <-lk.settled:
-		return true
-	default:
-		return false
-	}
-}
-
 // handOff releases lk and takes the lock for w, the next local waiter, in
 // one round trip. w was reserved and gets exactly one offer, whatever
 // happens here.
 func (lk *Lock) handOff(ctx context.Context, w *waiter, span trace.Span) error {
 	l := lk.l
 	sent := l.now()
-	var vals []int64
-	pending, err := l.call(ctx, func(ctx context.Context) error {
-		v, err := handoffScript.Run(ctx, l.client, []string{lk.lockKey}, lk.owner, lk.tokenStr,
-			w.owner, w.lc.ttl.Milliseconds(), l.keyTTL(w.lc.ttl)).Int64Slice()
-		if err == nil && len(v) != 2 {
-			err = errors.New("mutex: unexpected reply from the handoff script")
-		}
-		vals = v
-		return err
-	})
+	left, token, handle, pending, err := l.be.handOffTo(ctx, lk, w.owner, w.lc.ttl)
 	switch {
 	case err != nil:
 		w.offer <- handoff{}
@@ -106,32 +83,19 @@ func (lk *Lock) handOff(ctx context.Context, w *waiter, span trace.Span) error {
 		}
 		endSpan(span, "error", err)
 		return err
-	case vals[0] < 0:
+	case left < 0:
 		w.offer <- handoff{}
 		lk.lose("unlock found the lock gone")
 		endSpan(span, "not_held", ErrNotHeld)
 		return ErrNotHeld
-	case vals[0] > 0: // still held through a re-entry in Redis
+	case left > 0: // still held through a re-entry in Redis
 		w.offer <- handoff{}
 		lk.finish(ErrReleased, "")
 		endSpan(span, "released", nil)
 		return nil
 	}
 	lk.finish(ErrReleased, "")
-	w.offer <- handoff{ok: true, token: vals[1], sent: sent}
+	w.offer <- handoff{ok: true, token: token, handle: handle, sent: sent}
 	endSpan(span, "handed_off", nil)
 	return nil
-}
-
-// awaitSettled waits, until timeout fires, for the Redlock nodes that
-// granted the lock after the quorum was reached to carry its token as well,
-// so that a release frees them too instead of leaving them to the lease.
-func (lk *Lock) awaitSettled(timeout <-chan time.Time) {
-	if lk.settled == nil {
-		return
-	}
-	select {
-	case <-lk.settled:
-	case <-timeout:
-	}
 }

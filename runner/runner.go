@@ -112,7 +112,7 @@ func New(locker *mutex.Locker, opts ...Option) *Runner {
 	case locker.Client() == nil:
 		// Slot claims live in one Redis; on a Redlock Locker they would
 		// rest on one of its masters, silently.
-		r.err = fmt.Errorf("%w: a Redlock Locker: the runner keeps its slot claims in one Redis deployment; give it a Locker from mutex.New", ErrInvalid)
+		r.err = fmt.Errorf("%w: a Locker with no single Redis deployment (Redlock, or a backend that is no mutex.ClientHolder): the runner keeps its slot claims in one Redis deployment; give it a Locker from mutex.New", ErrInvalid)
 	default:
 		r.client = locker.Client()
 		r.ctxAware = bounded.Aware(r.client)

@@ -83,7 +83,7 @@ func build(locker *mutex.Locker, opts []Option) (config, error) {
 	if locker.Client() == nil {
 		// Shared responses live in one Redis; on a Redlock Locker they
 		// would rest on one of its masters, silently.
-		return cfg, fmt.Errorf("%w: a Redlock Locker: httplock keeps shared responses in one Redis deployment; give it a Locker from mutex.New", ErrInvalid)
+		return cfg, fmt.Errorf("%w: a Locker with no single Redis deployment (Redlock, or a backend that is no mutex.ClientHolder): httplock keeps shared responses in one Redis deployment; give it a Locker from mutex.New", ErrInvalid)
 	}
 	if len(cfg.errs) > 0 {
 		return cfg, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(cfg.errs...))

@@ -69,6 +69,21 @@ type Watcher interface {
 	Watch(key string, wake func()) (stop func())
 }
 
+// HandOffer is optional: a Backend that can release a lock and grant it to
+// the next owner in one step. The Locker hands a lock to its own next
+// waiter for the key this way (FIFO, at most a few times in a row before a
+// plain release lets other Lockers in). Without it, an Unlock releases and
+// wakes that waiter, which then makes its own attempt.
+type HandOffer interface {
+	// HandOff takes one count of from. When that frees the key, it grants
+	// the key in the same step to next.Owner with a new token, left 0 and
+	// g its Grant (Acquired); when counts are left, left > 0 and nothing is
+	// handed off; -1 when from's owner and token do not hold the key. An
+	// error leaves the outcome unknown: the Locker releases from once more
+	// and leaves next's possible grant to run out.
+	HandOff(ctx context.Context, from Lease, next Attempt) (left int64, g Grant, err error)
+}
+
 // Attempt is one try at a key.
 type Attempt struct {
 	Key   string
@@ -96,15 +111,20 @@ type Grant struct {
 	// Remaining is the holder's lease left when Status is Held; zero or
 	// negative when unknown.
 	Remaining time.Duration
+	// Handle is the Backend's own state of the lock granted (a lease id,
+	// a session), given back in every Lease of that lock; the Locker keeps
+	// it and never looks inside. Nil for none.
+	Handle any
 }
 
 // Lease names a held lock: key, owner and token, and the TTL to extend it
 // to (Extend only).
 type Lease struct {
-	Key   string
-	Owner string
-	Token int64
-	TTL   time.Duration
+	Key    string
+	Owner  string
+	Token  int64
+	TTL    time.Duration
+	Handle any // what the lock's Grant carried
 }
 
 // Renewal is what Extend found for one lease.

@@ -57,7 +57,8 @@
 //	405  a method other than GET and HEAD (with Allow: GET, HEAD)
 //	500  the listing was asked of a nil Locker or one whose construction
 //	     failed (Locker.Err)
-//	501  the Locker's backend offers no listing (mutex.NewWithBackend)
+//	501  the Locker's backend offers no listing (a mutex.NewWithBackend
+//	     backend without backend.Inspector)
 //	502  List failed: Redis did not answer or refused, or fewer than a
 //	     quorum of Redlock nodes answered. The page still shows this
 //	     process's locks, and the error in words.

@@ -1,4 +1,9 @@
-package mutex
+// Package redisproto is what redfence's Redis drivers write on the wire:
+// the Lua scripts, the names of the keys and the channel beside a lock key,
+// and how a pipeline of script calls survives NOSCRIPT. A single deployment
+// and Redlock share it, so that both speak the same bytes; a change here is
+// a change of the wire format (mutex's wire_test.go pins it).
+package redisproto
 
 import (
 	"context"
@@ -26,23 +31,29 @@ var (
 	raiseLua string
 	//go:embed lua/handoff.lua
 	handoffLua string
+	//go:embed lua/force.lua
+	forceLua string
+	//go:embed lua/inspect.lua
+	inspectLua string
 
-	acquireScript = redis.NewScript(acquireLua)
-	releaseScript = redis.NewScript(releaseLua)
-	extendScript  = redis.NewScript(extendLua)
-	ttlScript     = redis.NewScript(ttlLua)
-	abandonScript = redis.NewScript(abandonLua)
-	raiseScript   = redis.NewScript(raiseLua)
-	handoffScript = redis.NewScript(handoffLua)
+	AcquireScript = redis.NewScript(acquireLua)
+	ReleaseScript = redis.NewScript(releaseLua)
+	ExtendScript  = redis.NewScript(extendLua)
+	TTLScript     = redis.NewScript(ttlLua)
+	AbandonScript = redis.NewScript(abandonLua)
+	RaiseScript   = redis.NewScript(raiseLua)
+	HandoffScript = redis.NewScript(handoffLua)
+	ForceScript   = redis.NewScript(forceLua)
+	InspectScript = redis.NewScript(inspectLua)
 )
 
-// scriptCall is one call of a script: its keys and arguments.
-type scriptCall struct {
-	keys []string
-	args []any
+// Call is one call of a script: its keys and arguments.
+type Call struct {
+	Keys []string
+	Args []any
 }
 
-// runScripts sends one EVALSHA of s per call in a single pipelined round
+// RunScripts sends one EVALSHA of s per call in a single pipelined round
 // trip on c, followed by what extra adds to the pipeline (WAIT). When a
 // server lacks the script (NOSCRIPT: it restarted, or SCRIPT FLUSH ran), it
 // loads it and sends once more the calls that met NOSCRIPT, and extra,
@@ -51,16 +62,16 @@ type scriptCall struct {
 // own reply; the error is the last pipeline's. This is the one place that
 // handles NOSCRIPT for pipelines; single calls use Script.Run, which does
 // the same for one command.
-func runScripts(ctx context.Context, c redis.UniversalClient, s *redis.Script, calls []scriptCall, extra func(redis.Pipeliner)) ([]*redis.Cmd, error) {
+func RunScripts(ctx context.Context, c redis.UniversalClient, s *redis.Script, calls []Call, extra func(redis.Pipeliner)) ([]*redis.Cmd, error) {
 	return runPipelined(ctx, c, s, false, calls, extra)
 }
 
-// runScriptsRO is runScripts for a script that only reads, sent as
+// RunScriptsRO is RunScripts for a script that only reads, sent as
 // EVALSHA_RO: a server in CLIENT PAUSE WRITE runs it (it holds every
 // EVALSHA). A server without the command (older than Redis 7, or renamed)
 // gets EVALSHA, as does a client that routes reads to replicas.
-func runScriptsRO(ctx context.Context, c redis.UniversalClient, s *redis.Script, calls []scriptCall) ([]*redis.Cmd, error) {
-	if readsReplicas(c) {
+func RunScriptsRO(ctx context.Context, c redis.UniversalClient, s *redis.Script, calls []Call) ([]*redis.Cmd, error) {
+	if ReadsReplicas(c) {
 		return runPipelined(ctx, c, s, false, calls, nil)
 	}
 	cmds, err := runPipelined(ctx, c, s, true, calls, nil)
@@ -70,11 +81,11 @@ func runScriptsRO(ctx context.Context, c redis.UniversalClient, s *redis.Script,
 	return cmds, err
 }
 
-// readsReplicas reports whether c sends read-only commands to replicas (a
+// ReadsReplicas reports whether c sends read-only commands to replicas (a
 // Cluster client with ReadOnly or a route option): there a lock a replica
 // has not synced yet would read as free, so inspection sends EVALSHA, which
 // goes to the key's master.
-func readsReplicas(c redis.UniversalClient) bool {
+func ReadsReplicas(c redis.UniversalClient) bool {
 	cc, ok := c.(*redis.ClusterClient)
 	if !ok {
 		return false
@@ -83,7 +94,7 @@ func readsReplicas(c redis.UniversalClient) bool {
 	return o.ReadOnly || o.RouteByLatency || o.RouteRandomly
 }
 
-func runPipelined(ctx context.Context, c redis.UniversalClient, s *redis.Script, ro bool, calls []scriptCall, extra func(redis.Pipeliner)) ([]*redis.Cmd, error) {
+func runPipelined(ctx context.Context, c redis.UniversalClient, s *redis.Script, ro bool, calls []Call, extra func(redis.Pipeliner)) ([]*redis.Cmd, error) {
 	evalSha := s.EvalSha
 	if ro {
 		evalSha = s.EvalShaRO
@@ -92,7 +103,7 @@ func runPipelined(ctx context.Context, c redis.UniversalClient, s *redis.Script,
 	send := func(which []int) error {
 		pipe := c.Pipeline()
 		for _, i := range which {
-			cmds[i] = evalSha(ctx, pipe, calls[i].keys, calls[i].args...)
+			cmds[i] = evalSha(ctx, pipe, calls[i].Keys, calls[i].Args...)
 		}
 		if extra != nil {
 			extra(pipe)
@@ -120,9 +131,9 @@ func runPipelined(ctx context.Context, c redis.UniversalClient, s *redis.Script,
 	return cmds, send(again)
 }
 
-// replyInts reads each command's integer reply, -1 for one that failed
+// ReplyInts reads each command's integer reply, -1 for one that failed
 // (its outcome is unknown).
-func replyInts(cmds []*redis.Cmd) []int64 {
+func ReplyInts(cmds []*redis.Cmd) []int64 {
 	vals := make([]int64, len(cmds))
 	for i, c := range cmds {
 		v, err := c.Int64()

@@ -1,0 +1,95 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrBadCursor is what Inspector.List returns for a cursor it did not hand
+// out (or no longer can continue); the Locker reports it as bad input.
+var ErrBadCursor = errors.New("backend: cursor is not one List returned")
+
+// Inspector is optional: a Backend that shows its locks to operators and
+// can end a holder's lease behind its back. The Locker's Inspect, List,
+// ForceRelease (and so the redfence command and the debug page) use it;
+// without it they return an error matching errors.ErrUnsupported. Keys
+// arrive and return with the Locker's prefix on them; matching keys against
+// a pattern is the Locker's.
+type Inspector interface {
+	// Inspect returns key's state. It changes nothing.
+	Inspect(ctx context.Context, key string) (KeyState, error)
+	// List returns up to limit keys whose names begin with prefix, from
+	// cursor on ("" starts), and the cursor that continues the listing (""
+	// once every key was returned). A key present for the whole listing is
+	// returned at least once; keys that come and go meanwhile may or may
+	// not be. A cursor it cannot continue gets an error matching
+	// ErrBadCursor.
+	List(ctx context.Context, prefix, cursor string, limit int) (keys []KeyState, next string, err error)
+	// ForceRelease frees key when it is held under f.Token (0: whoever
+	// holds it), whatever its count. On success every later token of key
+	// exceeds Forced.Floor (at least the holder's token + 1), the holder's
+	// Release and Extend find it gone, watchers are woken, and a
+	// ForceRecord stays for Inspect. When Released is false nothing
+	// changed.
+	ForceRelease(ctx context.Context, key string, f Force) (Forced, error)
+}
+
+// KeyState is a key as its backend holds it, at Now (the backend's clock).
+type KeyState struct {
+	Key string
+	// Owner holds the key, or (Count 0) the key is kept for it; "" when
+	// free.
+	Owner string
+	// Token is the holder's, or for a free key the last issued (0: none
+	// remembered).
+	Token int64
+	Count int // the holder's count; 0: reserved for Owner
+	// AcquiredAt is when Token was issued, RenewedAt when the lease began,
+	// Lease what is left of it (the key is free when not positive); zero
+	// when unknown.
+	AcquiredAt time.Time
+	RenewedAt  time.Time
+	Lease      time.Duration
+	Waited     bool     // a waiting call found it held since it was acquired
+	Waiters    []Waiter // queued owners, longest waiting first
+	Forced     []ForceRecord
+	Now        time.Time
+}
+
+// Waiter is an owner queued for a key in the backend.
+type Waiter struct {
+	ID    string
+	Since time.Time
+}
+
+// Force names the holder a forced release ends, and who asks why.
+type Force struct {
+	Token  int64 // 0: whoever holds the key
+	By     string
+	Reason string
+}
+
+// ForceRecord is an audit entry of a forced release, latest first in
+// KeyState.Forced.
+type ForceRecord struct {
+	ID     string
+	At     time.Time
+	By     string
+	Reason string
+	Token  int64 // the holder's, which lost the key
+	Floor  int64 // later tokens exceed it
+	Owner  string
+	Count  int
+}
+
+// Forced is what a forced release found. When Released is false, Token is
+// the token the key is held under (0: nobody holds it) and the rest is
+// zero.
+type Forced struct {
+	Released bool
+	Token    int64
+	Floor    int64
+	Owner    string
+	Count    int
+}
