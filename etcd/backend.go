@@ -40,6 +40,7 @@ type Backend struct {
 	leases  map[leaseOf]lease // this Backend's view of its holders' leases
 	closed  bool
 	running int // watches; for the tests
+	streams int // watches whose stream etcd created; for the tests
 	watches sync.WaitGroup
 }
 

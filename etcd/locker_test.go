@@ -14,6 +14,7 @@ import (
 	etcdlock "github.com/redfence/redfence/etcd"
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend"
 )
 
 // Two Lockers, each over its own client, exclude each other, and every
@@ -46,13 +47,32 @@ func TestMutualExclusion(t *testing.T) {
 	wg.Wait()
 }
 
+// counting is a Backend that counts the Held answers it gave.
+type counting struct {
+	*etcdlock.Backend
+	held atomic.Int32
+}
+
+func (c *counting) Acquire(ctx context.Context, a backend.Attempt) (backend.Grant, error) {
+	g, err := c.Backend.Acquire(ctx, a)
+	if err == nil && g.Status == backend.Held {
+		c.held.Add(1)
+	}
+	return g, err
+}
+
 // A waiter of another Locker is woken by the watch when the holder
 // releases: its poll, bounded by the holder's hour-long lease, would not
-// come within the test's minute.
+// come within the test's minute. The release comes after the waiter's
+// attempt that followed its watch (its second) found the key held, and
+// after etcd created the watch's stream.
 func TestWatchWakesOtherLocker(t *testing.T) {
 	s := server(t)
 	a, _, _ := locker(t, s)
-	b, bb, _ := locker(t, s)
+	bb, _ := driver(t, s)
+	cb := &counting{Backend: bb}
+	b := mutex.NewWithBackend(cb, mutex.WithPrefix("t/"))
+	t.Cleanup(func() { assert.NoError(t, b.Close()) })
 	ctx := testCtx(t)
 	lk, err := a.Lock(ctx, "w", mutex.WithTTL(time.Hour))
 	require.NoError(t, err)
@@ -62,12 +82,13 @@ func TestWatchWakesOtherLocker(t *testing.T) {
 		assert.NoError(t, err)
 		got <- w
 	}()
-	require.Eventually(t, func() bool { return etcdlock.Watching(bb) == 1 }, 10*time.Second, time.Millisecond,
-		"the waiter asked the backend to watch the key")
+	require.Eventually(t, func() bool { return cb.held.Load() == 2 && etcdlock.Streams(bb) == 1 },
+		10*time.Second, time.Millisecond, "the waiter parked, watching the key")
 	require.NoError(t, lk.Unlock(ctx))
 	w := <-got
 	require.NotNil(t, w)
 	assert.Greater(t, w.Token(), lk.Token())
+	assert.Equal(t, int32(2), cb.held.Load(), "woken once, by the release")
 	require.Eventually(t, func() bool { return etcdlock.Watching(bb) == 0 }, 10*time.Second, time.Millisecond,
 		"nobody waits: the watch stopped")
 	require.NoError(t, w.Unlock(ctx))

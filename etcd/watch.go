@@ -98,14 +98,15 @@ func (b *Backend) watchFrom(ctx context.Context, key string, rev int64, wake fun
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	progressed := false
-	for resp := range b.c.Watch(wctx, key, clientv3.WithRev(rev), clientv3.WithFilterPut()) {
+	defer b.streaming(&progressed, false)
+	for resp := range b.c.Watch(wctx, key, clientv3.WithRev(rev), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()) {
 		if resp.CompactRevision != 0 {
 			return 0, true
 		}
 		if resp.Err() != nil {
 			return rev, progressed
 		}
-		progressed = true
+		b.streaming(&progressed, true)
 		for _, ev := range resp.Events {
 			if ev.Type == clientv3.EventTypeDelete {
 				wake()
@@ -114,4 +115,19 @@ func (b *Backend) watchFrom(ctx context.Context, key string, rev int64, wake fun
 		}
 	}
 	return rev, progressed
+}
+
+// streaming marks a watch's stream as created (on) or ended, for the tests.
+func (b *Backend) streaming(progressed *bool, on bool) {
+	if *progressed == on {
+		return
+	}
+	*progressed = on
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if on {
+		b.streams++
+	} else {
+		b.streams--
+	}
 }

@@ -123,7 +123,6 @@ func freeURL() *url.URL {
 	return u
 }
 
-
 // LeakOptions are goleak's exceptions for what embedded etcd leaves running
 // after Close, process-wide and by design (none is started by etcdlock):
 // see each line.
