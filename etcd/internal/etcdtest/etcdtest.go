@@ -13,7 +13,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 )
 
@@ -121,11 +120,4 @@ func freeURL() *url.URL {
 	_ = ln.Close()
 	u, _ := url.Parse("http://" + addr)
 	return u
-}
-
-// LeakOptions are goleak's exceptions for what embedded etcd leaves running
-// after Close, process-wide and by design (none is started by etcdlock):
-// see each line.
-func LeakOptions() []goleak.Option {
-	return []goleak.Option{}
 }
