@@ -18,10 +18,12 @@ deps:
 vet:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd etcd && $(GO) vet ./...
 
 # Lint, run by .ci/run before the tests: gofmt, go vet, staticcheck at a
-# pinned version, go.mod/go.sum tidy (both modules), and one instrumentation
-# scope version across the packages' telemetry.go files.
+# pinned version, go.mod/go.sum tidy (every module: the root, bench, etcd),
+# and one instrumentation scope version across the packages' telemetry.go
+# files.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 .PHONY: lint fmt-check staticcheck tidy-check version-check
 lint: fmt-check vet staticcheck tidy-check version-check
@@ -33,10 +35,12 @@ fmt-check:
 staticcheck:
 	$(GO) run $(STATICCHECK) ./...
 	cd bench && $(GO) run $(STATICCHECK) ./...
+	cd etcd && $(GO) run $(STATICCHECK) ./...
 
 tidy-check:
 	$(GO) mod tidy -diff
 	cd bench && $(GO) mod tidy -diff
+	cd etcd && $(GO) mod tidy -diff
 
 version-check:
 	@versions=$$(grep -rhE --include=telemetry.go '^\s*version\s*=\s*"' . | sed -E 's/.*"(.*)".*/\1/' | sort -u); \
@@ -44,8 +48,11 @@ version-check:
 		echo "instrumentation scope versions differ across telemetry.go files (or none found):"; \
 		grep -rnE --include=telemetry.go '^\s*version\s*=\s*"' .; exit 1; fi
 
+# etcd/ is a module of its own (grpc, raft, bbolt stay out of a Redis user's
+# build); its tests start embedded etcd members, nothing to install.
 unit:
 	@$(GO) test $(GOTEST_FLAGS) ./...
+	@cd etcd && $(GO) test $(GOTEST_FLAGS) ./...
 
 # Side-by-side benchmarks (bench/ is its own module, so peers never enter
 # redfence's go.mod): BENCH_ROUNDS interleaved rounds of every benchmark, then

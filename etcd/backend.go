@@ -1,0 +1,190 @@
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/redfence/redfence/mutex/backend"
+)
+
+// Client is what a Backend needs of etcd: a *clientv3.Client has it all.
+type Client interface {
+	clientv3.KV
+	clientv3.Lease
+	clientv3.Watcher
+}
+
+// Backend holds redfence locks in etcd: one key per lock, with a lease of
+// its own, the key's create revision (+ WithTokenBase) as the fencing
+// token. It implements backend.Backend, backend.Watcher and
+// backend.Inspector; give it to mutex.NewWithBackend. It is safe for
+// concurrent use, by several Lockers too.
+//
+// The client is the caller's: the Backend never closes it. Close stops the
+// Backend's watches.
+type Backend struct {
+	c    Client
+	cfg  config
+	err  error // bad configuration: every call returns it
+	ctx  context.Context
+	stop context.CancelFunc
+
+	// Lock order: mu alone.
+	mu      sync.Mutex
+	leases  map[leaseOf]lease // this Backend's view of its holders' leases
+	closed  bool
+	running int // watches; for the tests
+	streams int // watches whose stream etcd created; for the tests
+	watches sync.WaitGroup
+}
+
+// leaseOf names a holding: key and create revision.
+type leaseOf struct {
+	key string
+	rev int64
+}
+
+// lease is an etcd lease and the TTL the server granted it.
+type lease struct {
+	id  clientv3.LeaseID
+	ttl int64 // seconds
+}
+
+var (
+	_ backend.Backend   = (*Backend)(nil)
+	_ backend.Watcher   = (*Backend)(nil)
+	_ backend.Inspector = (*Backend)(nil)
+)
+
+// New returns a Backend over c. A nil c or a bad option makes every call
+// return an error wrapping ErrInvalid, without a request.
+func New(c Client, opts ...Option) *Backend {
+	b := &Backend{c: c, leases: map[leaseOf]lease{}}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&b.cfg)
+		}
+	}
+	switch {
+	case c == nil || isNil(c):
+		b.err = fmt.Errorf("%w: nil client", ErrInvalid)
+	case b.cfg.base < 0:
+		b.err = fmt.Errorf("%w: token base %d is negative", ErrInvalid, b.cfg.base)
+	}
+	b.ctx, b.stop = context.WithCancel(context.Background())
+	return b
+}
+
+func isNil(c Client) bool {
+	v := reflect.ValueOf(c)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// Close stops every watch of the Backend and waits for them; later calls
+// return ErrClosed. It does not close the client, nor release locks.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.stop()
+	b.watches.Wait()
+	return nil
+}
+
+// usable says why no call may go to etcd, or nil.
+func (b *Backend) usable() error {
+	if b.err != nil {
+		return b.err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// check validates a call's input before anything is sent.
+func (b *Backend) check(key, owner string, needOwner bool) error {
+	if err := b.usable(); err != nil {
+		return err
+	}
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: empty key", ErrInvalid)
+	case strings.IndexByte(key, 0) >= 0:
+		return fmt.Errorf("%w: key %q has a NUL byte", ErrInvalid, key)
+	case needOwner && owner == "":
+		return fmt.Errorf("%w: empty owner", ErrInvalid)
+	case strings.IndexByte(owner, 0) >= 0:
+		return fmt.Errorf("%w: owner %q has a NUL byte", ErrInvalid, owner)
+	}
+	return nil
+}
+
+// checkLease validates a Lease and returns the create revision its token
+// stands for.
+func (b *Backend) checkLease(l backend.Lease, needTTL bool) (int64, error) {
+	if err := b.check(l.Key, l.Owner, true); err != nil {
+		return 0, err
+	}
+	rev := l.Token - b.cfg.base
+	if rev <= 0 {
+		return 0, fmt.Errorf("%w: token %d is not above the token base %d", ErrInvalid, l.Token, b.cfg.base)
+	}
+	if needTTL && l.TTL <= 0 {
+		return 0, fmt.Errorf("%w: TTL %v is not positive", ErrInvalid, l.TTL)
+	}
+	return rev, nil
+}
+
+func (b *Backend) token(createRev int64) int64 { return createRev + b.cfg.base }
+
+func (b *Backend) remember(key string, rev int64, l lease) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.leases[leaseOf{key, rev}] = l
+}
+
+func (b *Backend) forget(key string, rev int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.leases, leaseOf{key, rev})
+}
+
+func (b *Backend) known(key string, rev int64) (lease, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l, ok := b.leases[leaseOf{key, rev}]
+	return l, ok
+}
+
+// revoke ends a lease this Backend granted and no longer needs; a failure
+// only leaves it to expire.
+func (b *Backend) revoke(ctx context.Context, id clientv3.LeaseID) {
+	if id == clientv3.NoLease {
+		return
+	}
+	_, _ = b.c.Revoke(ctx, id)
+}
+
+// leaseLeft is the lease's remaining time, 0 when unknown or gone.
+func (b *Backend) leaseLeft(ctx context.Context, id clientv3.LeaseID) (left time.Duration, granted int64, err error) {
+	if id == clientv3.NoLease {
+		return 0, 0, nil
+	}
+	r, err := b.c.TimeToLive(ctx, id)
+	if err != nil {
+		return 0, 0, err
+	}
+	if r.TTL <= 0 {
+		return 0, r.GrantedTTL, nil
+	}
+	return time.Duration(r.TTL) * time.Second, r.GrantedTTL, nil
+}

@@ -1,0 +1,50 @@
+// Package etcdlock holds redfence locks in etcd: give its Backend to
+// mutex.NewWithBackend and the Locker (renewal with a loss signal,
+// reentrancy, waiting in arrival order, fencing tokens, the adapters that
+// need no Redis client, Inspect/List/ForceRelease) runs on consensus instead
+// of Redis.
+//
+//	cli, _ := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:2379"}})
+//	locker := mutex.NewWithBackend(etcdlock.New(cli))
+//
+// It uses etcd's KV, lease and watch APIs directly (not
+// clientv3/concurrency):
+//
+//   - One lease per held lock, granted before the acquiring transaction so
+//     that it runs from no earlier than the call; its TTL is the Locker's
+//     rounded up to whole seconds, and never below the server's minimum.
+//   - Acquire is one transaction: a free key is put with the lease (the
+//     owner in its value); a key the owner holds is re-entered; otherwise
+//     the holder's remaining lease is reported for the Locker's poll.
+//   - The fencing token is the key's create revision, plus WithTokenBase:
+//     revisions only grow, across leader changes and restarts.
+//   - Release, Extend and TTL compare the owner and the create revision in
+//     the transaction, never the key alone, so a retried release never
+//     frees a newer holder's key (etcd issue 22082).
+//   - Waiters are woken by a watch of the key's deletes, resumed from the
+//     last revision it reported; after a compaction it reads the key afresh
+//     instead of losing the waiter (etcd issue 9715).
+//   - A forced release records who, when and why beside the key, where
+//     Inspect shows it; later tokens exceed the floor with no counter kept.
+//
+// What it assumes: a majority of the members up (without one no lock is
+// granted, renewed or released, and holders lose their locks when their
+// leases run out on the Locker's side); and, as with every lease, a holder
+// paused past its lease is stopped by the fence in the resource (package
+// fenced), not by etcd.
+//
+// # Errors
+//
+//	situation                                   error
+//	nil client, negative WithTokenBase          ErrInvalid, from every call
+//	empty key or owner, a NUL in either,        ErrInvalid; nothing sent
+//	  TTL not positive, token not above the
+//	  base, List limit not positive
+//	a List cursor not under the prefix          backend.ErrBadCursor
+//	the Backend was closed                      ErrClosed; nothing sent
+//	etcd did not answer (the outcome unknown)   the client's error, wrapped
+//
+// Through a mutex.Locker these reach the caller as the Locker documents
+// (bad input as mutex.ErrInvalid before it gets here, etcd's errors as
+// mutex.ErrUnavailable).
+package etcdlock

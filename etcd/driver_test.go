@@ -1,0 +1,101 @@
+package etcdlock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	etcdlock "github.com/redfence/redfence/etcd"
+	"github.com/redfence/redfence/etcd/internal/etcdtest"
+	"github.com/redfence/redfence/mutex/backend"
+)
+
+func attempt(key, owner string) backend.Attempt {
+	return backend.Attempt{Key: key, Owner: owner, TTL: time.Minute}
+}
+
+// minLease is the server's shortest lease.
+func minLease(t *testing.T, s *etcdtest.Server) time.Duration {
+	t.Helper()
+	cli := s.Client(t)
+	g, err := cli.Grant(testCtx(t), 1)
+	require.NoError(t, err)
+	_, err = cli.Revoke(testCtx(t), g.ID)
+	require.NoError(t, err)
+	return time.Duration(g.TTL) * time.Second
+}
+
+// A retried release never frees a newer holder (etcd issue 22082): the
+// owner's key, deleted behind its back, is taken again by the same owner id
+// under a new create revision; the first holding's Release, retried, finds
+// it not held and leaves it, as does its Extend.
+func TestRetriedReleaseNeverFreesNewerHolder(t *testing.T) {
+	s := server(t)
+	b, cli := driver(t, s)
+	ctx := testCtx(t)
+	old, err := b.Acquire(ctx, attempt("k", "same"))
+	require.NoError(t, err)
+	require.Equal(t, backend.Acquired, old.Status)
+	_, err = cli.Delete(ctx, "k") // the lease ran out, say
+	require.NoError(t, err)
+	newer, err := b.Acquire(ctx, attempt("k", "same"))
+	require.NoError(t, err)
+	require.Equal(t, backend.Acquired, newer.Status)
+	require.Greater(t, newer.Token, old.Token)
+
+	stale := backend.Lease{Key: "k", Owner: "same", Token: old.Token, TTL: time.Minute}
+	left, err := b.Release(ctx, stale)
+	require.NoError(t, err)
+	assert.Equal(t, int64(-1), left, "the old holding is gone")
+	got, err := b.Extend(ctx, []backend.Lease{stale})
+	require.NoError(t, err)
+	assert.Equal(t, []backend.Renewal{backend.Gone}, got)
+	ttl, err := b.TTL(ctx, stale)
+	require.NoError(t, err)
+	assert.Negative(t, ttl)
+
+	r, err := cli.Get(ctx, "k")
+	require.NoError(t, err)
+	require.Len(t, r.Kvs, 1, "the newer holder's key stays")
+	assert.Equal(t, newer.Token, r.Kvs[0].CreateRevision)
+	left, err = b.Release(ctx, backend.Lease{Key: "k", Owner: "same", Token: newer.Token})
+	require.NoError(t, err)
+	assert.Zero(t, left)
+}
+
+// Held reports the holder's remaining lease, for the poll; the attempt's
+// own lease is revoked, not left to expire.
+func TestHeldReportsRemainingLease(t *testing.T) {
+	s := server(t)
+	b, cli := driver(t, s)
+	ctx := testCtx(t)
+	_, err := b.Acquire(ctx, backend.Attempt{Key: "h", Owner: "a", TTL: 30 * time.Second})
+	require.NoError(t, err)
+	g, err := b.Acquire(ctx, backend.Attempt{Key: "h", Owner: "b", TTL: time.Second})
+	require.NoError(t, err)
+	assert.Equal(t, backend.Held, g.Status)
+	assert.Greater(t, g.Remaining, 20*time.Second)
+	assert.LessOrEqual(t, g.Remaining, 30*time.Second)
+	leases, err := cli.Leases(ctx)
+	require.NoError(t, err)
+	assert.Len(t, leases.Leases, 1, "only the holder's lease is left")
+}
+
+// The token base is added to every token and taken off again; a token not
+// above it is bad input.
+func TestTokenBase(t *testing.T) {
+	s := server(t)
+	const base = 1_800_000_000_000_000
+	b, _ := driver(t, s, etcdlock.WithTokenBase(base))
+	ctx := testCtx(t)
+	g, err := b.Acquire(ctx, attempt("b", "o"))
+	require.NoError(t, err)
+	assert.Greater(t, g.Token, int64(base))
+	left, err := b.Release(ctx, backend.Lease{Key: "b", Owner: "o", Token: g.Token})
+	require.NoError(t, err)
+	assert.Zero(t, left)
+	_, err = b.Release(ctx, backend.Lease{Key: "b", Owner: "o", Token: 7})
+	assert.ErrorIs(t, err, etcdlock.ErrInvalid)
+}

@@ -1,0 +1,101 @@
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/redfence/redfence/mutex/backend"
+)
+
+// Release takes one count of l: the counts left, 0 when the key was deleted
+// (its lease revoked, its watchers see the delete), or -1 when l's owner and
+// token (create revision) do not hold the key, in which case nothing
+// changed. Owner and create revision are compared in the transaction that
+// changes the key, so a retried release never frees a newer holder's key
+// (etcd issue 22082). On error the outcome is unknown.
+func (b *Backend) Release(ctx context.Context, l backend.Lease) (int64, error) {
+	rev, err := b.checkLease(l, false)
+	if err != nil {
+		return 0, err
+	}
+	for range reentryTries {
+		// The last count: delete. Otherwise read what is there.
+		r, err := b.c.Txn(ctx).
+			If(append(lastCount(l.Key, l.Owner), clientv3.Compare(clientv3.CreateRevision(l.Key), "=", rev))...).
+			Then(clientv3.OpDelete(l.Key, clientv3.WithPrevKV())).
+			Else(clientv3.OpGet(l.Key)).
+			Commit()
+		if err != nil {
+			return 0, fmt.Errorf("etcdlock: release %q: %w", l.Key, err)
+		}
+		if r.Succeeded {
+			b.forget(l.Key, rev)
+			if prev := r.Responses[0].GetResponseDeleteRange().PrevKvs; len(prev) == 1 {
+				b.revoke(ctx, clientv3.LeaseID(prev[0].Lease))
+			}
+			return 0, nil
+		}
+		kv := first(r.Responses[0].GetResponseRange().Kvs)
+		h, ok := b.holds(kv, l.Owner, rev)
+		if !ok {
+			return -1, nil
+		}
+		h.count--
+		r, err = b.c.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(l.Key), "=", kv.ModRevision)).
+			Then(clientv3.OpPut(l.Key, encode(h), clientv3.WithIgnoreLease())).
+			Commit()
+		if err != nil {
+			return 0, fmt.Errorf("etcdlock: release %q: %w", l.Key, err)
+		}
+		if r.Succeeded {
+			return h.count, nil
+		}
+	}
+	return 0, fmt.Errorf("etcdlock: release %q: the owner's count changed under %d tries", l.Key, reentryTries)
+}
+
+// holds decodes kv when owner holds it under create revision rev.
+func (b *Backend) holds(kv *mvccpb.KeyValue, owner string, rev int64) (holding, bool) {
+	if kv == nil || kv.CreateRevision != rev {
+		return holding{}, false
+	}
+	h, err := decode(kv.Value)
+	if err != nil || h.owner != owner {
+		return holding{}, false
+	}
+	return h, true
+}
+
+func first(kvs []*mvccpb.KeyValue) *mvccpb.KeyValue {
+	if len(kvs) == 0 {
+		return nil
+	}
+	return kvs[0]
+}
+
+// Abandon deletes key when owner holds it, whatever its count, and revokes
+// its lease: the clean-up of an attempt whose outcome is unknown. A key
+// another owner holds is left alone.
+func (b *Backend) Abandon(ctx context.Context, key, owner string) error {
+	if err := b.check(key, owner, true); err != nil {
+		return err
+	}
+	r, err := b.c.Txn(ctx).
+		If(ownedBy(key, owner)...).
+		Then(clientv3.OpDelete(key, clientv3.WithPrevKV())).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("etcdlock: abandon %q: %w", key, err)
+	}
+	if r.Succeeded {
+		if prev := r.Responses[0].GetResponseDeleteRange().PrevKvs; len(prev) == 1 {
+			b.forget(key, prev[0].CreateRevision)
+			b.revoke(ctx, clientv3.LeaseID(prev[0].Lease))
+		}
+	}
+	return nil
+}
