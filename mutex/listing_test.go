@@ -21,9 +21,7 @@ func TestRedlockListingNeedsAQuorum(t *testing.T) {
 	clients, srvs := redlockNodes(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	lk, err := newRedlock(t, clients).Lock(ctx, "batch", mutex.WithTTL(time.Minute))
-	require.NoError(t, err)
-	waitHeldEverywhere(t, ctx, clients, "redfence:{batch}")
+	lk := lockEverywhere(t, ctx, clients, "batch")
 	viewer := newRedlock(t, clients)
 
 	locks, err := viewer.ListAll(ctx, mutex.ListOptions{})
@@ -168,11 +166,9 @@ func TestRedlockListingSkipsAHungNode(t *testing.T) {
 	clients, srvs := redlockNodes(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	lk, err := newRedlock(t, clients).Lock(ctx, "batch", mutex.WithTTL(time.Minute))
-	require.NoError(t, err)
-	waitHeldEverywhere(t, ctx, clients, "redfence:{batch}")
+	lk := lockEverywhere(t, ctx, clients, "batch")
 	viewer := newRedlock(t, clients)
-	_, err = viewer.ListAll(ctx, mutex.ListOptions{}) // connections made before the pause
+	_, err := viewer.ListAll(ctx, mutex.ListOptions{}) // connections made before the pause
 	require.NoError(t, err)
 	srvs[0].Pause()
 	t.Cleanup(srvs[0].Resume)
@@ -196,9 +192,7 @@ func TestRedlockInspectCannotTell(t *testing.T) {
 	clients, srvs := redlockNodes(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := newRedlock(t, clients).Lock(ctx, "batch", mutex.WithTTL(time.Minute))
-	require.NoError(t, err)
-	waitHeldEverywhere(t, ctx, clients, "redfence:{batch}")
+	lockEverywhere(t, ctx, clients, "batch")
 	require.NoError(t, clients[1].Del(ctx, "redfence:{batch}").Err()) // held on nodes 0 and 2
 	srvs[2].Kill()
 	viewer := newRedlock(t, clients)
@@ -262,4 +256,14 @@ func TestInspectionReadsMasters(t *testing.T) {
 	c := redis.NewClusterClient(&redis.ClusterOptions{})
 	assert.False(t, mutex.ReadsReplicas(c))
 	_ = c.Close()
+}
+
+// lockEverywhere takes key on the Redlock nodes for a minute and waits
+// until every node holds it.
+func lockEverywhere(t *testing.T, ctx context.Context, nodes []redis.UniversalClient, key string) *mutex.Lock {
+	t.Helper()
+	lk, err := newRedlock(t, nodes).Lock(ctx, key, mutex.WithTTL(time.Minute))
+	require.NoError(t, err)
+	waitHeldEverywhere(t, ctx, nodes, "redfence:{"+key+"}")
+	return lk
 }

@@ -170,6 +170,9 @@ func confirmHolder(ctx context.Context, inv *invocation, c *conn, key string, ye
 // confirmed reads one answer from in: y or yes, in any case. It returns
 // when ctx ends, leaving the read to the process's end.
 func confirmed(ctx context.Context, in io.Reader) (bool, error) {
+	if in == nil {
+		return false, nil // no input: no answer
+	}
 	answer := make(chan string, 1)
 	go func() {
 		line, _ := bufio.NewReader(in).ReadString('\n')

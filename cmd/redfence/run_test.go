@@ -318,3 +318,18 @@ func TestAdapterPrefixes(t *testing.T) {
 	assert.Equal(t, httplock.LockPrefix, prefixes["httplock"])
 	assert.Len(t, prefixes, 3)
 }
+
+// A release without --token run with no input is not confirmed: nothing
+// is changed, and nothing panics.
+func TestReleaseWithoutInput(t *testing.T) {
+	c, srv := testutil.Redis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lk, err := newLocker(t, c, holderInfo).Lock(ctx, "job:7", mutex.WithTTL(time.Minute))
+	require.NoError(t, err)
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"--redis", "redis://" + srv.Addr(), "release", "job:7", "--force", "--reason", "r"}, noEnv, nil, &stdout, &stderr)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr.String(), "not confirmed: nothing was changed")
+	assert.NoError(t, lk.Context().Err())
+}
