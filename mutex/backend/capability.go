@@ -55,9 +55,11 @@ type ReplicaAcker interface {
 
 // BulkReleaser is optional: a Backend that releases many leases in one
 // step, as the Locker's Close does with those it still holds. Without it,
-// Close releases them one at a time.
+// Close releases them one at a time, each within a few seconds.
 type BulkReleaser interface {
 	// ReleaseAll takes one count of each lease; the error joins those of
-	// the releases whose outcome is unknown.
+	// the releases whose outcome is unknown. Close calls it on a context
+	// without a deadline: it bounds its own time, whatever the number of
+	// leases.
 	ReleaseAll(ctx context.Context, leases []Lease) error
 }

@@ -15,6 +15,8 @@ var (
 	// ErrUnavailable: the servers gave no answer (refused, failed or did
 	// not reply in time), rather than a busy key.
 	ErrUnavailable = errors.New("mutex: Redis unavailable")
+	// ErrInvalid: bad input, refused before any server is asked.
+	ErrInvalid = errors.New("mutex: invalid argument")
 	// ErrPartial: a listing that a quorum of nodes answered, but not every
 	// node.
 	ErrPartial = errors.New("mutex: partial listing")
