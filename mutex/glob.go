@@ -1,19 +1,5 @@
 package mutex
 
-import "strings"
-
-// escapeGlob quotes s for a Redis MATCH pattern.
-func escapeGlob(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
 // matchGlob is Redis's glob matching (stringmatchlen): * any run, ? any
 // byte, [abc], [^a], [a-z], and \ to quote the next byte. It backtracks
 // only to the last *, so its cost is at most len(p)·len(s), whatever the

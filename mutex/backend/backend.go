@@ -73,9 +73,10 @@ type Attempt struct {
 	// never the whole key. False for the random owners the Locker makes.
 	Shared bool
 	// Waiter is the Locker's id when the attempt comes from a Lock call
-	// that waits if the key is held: a Queuer puts it in the key's queue
-	// then. "" for a TryLock, and for a call's first attempt while no
-	// other call of the Locker waits for the key.
+	// that waits if the key is held: a backend may mark the key
+	// waited-for then, so that its release notifies, and a Queuer puts
+	// the Locker in the key's queue. "" for a TryLock, and for a call's
+	// first attempt while no other call of the Locker waits for the key.
 	Waiter string
 	// InQueue: an earlier attempt of Waiter found the key held and queued
 	// it, and it has neither acquired nor left since (Queuer only).
