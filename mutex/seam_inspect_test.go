@@ -52,10 +52,12 @@ func (i inspecting) Inspect(_ context.Context, key string) (backend.KeyState, er
 
 // List walks the keys in order; a cursor is "after:" and the last key
 // returned.
-func (i inspecting) List(_ context.Context, prefix, cursor string, limit int) ([]backend.KeyState, string, error) {
+// One round trip of r.Count keys: a backend may use fewer than r.Scans.
+func (i inspecting) List(_ context.Context, r backend.ListRequest) (backend.ListPage, error) {
+	prefix, cursor, limit := r.Prefix, r.Cursor, r.Count
 	after, ok := strings.CutPrefix(cursor, "after:")
 	if cursor != "" && !ok {
-		return nil, "", fmt.Errorf("%w: %q", backend.ErrBadCursor, cursor)
+		return backend.ListPage{RoundTrips: 1}, fmt.Errorf("%w: %q", backend.ErrBadCursor, cursor)
 	}
 	m := i.memory
 	m.mu.Lock()
@@ -77,7 +79,7 @@ func (i inspecting) List(_ context.Context, prefix, cursor string, limit int) ([
 	for j, k := range keys {
 		out[j] = m.state(k, now)
 	}
-	return out, next, nil
+	return backend.ListPage{Keys: out, Cursor: next, RoundTrips: 1}, nil
 }
 
 func (i inspecting) ForceRelease(_ context.Context, key string, f backend.Force) (backend.Forced, error) {
