@@ -70,7 +70,10 @@ func TestBadInput(t *testing.T) {
 		{"abandon empty key", etcdlock.ErrInvalid, func() error { return ok.Abandon(ctx, "", "o") }},
 		{"inspect empty key", etcdlock.ErrInvalid, func() error { _, err := ok.Inspect(ctx, ""); return err }},
 		{"list limit", etcdlock.ErrInvalid, func() error { _, err := ok.List(ctx, backend.ListRequest{Prefix: "p/"}); return err }},
-		{"list cursor", backend.ErrBadCursor, func() error { _, err := ok.List(ctx, backend.ListRequest{Prefix: "p/", Cursor: "q/x", Count: 10}); return err }},
+		{"list cursor", backend.ErrBadCursor, func() error {
+			_, err := ok.List(ctx, backend.ListRequest{Prefix: "p/", Cursor: "q/x", Count: 10})
+			return err
+		}},
 		{"force negative token", etcdlock.ErrInvalid, func() error {
 			_, err := ok.ForceRelease(ctx, "k", backend.Force{Token: -1})
 			return err
