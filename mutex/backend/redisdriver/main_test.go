@@ -18,7 +18,7 @@ import (
 	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
-func TestMain(m *testing.M) { testutil.Main(m) }
+func TestMain(m *testing.M) { testutil.MainWithEnv(m, []string{testutil.EnvRedisAddr}) }
 
 const prefix = "rf:"
 
