@@ -115,3 +115,27 @@ func TestReleaseAfterAbandonedHandOff(t *testing.T) {
 	assert.EqualValues(t, -1, left, "handed off first")
 	assert.Less(t, o.index("end handoff"), o.index("start release"), "%v", o.snapshot())
 }
+
+// When Abandon's ctx ends before the abandoned call did, the abandon script
+// runs in the background once it ended, and Close waits for it.
+func TestAbandonInTheBackground(t *testing.T) {
+	c, srv := testutil.Redis(t)
+	loadScripts(t, c)
+	proxy := testutil.Proxy(t, srv.Addr())
+	pc, o := plainClient(t, proxy.Addr(), 5*time.Second)
+	d := newDriver(t, pc)
+	k := key(t, "k")
+	require.NoError(t, pc.Ping(context.Background()).Err())
+	proxy.SetLatency(150 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := d.Acquire(ctx, backend.Attempt{Key: k, Owner: "random-3", TTL: 10 * time.Second})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	err = d.Abandon(ctx, k, "random-3")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	require.NoError(t, d.Close()) // waits for the background abandon
+	assert.Less(t, o.index("end acquire"), o.index("start abandon"), "%v", o.snapshot())
+	v := value(t, c, k)
+	assert.True(t, v.Released, "freed: %+v", v)
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/redfence/redfence/mutex/backend"
 	"github.com/redfence/redfence/mutex/internal/redisproto"
+	"github.com/redfence/redfence/mutex/internal/redisrt"
 )
 
 // Acquire runs the acquire script once. An error leaves the outcome
@@ -99,16 +100,33 @@ func (d *Driver) grant(n [3]int64, tokenStr, lockKey, queueKey string, lease tim
 // Abandon frees key if owner holds it, whatever the count, after every
 // acquire call of owner that was given up on ended: the clean-up of an
 // attempt with a random owner. It runs the abandon script, which publishes
-// the release when it frees the key.
+// the release when it frees the key. When ctx ends before such a call did,
+// Abandon returns ctx.Err() and leaves the script to run once the call
+// ended, in the background (Close waits for it): the call may yet grant the
+// key to owner, and nobody else would free it before its lease ran out.
 func (d *Driver) Abandon(ctx context.Context, key, owner string) error {
 	lockKey, err := d.lockKey(key)
 	if err != nil {
 		return err
 	}
-	if err := d.abandoned.Wait(ctx, owner); err != nil {
-		return err
+	if done := d.abandoned.Done(owner); done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			d.run.Go(func() {
+				<-done
+				ctx, cancel := context.WithTimeout(context.Background(), redisrt.CleanupTimeout)
+				defer cancel()
+				_ = d.abandon(ctx, lockKey, owner)
+			})
+			return ctx.Err()
+		}
 	}
-	_, err = d.run.Call(ctx, func(ctx context.Context) error {
+	return d.abandon(ctx, lockKey, owner)
+}
+
+func (d *Driver) abandon(ctx context.Context, lockKey, owner string) error {
+	_, err := d.run.Call(ctx, func(ctx context.Context) error {
 		return redisproto.AbandonScript.Run(ctx, d.client, []string{lockKey, redisproto.ChannelOf(lockKey)},
 			owner, d.keyTTL(0), d.publish).Err()
 	})

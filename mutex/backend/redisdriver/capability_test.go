@@ -3,6 +3,7 @@ package redisdriver_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -191,4 +192,29 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	ready, _ = d.Watch(k, func() {})
 	assert.NotNil(t, ready)
 	goleak.VerifyNone(t, before)
+}
+
+// On Cluster, WAIT runs on the lock's master: a pipeline would send the
+// keyless command to a master of its own choosing, whose replicas say
+// nothing about the lock.
+func TestAckReplicasCluster(t *testing.T) {
+	cl := testutil.RedisCluster(t, 3, testutil.WithReplicas(1))
+	d := newDriver(t, cl.Client)
+	ctx := context.Background()
+	l := acquire(t, d, key(t, "k"), "a", 10*time.Second)
+	master, err := cl.Client.MasterForKey(ctx, redisproto.LockKey(prefix, l.Key[len(prefix):]))
+	require.NoError(t, err)
+	i := slices.IndexFunc(cl.Masters, func(m *testutil.RedisServer) bool { return m.Addr() == master.Options().Addr })
+	require.GreaterOrEqual(t, i, 0)
+
+	acked, err := d.AckReplicas(ctx, l, 1, 2*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, 1, acked)
+
+	replica := cl.Replicas[i][0]
+	replica.Pause()
+	defer replica.Resume()
+	acked, err = d.AckReplicas(ctx, l, 1, 200*time.Millisecond)
+	require.NoError(t, err)
+	assert.Zero(t, acked, "the lock's replica is paused, whatever the others do")
 }

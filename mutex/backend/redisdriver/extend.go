@@ -88,6 +88,8 @@ func (d *Driver) TTL(ctx context.Context, l backend.Lease) (time.Duration, error
 // runs on, and the acquisition may have used another one: an extension of
 // l (to l.TTL, or the acquisition's lease when 0) on the same pipelined
 // connection first makes that connection's offset cover the acquisition.
+// On Cluster both go to the key's master: a Cluster pipeline would send
+// the keyless WAIT to a master of its own choosing.
 // n < 0 or timeout <= 0 (WAIT would block for ever) is bad input.
 func (d *Driver) AckReplicas(ctx context.Context, l backend.Lease, n int, timeout time.Duration) (int, error) {
 	if n < 0 || timeout <= 0 {
@@ -107,8 +109,12 @@ func (d *Driver) AckReplicas(ctx context.Context, l backend.Lease, n int, timeou
 	calls := []redisproto.Call{d.extendCall(l, h, ttl)}
 	var acks int64
 	_, err = d.run.Call(ctx, func(ctx context.Context) error {
+		c, err := d.masterOf(ctx, h.lockKey())
+		if err != nil {
+			return err
+		}
 		var wait *redis.IntCmd
-		_, err := redisproto.RunScripts(ctx, d.client, redisproto.ExtendScript, calls, func(pipe redis.Pipeliner) {
+		_, err = redisproto.RunScripts(ctx, c, redisproto.ExtendScript, calls, func(pipe redis.Pipeliner) {
 			wait = redis.NewIntCmd(ctx, "wait", n, timeout.Milliseconds())
 			_ = pipe.Process(ctx, wait)
 		})
@@ -123,4 +129,14 @@ func (d *Driver) AckReplicas(ctx context.Context, l backend.Lease, n int, timeou
 		return 0, err
 	}
 	return int(acks), nil
+}
+
+// masterOf is the client a pipeline for lockKey alone goes through: on
+// Cluster the key's master's, so that a keyless command in it (WAIT) runs
+// on the same connection.
+func (d *Driver) masterOf(ctx context.Context, lockKey string) (redis.UniversalClient, error) {
+	if cc, ok := d.client.(*redis.ClusterClient); ok {
+		return cc.MasterForKey(ctx, lockKey)
+	}
+	return d.client, nil
 }

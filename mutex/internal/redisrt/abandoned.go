@@ -49,21 +49,42 @@ func (a *Abandoned) Add(id string, pending <-chan error) {
 	})
 }
 
+// Done returns a channel closed once every call registered under id when
+// Done was called has ended; nil when none is.
+func (a *Abandoned) Done(id string) <-chan struct{} {
+	a.mu.Lock()
+	calls := slices.Clone(a.calls[id])
+	a.mu.Unlock()
+	switch len(calls) {
+	case 0:
+		return nil
+	case 1:
+		return calls[0]
+	}
+	done := make(chan struct{})
+	a.r.Go(func() {
+		for _, c := range calls {
+			<-c
+		}
+		close(done)
+	})
+	return done
+}
+
 // Wait returns once every call registered under id when Wait began has
 // ended, or with ctx.Err() when ctx ends first. It returns nil at once when
 // none is registered.
 func (a *Abandoned) Wait(ctx context.Context, id string) error {
-	a.mu.Lock()
-	calls := slices.Clone(a.calls[id])
-	a.mu.Unlock()
-	for _, done := range calls {
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	done := a.Done(id)
+	if done == nil {
+		return nil
 	}
-	return nil
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Len is how many calls are registered: for tests.

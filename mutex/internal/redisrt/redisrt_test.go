@@ -122,6 +122,7 @@ func TestAbandoned(t *testing.T) {
 	p1 <- nil
 	p2 <- errors.New("x")
 	require.NoError(t, <-done)
+	assert.Nil(t, a.Done("nobody"))
 	require.Eventually(t, func() bool { return a.Len() == 0 }, time.Second, time.Millisecond)
 }
 
