@@ -2,17 +2,18 @@ package mutex
 
 import (
 	"context"
-	"github.com/redis/go-redis/v9"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/redfence/redfence/mutex/backend"
 	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // LockKeyOf exposes the Redis key of a user key to the tests.
-func LockKeyOf(l *Locker, key string) string { return l.lockKey(key) }
+func LockKeyOf(l *Locker, key string) string { return redisproto.LockKey(l.cfg.prefix, key) }
 
 // ChannelOf exposes the release channel of a lock key to the tests.
 func ChannelOf(lockKey string) string { return redisproto.ChannelOf(lockKey) }
@@ -70,23 +71,7 @@ func StartsSpans(l *Locker) bool {
 }
 
 // ErrNotAwaited is a Redlock node's answer when the others had decided.
-var ErrNotAwaited = errNotAwaited
-
-// WatchTwice starts two overlapping watches of key's release channel, as
-// when a queue left and a new one watched before the first's stop ran;
-// wanted reports whether the channel is still subscribed.
-func WatchTwice(l *Locker, key string) (stopFirst, stopSecond func(), wanted func() bool) {
-	lockKey := l.be.name(key)
-	_, stopFirst = l.be.watch(key, lockKey)
-	_, stopSecond = l.be.watch(key, lockKey)
-	ch := redisproto.ChannelOf(lockKey)
-	wanted = func() bool {
-		l.subs.mu.Lock()
-		defer l.subs.mu.Unlock()
-		return l.subs.chans[ch] != nil
-	}
-	return stopFirst, stopSecond, wanted
-}
+var ErrNotAwaited = backend.ErrNotAwaited
 
 // MatchGlob exposes List's pattern matching.
 func MatchGlob(p, s string) bool { return matchGlob(p, s) }

@@ -120,7 +120,7 @@ type Lease struct {
 	Owner  string
 	Token  int64
 	TTL    time.Duration
-	Handle any // what the lock's Grant carried
+	Handle any // what the lock's Grant carried; a backend may trust it over Token
 }
 
 // Renewal is what Extend found for one lease.

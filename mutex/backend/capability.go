@@ -11,7 +11,8 @@ type Watcher interface {
 	// Watch calls wake, on any goroutine and without blocking, each time
 	// key may have been freed, until stop is called. A release after ready
 	// is closed must be reported (nil ready: after Watch returns); the
-	// Locker waits for ready briefly, and polls when it does not come. One
+	// Locker waits for ready briefly, and polls when it does not come. A
+	// watch that will report nothing (a closed backend) keeps ready open. One
 	// lost (a dropped connection) costs the waiter a poll, and a spurious
 	// wake-up costs an attempt. Two watches of one key may overlap briefly;
 	// each stop ends its own.

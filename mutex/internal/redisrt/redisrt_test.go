@@ -183,3 +183,24 @@ func TestSubscriberWithoutTargets(t *testing.T) {
 	s.Close()
 	s.Close()
 }
+
+// The first of two overlapping watches of one key, stopped late (a queue
+// left and a new one watched before the first's stop ran), leaves the
+// second subscribed: its waiters still hear releases. Stopping twice is a
+// no-op.
+func TestOverlappingWatches(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	s := redisrt.NewSubscriber(redisrt.SubscriberConfig{
+		Channel: func(key string) string { return key + ":released" },
+		Targets: func(string) []redisrt.Target { return []redisrt.Target{{Name: "", Client: c}} },
+	})
+	defer s.Close()
+	_, first := s.Watch("overlap", func() {})
+	_, second := s.Watch("overlap", func() {})
+	require.True(t, redisrt.Wanted(s, "overlap:released"))
+	first()
+	first()
+	assert.True(t, redisrt.Wanted(s, "overlap:released"), "the first watch's stop ended the second")
+	second()
+	assert.False(t, redisrt.Wanted(s, "overlap:released"))
+}
