@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/mutex/internal/redisproto"
+	"github.com/redfence/redfence/mutex/internal/redisrt"
 )
 
 // giveBack releases a failed attempt's partial acquisitions: exactly (owner
@@ -21,7 +22,7 @@ func (d *Driver) giveBack(lockKey, owner string, shared bool, voters []int, toke
 	keys := []string{lockKey, redisproto.ChannelOf(lockKey)}
 	for _, i := range voters {
 		c, tok := d.nodes[i], strconv.FormatInt(tokens[i], 10)
-		d.run.afterward(nil, func(ctx context.Context) {
+		d.run.Afterward(nil, func(ctx context.Context) {
 			_ = redisproto.ReleaseScript.Run(ctx, c, keys[:1], releaseArgs(owner, tok, 0)...).Err()
 		})
 	}
@@ -33,7 +34,7 @@ func (d *Driver) giveBack(lockKey, owner string, shared bool, voters []int, toke
 			continue
 		}
 		c := d.nodes[i]
-		d.run.afterward(r.pending, func(ctx context.Context) {
+		d.run.Afterward(r.pending, func(ctx context.Context) {
 			_ = redisproto.AbandonScript.Run(ctx, c, keys, owner, d.keyTTL(0), "PUBLISH").Err()
 		})
 	}
@@ -57,7 +58,7 @@ func (d *Driver) Abandon(ctx context.Context, key, owner string) error {
 	}
 	lockKey := d.name(key)
 	keys := []string{lockKey, redisproto.ChannelOf(lockKey)}
-	timeout := cleanupTimeout
+	timeout := redisrt.CleanupTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))
 	}

@@ -10,7 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redfence/redfence/mutex/backend"
 	"github.com/redfence/redfence/mutex/internal/redisproto"
+	"github.com/redfence/redfence/mutex/internal/redisrt"
 )
 
 // Config is what a Driver takes from the Locker it serves. The zero value
@@ -37,10 +39,6 @@ type Config struct {
 // defaultFenceTTL is Config.FenceTTL's default (the acquire script's own).
 const defaultFenceTTL = time.Hour
 
-// cleanupTimeout bounds the clean-up after a failed attempt and the
-// settlement of late nodes, which run on contexts of their own.
-const cleanupTimeout = 2 * time.Second
-
 // Driver is Redlock over N ≥ 3 independent Redis masters: a backend.Backend,
 // a backend.Watcher and a backend.BulkReleaser. It is safe for concurrent
 // use. It owns goroutines (the release subscriber, calls still out to slow
@@ -56,15 +54,22 @@ type Driver struct {
 	nodeTimeout time.Duration // 0: derived from the lease
 	now         func() time.Time
 	drift       func(ttl time.Duration) time.Duration
-	rests       []nodeRest // by node: resting after failing to answer (noderest.go)
-	restEpoch   time.Time  // what rests are counted from
-	run         *runner    // owns every goroutine the driver starts
+	rests       []nodeRest          // by node: resting after failing to answer (noderest.go)
+	restEpoch   time.Time           // what rests are counted from
+	run         *redisrt.Runner     // owns every goroutine the driver starts but the subscriber's
+	subs        *redisrt.Subscriber // the release subscription, one connection per node
 
 	// Inspection: the lead embeds a *redisinspect.Inspector here (over
 	// nodes, addrs and quorum), which makes the Driver a backend.Inspector.
 
 	closeOnce sync.Once
 }
+
+var (
+	_ backend.Backend      = (*Driver)(nil)
+	_ backend.Watcher      = (*Driver)(nil)
+	_ backend.BulkReleaser = (*Driver)(nil)
+)
 
 // New returns a Driver over clients, in that order: node i is clients[i]
 // everywhere (QuorumError.Nodes, Addrs). Each must be its own standalone or
@@ -93,7 +98,7 @@ func New(clients []redis.UniversalClient, cfg Config) (*Driver, error) {
 		now:         cfg.Now,
 		drift:       cfg.Drift,
 		rests:       make([]nodeRest, len(clients)),
-		run:         newRunner(),
+		run:         redisrt.NewRunner(false),
 	}
 	if d.now == nil {
 		d.now = time.Now
@@ -103,6 +108,7 @@ func New(clients []redis.UniversalClient, cfg Config) (*Driver, error) {
 	}
 	d.fenceTTLMs = strconv.FormatInt(d.fenceTTL.Milliseconds(), 10)
 	d.restEpoch = d.now()
+	d.subs = d.newSubscriber()
 	return d, nil
 }
 
@@ -178,7 +184,10 @@ func (d *Driver) Quorum() int { return d.quorum }
 // and settlements. It does not close the clients. It returns nil; later
 // calls do nothing.
 func (d *Driver) Close() error {
-	d.closeOnce.Do(d.run.close)
+	d.closeOnce.Do(func() {
+		d.subs.Close()
+		d.run.Close()
+	})
 	return nil
 }
 

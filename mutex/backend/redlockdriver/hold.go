@@ -10,6 +10,7 @@ import (
 
 	"github.com/redfence/redfence/mutex/backend"
 	"github.com/redfence/redfence/mutex/internal/redisproto"
+	"github.com/redfence/redfence/mutex/internal/redisrt"
 )
 
 // hold is Redlock's own state of one held lock: its Grant's Handle, given
@@ -120,7 +121,7 @@ func (d *Driver) settleLate(replies []nodeReply, keys []string, owner string, ch
 			r := replies[i]
 			err := <-r.pending
 			if v := *r.late; err == nil && len(v) == 3 && v[0] != 0 && v[1] != chosen {
-				ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+				ctx, cancel := context.WithTimeout(context.Background(), redisrt.CleanupTimeout)
 				_ = redisproto.RaiseScript.Run(ctx, d.nodes[i], keys, owner, chosenStr).Err()
 				cancel()
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redfence/redfence/mutex/backend"
 	"github.com/redfence/redfence/mutex/internal/redisproto"
+	"github.com/redfence/redfence/mutex/internal/redisrt"
 )
 
 // Release takes one count of l on every node that carries its token now,
@@ -86,7 +87,7 @@ func leaseTTL(l backend.Lease, h *hold) time.Duration {
 // of a re-entered lock.
 func (d *Driver) releaseLate(l backend.Lease, h *hold, nodes []int) {
 	d.run.Go(func() {
-		t := time.NewTimer(cleanupTimeout)
+		t := time.NewTimer(redisrt.CleanupTimeout)
 		defer t.Stop()
 		select {
 		case <-h.settled: // later nodes: a hold with late ones
