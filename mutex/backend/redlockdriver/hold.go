@@ -16,7 +16,8 @@ import (
 // hold is Redlock's own state of one held lock: its Grant's Handle, given
 // back in every Lease of the lock.
 type hold struct {
-	token     string          // the token as the scripts take it
+	tokenN    int64           // the token granted
+	token     string          // the same, as the scripts take it
 	lease     time.Duration   // the lease the acquisition asked for (releaseArgs)
 	asked     []int           // the nodes asked (nil: all; see noderest.go), the only ones it can hold
 	settled   <-chan struct{} // nodes that granted late carry the token too (nil: none late)
@@ -27,13 +28,14 @@ type hold struct {
 	releaseNodes []int      // the first Release went to these (the others: releaseLate); nil before
 }
 
-// holdOf is l's hold; a Lease without one (not from this driver's grant)
-// gets one that asked every node, with none late and the lease unknown.
+// holdOf is l's hold; a Lease without one of its token (not from this
+// driver's grant) gets one that asked every node, with none late and the
+// lease unknown.
 func holdOf(l backend.Lease) *hold {
-	if h, ok := l.Handle.(*hold); ok && h != nil {
+	if h, ok := l.Handle.(*hold); ok && h != nil && h.tokenN == l.Token {
 		return h
 	}
-	return &hold{token: strconv.FormatInt(l.Token, 10)}
+	return &hold{tokenN: l.Token, token: strconv.FormatInt(l.Token, 10)}
 }
 
 func (h *hold) isSettled() bool {
@@ -48,16 +50,15 @@ func (h *hold) isSettled() bool {
 	}
 }
 
-// awaitSettled waits, until timeout fires or ctx ends, for the nodes that granted the
-// lock after the quorum was reached to carry its token as well, so that a
+// awaitSettled waits, until ctx ends, for the nodes that granted the lock
+// after the quorum was reached to carry its token as well, so that a
 // release frees them too instead of leaving them to the lease.
-func (h *hold) awaitSettled(ctx context.Context, timeout <-chan time.Time) {
+func (h *hold) awaitSettled(ctx context.Context) {
 	if h.settled == nil {
 		return
 	}
 	select {
 	case <-h.settled:
-	case <-timeout:
 	case <-ctx.Done():
 	}
 }
@@ -103,7 +104,7 @@ func (h *hold) forRelease(n int) (now, later []int) {
 // taken everywhere, none is), so that a release's token matches there as
 // well; its settled closes when it is done. It returns the lock's hold.
 func (d *Driver) settleLate(replies []nodeReply, keys []string, owner string, chosen int64, asked []int, lease time.Duration) *hold {
-	h := &hold{token: strconv.FormatInt(chosen, 10), lease: lease, asked: asked}
+	h := &hold{tokenN: chosen, token: strconv.FormatInt(chosen, 10), lease: lease, asked: asked}
 	for i, r := range replies {
 		if r.pending != nil {
 			h.lateNodes = append(h.lateNodes, i)

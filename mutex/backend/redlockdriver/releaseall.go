@@ -38,11 +38,13 @@ func (d *Driver) ReleaseAll(ctx context.Context, leases []backend.Lease) error {
 		return nil
 	}
 	timeout := d.nodeTimeoutFor(ttl)
-	settle := time.NewTimer(timeout)
+	// One deadline for every hold: a timer's channel fires once, and would
+	// leave the holds after the first unsettled one waiting for theirs.
+	settle, stopSettle := context.WithTimeout(ctx, timeout)
 	for _, h := range holds {
-		h.awaitSettled(ctx, settle.C)
+		h.awaitSettled(settle)
 	}
-	settle.Stop()
+	stopSettle()
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	replies := d.fanout(rctx, timeout, allNodes(len(d.nodes)), func(ctx context.Context, c redis.UniversalClient) ([]int64, error) {
