@@ -65,6 +65,7 @@ func TestQuorumGrantAndHeld(t *testing.T) {
 	left, err := d.Release(ctx, l)
 	require.NoError(t, err)
 	assert.Zero(t, left)
+	released(t, clients, key)
 	next := acquire(t, d, backend.Attempt{Key: key, Owner: owner(t), TTL: time.Second})
 	assert.Greater(t, next.Token, l.Token)
 	_, err = d.Release(ctx, next)
@@ -94,6 +95,7 @@ func TestSharedOwnerReenters(t *testing.T) {
 	left, err = d.Release(ctx, first)
 	require.NoError(t, err)
 	assert.Zero(t, left)
+	released(t, clients, a.Key)
 	left, err = d.Release(ctx, first)
 	require.NoError(t, err)
 	assert.Equal(t, int64(-1), left, "a retry finds nothing to take")
@@ -110,6 +112,7 @@ func TestNodesDown(t *testing.T) {
 	l := acquire(t, d, backend.Attempt{Key: key, Owner: owner(t), TTL: time.Second})
 	_, err := d.Release(ctx, l)
 	require.NoError(t, err)
+	released(t, clients, key)
 
 	srvs[0].Kill()
 	srvs[1].Kill()
@@ -117,6 +120,7 @@ func TestNodesDown(t *testing.T) {
 	assert.Greater(t, l2.Token, l.Token)
 	_, err = d.Release(ctx, l2)
 	require.NoError(t, err, "3 of 5 release")
+	released(t, clients[2:], key)
 
 	srvs[2].Kill()
 	late := testutil.MeasureLateness(t)
@@ -171,6 +175,7 @@ func TestCounterAheadRaised(t *testing.T) {
 	}
 	_, err := d.Release(ctx, l)
 	require.NoError(t, err)
+	released(t, clients, key)
 
 	srvs[0].Kill() // the fast node is out of every later quorum
 	last := l.Token
@@ -180,6 +185,7 @@ func TestCounterAheadRaised(t *testing.T) {
 		last = l.Token
 		_, err := d.Release(ctx, l)
 		require.NoError(t, err)
+		released(t, clients[1:], key)
 	}
 }
 

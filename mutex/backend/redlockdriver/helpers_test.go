@@ -98,3 +98,17 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	require.Eventually(t, cond, 10*time.Second, time.Millisecond, what)
 }
+
+// released waits until no node of clients holds key: a Release returns
+// once a majority freed it, and the other nodes finish in the background.
+func released(t *testing.T, clients []redis.UniversalClient, key string) {
+	t.Helper()
+	waitFor(t, "every node to release "+key, func() bool {
+		for _, c := range clients {
+			if holder(t, c, key) != "" {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -92,11 +92,16 @@ func TestBadInputAsksNoServer(t *testing.T) {
 		{"acquire zero TTL", func() error { _, err := d.Acquire(ctx, with(func(a *backend.Attempt) { a.TTL = 0 })); return err }},
 		{"release zero token", func() error { _, err := d.Release(ctx, leased(func(l *backend.Lease) { l.Token = 0 })); return err }},
 		{"release empty owner", func() error { _, err := d.Release(ctx, leased(func(l *backend.Lease) { l.Owner = "" })); return err }},
-		{"extend zero TTL", func() error { _, err := d.Extend(ctx, []backend.Lease{lease, leased(func(l *backend.Lease) { l.TTL = 0 })}); return err }},
+		{"extend zero TTL", func() error {
+			_, err := d.Extend(ctx, []backend.Lease{lease, leased(func(l *backend.Lease) { l.TTL = 0 })})
+			return err
+		}},
 		{"extend nil ctx", func() error { _, err := d.Extend(nilCtx, []backend.Lease{lease}); return err }},
 		{"ttl empty key", func() error { _, err := d.TTL(ctx, leased(func(l *backend.Lease) { l.Key = "" })); return err }},
 		{"abandon empty owner", func() error { return d.Abandon(ctx, prefix+"k", "") }},
-		{"release all zero token", func() error { return d.ReleaseAll(ctx, []backend.Lease{leased(func(l *backend.Lease) { l.Token = 0 })}) }},
+		{"release all zero token", func() error {
+			return d.ReleaseAll(ctx, []backend.Lease{leased(func(l *backend.Lease) { l.Token = 0 })})
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := testutil.Safely(t, 5*time.Second, tc.call)

@@ -2,6 +2,7 @@ package redlockdriver_test
 
 import (
 	"context"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ func TestPausedNodeCostsANodeTimeout(t *testing.T) {
 	l := acquire(t, d, backend.Attempt{Key: key, Owner: owner(t), TTL: 10 * time.Second}) // warms connections and scripts
 	_, err := d.Release(ctx, l)
 	require.NoError(t, err)
+	released(t, clients, key)
 
 	srvs[4].Pause()
 	t.Cleanup(srvs[4].Resume) // before Close, so its pending calls finish
@@ -60,9 +62,13 @@ func TestRestsAnUnansweringNode(t *testing.T) {
 	d := newDriver(t, clients, redlockdriver.Config{NodeTimeout: 50 * time.Millisecond, Now: clock})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// A key per cycle: a release returns once a majority freed it, and
+	// the next cycle must not find the others still held.
+	n := 0
 	cycle := func() {
 		t.Helper()
-		l := acquire(t, d, backend.Attempt{Key: prefix + "rest", Owner: owner(t), TTL: 10 * time.Second})
+		n++
+		l := acquire(t, d, backend.Attempt{Key: prefix + "rest" + strconv.Itoa(n), Owner: owner(t), TTL: 10 * time.Second})
 		_, err := d.Release(ctx, l)
 		require.NoError(t, err)
 	}
