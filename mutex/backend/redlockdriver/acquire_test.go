@@ -214,7 +214,7 @@ func TestSpanEvents(t *testing.T) {
 	attrs := func(i int) map[string]string {
 		m := map[string]string{}
 		for _, kv := range events[i].Attributes {
-			m[string(kv.Key)] = kv.Value.Emit()
+			m[string(kv.Key)] = kv.Value.String()
 		}
 		return m
 	}

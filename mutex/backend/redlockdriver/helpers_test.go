@@ -16,7 +16,8 @@ import (
 	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
-func TestMain(m *testing.M) { testutil.Main(m) }
+// TestMain starts the three servers the examples find in REDLOCK_ADDRS.
+func TestMain(m *testing.M) { testutil.MainWithEnv(m, []string{testutil.EnvRedlockAddrs}) }
 
 // prefix is every test's Config.Prefix: keys reach the driver with it on.
 const prefix = "t:"
