@@ -48,11 +48,12 @@ func (d *Driver) giveBack(lockKey, owner string, shared bool, voters []int, toke
 // out. An attempt this driver refused already gave back what it took; the
 // Locker's Abandon after it finds nothing.
 func (d *Driver) Abandon(ctx context.Context, key, owner string) error {
+	if err := d.checkKey(key); err != nil {
+		return err
+	}
 	switch {
 	case ctx == nil:
 		return invalid("nil context")
-	case key == "":
-		return invalid("empty key")
 	case owner == "":
 		return invalid("empty owner")
 	}

@@ -32,7 +32,7 @@ const proposalLead = 100 * time.Millisecond
 // redlock.token on ctx's span. Bad input returns an error wrapping
 // backend.ErrInvalid, before any node is asked.
 func (d *Driver) Acquire(ctx context.Context, a backend.Attempt) (backend.Grant, error) {
-	if err := checkAttempt(ctx, a); err != nil {
+	if err := d.checkAttempt(ctx, a); err != nil {
 		return backend.Grant{}, err
 	}
 	span := trace.SpanFromContext(ctx)
@@ -71,12 +71,13 @@ func (d *Driver) Acquire(ctx context.Context, a backend.Attempt) (backend.Grant,
 	return backend.Grant{Status: backend.Held, Remaining: v.remaining, Detail: qerr}, nil
 }
 
-func checkAttempt(ctx context.Context, a backend.Attempt) error {
+func (d *Driver) checkAttempt(ctx context.Context, a backend.Attempt) error {
+	if err := d.checkKey(a.Key); err != nil {
+		return err
+	}
 	switch {
 	case ctx == nil:
 		return invalid("nil context")
-	case a.Key == "":
-		return invalid("empty key")
 	case a.Owner == "":
 		return invalid("empty owner")
 	case a.TTL <= 0:

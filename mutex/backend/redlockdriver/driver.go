@@ -19,7 +19,8 @@ import (
 // is the Locker's defaults.
 type Config struct {
 	// Prefix is the Locker's key prefix (mutex.WithPrefix): a key arrives
-	// as Prefix+key and is stored as redisproto.LockKey(Prefix, key).
+	// as Prefix+key and is stored as redisproto.LockKey(Prefix, key); a key
+	// without it is bad input.
 	Prefix string
 	// FenceTTL is how long a key's fencing counter outlives its last use:
 	// 0 for the Locker's default, one hour; else at least a second.
@@ -216,9 +217,21 @@ func (d *Driver) keyTTL(lease time.Duration) string {
 	return strconv.FormatInt((lease * 2).Milliseconds(), 10)
 }
 
-// name is the Redis key of key, which arrives with the prefix on it.
+// name is the Redis key of key, which arrives with the prefix on it
+// (checkKey).
 func (d *Driver) name(key string) string {
 	return redisproto.LockKey(d.prefix, strings.TrimPrefix(key, d.prefix))
+}
+
+// checkKey refuses a key that is empty or not under the Locker's prefix.
+func (d *Driver) checkKey(key string) error {
+	switch {
+	case key == "":
+		return invalid("empty key")
+	case !strings.HasPrefix(key, d.prefix):
+		return errNoPrefix
+	}
+	return nil
 }
 
 // releaseArgs are the release script's arguments for the holder owner of

@@ -16,6 +16,8 @@ var (
 	errNodeResting = errors.New("not asked: it failed to answer lately and rests before it is asked again")
 	// errAcquireReply: a node's acquire reply of no known shape.
 	errAcquireReply = errors.New("mutex: unexpected reply from the acquire script")
+	// errNoPrefix: a key the Locker did not prefix.
+	errNoPrefix = fmt.Errorf("%w: key without the driver's prefix", backend.ErrInvalid)
 )
 
 func invalid(format string, args ...any) error {
@@ -34,12 +36,13 @@ func unavailable(ctx context.Context, err error) error {
 
 // checkLease refuses a lease that names no lock, before any server is
 // asked.
-func checkLease(ctx context.Context, l backend.Lease) error {
+func (d *Driver) checkLease(ctx context.Context, l backend.Lease) error {
+	if err := d.checkKey(l.Key); err != nil {
+		return err
+	}
 	switch {
 	case ctx == nil:
 		return invalid("nil context")
-	case l.Key == "":
-		return invalid("empty key")
 	case l.Owner == "":
 		return invalid("empty owner")
 	case l.Token <= 0:

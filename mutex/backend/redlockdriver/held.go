@@ -27,7 +27,7 @@ func (d *Driver) Extend(ctx context.Context, leases []backend.Lease) ([]backend.
 	ttls := make([]time.Duration, len(leases))
 	calls := make([]redisproto.Call, len(leases))
 	for j, l := range leases {
-		if err := checkLease(ctx, l); err != nil {
+		if err := d.checkLease(ctx, l); err != nil {
 			return nil, err
 		}
 		if l.TTL <= 0 {
@@ -100,7 +100,7 @@ func (d *Driver) noMajority(ctx context.Context, replies []nodeReply) error {
 // a majority, and an error matching backend.ErrUnavailable when the nodes
 // that failed to answer leave it unknown.
 func (d *Driver) TTL(ctx context.Context, l backend.Lease) (time.Duration, error) {
-	if err := checkLease(ctx, l); err != nil {
+	if err := d.checkLease(ctx, l); err != nil {
 		return 0, err
 	}
 	h := holdOf(l)

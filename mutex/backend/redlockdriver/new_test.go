@@ -87,6 +87,7 @@ func TestBadInputAsksNoServer(t *testing.T) {
 		call func() error
 	}{
 		{"acquire nil ctx", func() error { _, err := d.Acquire(nilCtx, good); return err }},
+		{"acquire unprefixed key", func() error { _, err := d.Acquire(ctx, with(func(a *backend.Attempt) { a.Key = "k" })); return err }},
 		{"acquire empty key", func() error { _, err := d.Acquire(ctx, with(func(a *backend.Attempt) { a.Key = "" })); return err }},
 		{"acquire empty owner", func() error { _, err := d.Acquire(ctx, with(func(a *backend.Attempt) { a.Owner = "" })); return err }},
 		{"acquire zero TTL", func() error { _, err := d.Acquire(ctx, with(func(a *backend.Attempt) { a.TTL = 0 })); return err }},
@@ -98,6 +99,7 @@ func TestBadInputAsksNoServer(t *testing.T) {
 		}},
 		{"extend nil ctx", func() error { _, err := d.Extend(nilCtx, []backend.Lease{lease}); return err }},
 		{"ttl empty key", func() error { _, err := d.TTL(ctx, leased(func(l *backend.Lease) { l.Key = "" })); return err }},
+		{"abandon unprefixed key", func() error { return d.Abandon(ctx, "k", "o") }},
 		{"abandon empty owner", func() error { return d.Abandon(ctx, prefix+"k", "") }},
 		{"release all zero token", func() error {
 			return d.ReleaseAll(ctx, []backend.Lease{leased(func(l *backend.Lease) { l.Token = 0 })})
@@ -108,6 +110,13 @@ func TestBadInputAsksNoServer(t *testing.T) {
 			assert.ErrorIs(t, err, backend.ErrInvalid)
 		})
 	}
+	ready, stop := d.Watch("k", nil)
+	select {
+	case <-ready:
+		t.Error("a watch of an unprefixed key is ready")
+	default:
+	}
+	stop()
 	for i, c := range calls {
 		assert.Zero(t, c.N(), "node %d was asked", i)
 	}

@@ -21,7 +21,7 @@ import (
 // other nodes finish in the background. A second Release of the same
 // lock, a retry after an error, goes to the first one's nodes only.
 func (d *Driver) Release(ctx context.Context, l backend.Lease) (int64, error) {
-	if err := checkLease(ctx, l); err != nil {
+	if err := d.checkLease(ctx, l); err != nil {
 		return 0, err
 	}
 	h := holdOf(l)

@@ -27,7 +27,7 @@ func (d *Driver) ReleaseAll(ctx context.Context, leases []backend.Lease) error {
 	calls := make([]redisproto.Call, len(leases))
 	holds := make([]*hold, len(leases))
 	for j, l := range leases {
-		if err := checkLease(ctx, l); err != nil {
+		if err := d.checkLease(ctx, l); err != nil {
 			return err
 		}
 		holds[j] = holdOf(l)

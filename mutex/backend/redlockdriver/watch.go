@@ -27,8 +27,12 @@ func (d *Driver) newSubscriber() *redisrt.Subscriber {
 // back and subscribed again (releases meanwhile may be lost), until stop is
 // called. ready is closed once the first node confirmed the subscription;
 // after Close it never is, and nothing is reported (the Locker polls). It
-// never blocks on the network.
+// never blocks on the network. A key the Locker did not prefix is never
+// ready either.
 func (d *Driver) Watch(key string, wake func()) (ready <-chan struct{}, stop func()) {
+	if d.checkKey(key) != nil {
+		return make(chan struct{}), func() {}
+	}
 	ready, stop = d.subs.Watch(key, wake)
 	if ready == nil {
 		ready = make(chan struct{}) // never ready: nothing will be reported
