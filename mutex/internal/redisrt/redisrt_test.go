@@ -172,7 +172,12 @@ func TestSubscriberWakes(t *testing.T) {
 func TestSubscriberWithoutTargets(t *testing.T) {
 	s := redisrt.NewSubscriber(redisrt.SubscriberConfig{})
 	ready, stop := s.Watch("k", nil)
-	assert.Nil(t, ready)
+	require.NotNil(t, ready)
+	select {
+	case <-ready:
+		t.Fatal("ready closed although nothing will be reported")
+	default:
+	}
 	stop()
 	s.Close()
 	s.Close()

@@ -93,9 +93,10 @@ func NewSubscriber(cfg SubscriberConfig) *Subscriber {
 // (on the Subscriber's goroutine, without a lock held) for each release
 // reported there, and whenever a connection came back and subscribed again
 // (releases meanwhile may be lost), until stop is called. ready is closed
-// at the first confirmation from a server; it is nil when there is nothing
-// to wait for (no targets, or the Subscriber is closed): then no release is
-// reported. It never blocks on the network.
+// at the first confirmation from a server; it is never closed when no
+// release will be reported (no targets, or the Subscriber is closed), so
+// that the caller, as backend.Watcher's contract has it, polls. It never
+// blocks on the network.
 //
 // Two watches of one key can overlap (a stop may run after a newer Watch):
 // the newer one gets the wake-ups, and each stop ends its own watch; the
@@ -110,7 +111,7 @@ func (s *Subscriber) Watch(key string, wake func()) (ready <-chan struct{}, stop
 	}
 	sub := s.add(ch, wake)
 	if sub == nil {
-		return nil, func() {}
+		return make(chan struct{}), func() {}
 	}
 	return sub.ready, func() { s.remove(ch, sub) }
 }
