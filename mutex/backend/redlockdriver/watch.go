@@ -33,9 +33,5 @@ func (d *Driver) Watch(key string, wake func()) (ready <-chan struct{}, stop fun
 	if d.checkKey(key) != nil {
 		return make(chan struct{}), func() {}
 	}
-	ready, stop = d.subs.Watch(key, wake)
-	if ready == nil {
-		ready = make(chan struct{}) // never ready: nothing will be reported
-	}
-	return ready, stop
+	return d.subs.Watch(key, wake)
 }
