@@ -60,8 +60,11 @@ type Driver struct {
 	run         *redisrt.Runner     // owns every goroutine the driver starts but the subscriber's
 	subs        *redisrt.Subscriber // the release subscription, one connection per node
 
-	// Inspection: the lead embeds a *redisinspect.Inspector here (over
-	// nodes, addrs and quorum), which makes the Driver a backend.Inspector.
+	// TODO(issue 35, lead): embed *redisinspect.Inspector here, built in
+	// New with redisinspect.Config{Prefix: cfg.Prefix, Servers: d.nodes,
+	// Addrs: d.addrs, Quorum: d.quorum, Publish: "PUBLISH", Go: d.run.Go},
+	// so that a Driver is a backend.Inspector too (and add it to the
+	// assertions above New and to the package doc).
 
 	closeOnce sync.Once
 }
