@@ -1,6 +1,7 @@
 package redlockdriver
 
 import (
+	"cmp"
 	"reflect"
 	"slices"
 	"strconv"
@@ -97,12 +98,12 @@ func New(clients []redis.UniversalClient, cfg Config) (*Driver, error) {
 		addrs:       addrs,
 		quorum:      len(clients)/2 + 1,
 		prefix:      cfg.Prefix,
-		fenceTTL:    cmpOr(cfg.FenceTTL, defaultFenceTTL),
+		fenceTTL:    cmp.Or(cfg.FenceTTL, defaultFenceTTL),
 		nodeTimeout: cfg.NodeTimeout,
 		now:         cfg.Now,
 		drift:       cfg.Drift,
 		rests:       make([]nodeRest, len(clients)),
-		run:         redisrt.NewRunner(false),
+		run:         redisrt.NewRunner(false), // Go and Afterward only: the fan-out bounds its calls itself
 	}
 	if d.now == nil {
 		d.now = time.Now
@@ -124,13 +125,6 @@ func (c Config) check() error {
 		return invalid("node timeout %v must be positive", c.NodeTimeout)
 	}
 	return nil
-}
-
-func cmpOr(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 // defaultDrift is the Locker's default drift margin: 1% of the lease plus
