@@ -89,7 +89,7 @@ func (l *Locker) attempt(a *acquisition, waiting bool, sent time.Time) (acquireR
 		err = l.lateGrant(sent, a.lc.ttl)
 	}
 	if err != nil {
-		if a.randomOwner {
+		if a.randomOwner && !errors.Is(err, backend.ErrGivenBack) {
 			l.abandon(a.lockKey, a.owner)
 		}
 		return res, err
@@ -139,8 +139,12 @@ func (l *Locker) abandon(lockKey, owner string) {
 	l.afterward(func(ctx context.Context) { _ = l.drv.b.Abandon(ctx, lockKey, owner) })
 }
 
+// lease names lk to its backend, with its current TTL; never under lk.mu.
 func lease(lk *Lock) backend.Lease {
-	return backend.Lease{Key: lk.lockKey, Owner: lk.owner, Token: lk.token, Handle: lk.handle}
+	lk.mu.Lock()
+	ttl := lk.ttl
+	lk.mu.Unlock()
+	return backend.Lease{Key: lk.lockKey, Owner: lk.owner, Token: lk.token, TTL: ttl, Handle: lk.handle}
 }
 
 // release takes one count of lk: the counts left (0: freed), or -1 when it
@@ -175,9 +179,6 @@ func (l *Locker) releaseAll(locks []*Lock) error {
 	leases := make([]backend.Lease, len(locks))
 	for i, lk := range locks {
 		leases[i] = lease(lk)
-		lk.mu.Lock()
-		leases[i].TTL = lk.ttl
-		lk.mu.Unlock()
 	}
 	if l.drv.br != nil {
 		return l.drv.br.ReleaseAll(context.Background(), leases)

@@ -79,9 +79,5 @@ func MatchGlob(p, s string) bool { return matchGlob(p, s) }
 // AcquireSHA is the acquire script's SHA-1, for SCRIPT EXISTS.
 func AcquireSHA() string { return redisproto.AcquireScript.Hash() }
 
-// NodeResting reports whether Redlock node i of l rests after failing to
-// answer (noderest.go).
-func NodeResting(l *Locker, i int) bool { return l.rests[i].until.Load() != 0 }
-
 // ReadsReplicas is readsReplicas: inspection's choice of EVALSHA for c.
 func ReadsReplicas(c redis.UniversalClient) bool { return redisproto.ReadsReplicas(c) }

@@ -23,7 +23,8 @@
 //  3. Release and Extend change nothing unless owner and token match.
 //  4. Outcomes are told truthfully: an error means the outcome is unknown,
 //     never "held by another"; the Locker then frees what the attempt may
-//     have taken (Abandon, for the random owners it makes up itself).
+//     have taken (Abandon, for the random owners it makes up itself),
+//     unless the error matches ErrGivenBack.
 //  5. Every method returns by its context's deadline.
 //
 // docs/architecture.md has the picture of the parts.
@@ -113,8 +114,8 @@ type Grant struct {
 	Handle any
 }
 
-// Lease names a held lock: key, owner and token, and the TTL to extend it
-// to (Extend only).
+// Lease names a held lock: key, owner and token, and its lease's TTL (for
+// Extend, the TTL to extend it to).
 type Lease struct {
 	Key    string
 	Owner  string

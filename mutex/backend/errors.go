@@ -20,6 +20,10 @@ var (
 	// ErrPartial: a listing that a quorum of nodes answered, but not every
 	// node.
 	ErrPartial = errors.New("mutex: partial listing")
+	// ErrGivenBack, matched by an Acquire's error, says the backend freed
+	// what the attempt took itself (after its calls ended): the Locker
+	// sends no Abandon for it.
+	ErrGivenBack = errors.New("backend: the attempt's grants were given back")
 	// ErrNotAwaited is a node's entry in QuorumError.Nodes when its reply
 	// was not waited for: the other nodes had decided.
 	ErrNotAwaited = errors.New("reply not awaited: the other nodes decided")
@@ -110,3 +114,18 @@ func (e *QuorumError) Unwrap() []error {
 	}
 	return errs
 }
+
+// GivenBack marks err, an Acquire's error, as matching ErrGivenBack, and
+// keeps its text and the rest of its chain (errors.As still finds a
+// *QuorumError in it).
+func GivenBack(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &givenBack{err}
+}
+
+type givenBack struct{ err error }
+
+func (e *givenBack) Error() string   { return e.err.Error() }
+func (e *givenBack) Unwrap() []error { return []error{e.err, ErrGivenBack} }

@@ -28,12 +28,13 @@ const proposalLead = 100 * time.Millisecond
 // node's call ended, and reports contention (Held, with a
 // *backend.QuorumError in Detail), or an outage: a *backend.QuorumError
 // matching backend.ErrUnavailable, when too few nodes answered to tell or
-// the validity ran out. It records the span events redlock.acquire and
+// the validity ran out. Its errors match backend.ErrGivenBack: the Locker
+// sends no Abandon after them. It records the span events redlock.acquire and
 // redlock.token on ctx's span. Bad input returns an error wrapping
 // backend.ErrInvalid, before any node is asked.
 func (d *Driver) Acquire(ctx context.Context, a backend.Attempt) (backend.Grant, error) {
 	if err := d.checkAttempt(ctx, a); err != nil {
-		return backend.Grant{}, err
+		return backend.Grant{}, backend.GivenBack(err) // nothing was asked
 	}
 	span := trace.SpanFromContext(ctx)
 	start := d.now()
@@ -66,7 +67,7 @@ func (d *Driver) Acquire(ctx context.Context, a backend.Attempt) (backend.Grant,
 	d.giveBack(lockKey, a.Owner, a.Shared, v.voters, v.tokens, replies)
 	qerr := &backend.QuorumError{Quorum: d.quorum, Addrs: slices.Clone(d.addrs), Nodes: v.answers, Late: len(v.voters) >= d.quorum}
 	if qerr.Is(backend.ErrUnavailable) {
-		return backend.Grant{}, qerr
+		return backend.Grant{}, backend.GivenBack(qerr) // the Locker need not abandon it again
 	}
 	return backend.Grant{Status: backend.Held, Remaining: v.remaining, Detail: qerr}, nil
 }

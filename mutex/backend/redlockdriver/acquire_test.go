@@ -131,6 +131,7 @@ func TestNodesDown(t *testing.T) {
 	assert.Equal(t, backend.Grant{}, g)
 	assert.ErrorIs(t, err, backend.ErrUnavailable)
 	assert.NotErrorIs(t, err, backend.ErrNotAcquired, "an outage is not contention")
+	assert.ErrorIs(t, err, backend.ErrGivenBack, "the driver gave back what it took: no Abandon after it")
 	var qerr *backend.QuorumError
 	require.ErrorAs(t, err, &qerr)
 	assert.False(t, qerr.Late)
