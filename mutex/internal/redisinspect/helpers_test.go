@@ -33,7 +33,9 @@ func newInspector(t *testing.T, cfg redisinspect.Config) *redisinspect.Inspector
 	cfg.Go = func(fn func()) { wg.Go(fn) }
 	t.Cleanup(func() {
 		for _, c := range cfg.Servers {
-			_ = c.Close()
+			if c != nil {
+				_ = c.Close()
+			}
 		}
 		wg.Wait()
 	})
@@ -100,7 +102,9 @@ func release(t *testing.T, ctx context.Context, c redis.Scripter, k, owner strin
 
 // proposal is a Redlock token proposal, as its client makes one: its clock
 // in µs, 100 ms ahead.
-func proposal() string { return strconv.FormatInt(time.Now().Add(100*time.Millisecond).UnixMicro(), 10) }
+func proposal() string {
+	return strconv.FormatInt(time.Now().Add(100*time.Millisecond).UnixMicro(), 10)
+}
 
 // micros is t as a lock value writes it.
 func micros(t time.Time) string { return strconv.FormatInt(t.UnixMicro(), 10) }

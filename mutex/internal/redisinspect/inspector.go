@@ -82,11 +82,27 @@ func checkConfig(cfg Config) error {
 		return invalid("redisinspect: publish command %q is neither PUBLISH nor SPUBLISH", cfg.Publish)
 	}
 	for i, c := range cfg.Servers {
-		if c == nil {
+		if isNil(c) {
 			return invalid("redisinspect: server %d is nil", i)
 		}
 	}
 	return nil
+}
+
+// isNil reports whether c is nil, or a nil go-redis client in the
+// interface.
+func isNil(c redis.UniversalClient) bool {
+	switch v := c.(type) {
+	case nil:
+		return true
+	case *redis.Client:
+		return v == nil
+	case *redis.ClusterClient:
+		return v == nil
+	case *redis.Ring:
+		return v == nil
+	}
+	return false
 }
 
 // check refuses a call on a bad Inspector or without a context.
