@@ -63,8 +63,7 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 	for call, fn := range calls(in, prefix+"k") {
-		//lint:ignore SA1012 a nil context is the bad input tested
-		err := testutil.Safely(t, time.Second, func() error { return fn(nil) }) //nolint:staticcheck
+		err := testutil.Safely(t, time.Second, func() error { return fn(nil) })
 		assert.ErrorIs(t, err, backend.ErrInvalid, "nil context: %s", call)
 	}
 	_, err := in.ForceRelease(context.Background(), prefix+"k", backend.Force{Token: -1, Reason: "r"})

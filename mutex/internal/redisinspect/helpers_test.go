@@ -15,7 +15,7 @@ import (
 	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
-func TestMain(m *testing.M) { testutil.Main(m) }
+func TestMain(m *testing.M) { testutil.MainWithEnv(m, []string{testutil.EnvRedisAddr}) }
 
 // prefix is every test's key prefix: one with glob characters, which the
 // SCAN pattern must quote.

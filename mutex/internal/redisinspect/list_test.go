@@ -3,7 +3,9 @@ package redisinspect_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -214,5 +216,25 @@ func TestListBadCursor(t *testing.T) {
 	} {
 		_, err := in.List(ctx, r)
 		assert.ErrorIs(t, err, backend.ErrInvalid, "%+v", r)
+	}
+}
+
+// Redis's own KEYS decides what a pattern matches: List's filter agrees
+// with it, over user keys.
+func TestListMatchesAsRedis(t *testing.T) {
+	plain, _ := testutil.Redis(t)
+	c, _ := testutil.Redis(t)
+	ctx := testCtx(t)
+	in := newInspector(t, redisinspect.Config{Servers: []redis.UniversalClient{c}})
+	keys := []string{"a", "ab", "abc", "a*c", "a?c", "a[c", "x]y", "a\\b", "job:1", "job:12", "JOB:1", "é", "a-c", "b", "{x}y"}
+	for _, k := range keys {
+		require.NoError(t, plain.Set(ctx, k, 1, time.Minute).Err())
+		acquire(t, ctx, c, k, "owner-A", time.Minute, "")
+	}
+	for _, p := range []string{"*", "a*", "a?c", "a\\*c", "a[bc]*", "a[^b]*", "a[a-c]", "a[c-a]", "job:?", "job:*", "[jJ]ob:1", "*\\?*", "a\\\\b", "?", "x]y", "*]*", "a[\\[]c", "{*"} {
+		want, err := plain.Keys(ctx, p).Result()
+		require.NoError(t, err)
+		got, _, _ := listAll(t, ctx, in, backend.ListRequest{Match: p, Count: 100, Scans: 10})
+		assert.ElementsMatch(t, want, slices.Collect(maps.Keys(got)), "pattern %q", p)
 	}
 }
