@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/redfence/redfence/mutex/backend"
+	"github.com/redfence/redfence/mutex/internal/glob"
 	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
@@ -74,7 +75,7 @@ func StartsSpans(l *Locker) bool {
 var ErrNotAwaited = backend.ErrNotAwaited
 
 // MatchGlob exposes List's pattern matching.
-func MatchGlob(p, s string) bool { return matchGlob(p, s) }
+func MatchGlob(p, s string) bool { return glob.Match(p, s) }
 
 // AcquireSHA is the acquire script's SHA-1, for SCRIPT EXISTS.
 func AcquireSHA() string { return redisproto.AcquireScript.Hash() }

@@ -121,7 +121,11 @@ func (l *Locker) Inspect(ctx context.Context, key string) (LockInfo, error) {
 	}
 	st, err := l.drv.in.Inspect(ctx, l.name(key))
 	if err != nil {
-		return LockInfo{}, unavailable(err)
+		if len(st.Nodes) == 0 {
+			return LockInfo{}, unavailable(err)
+		}
+		// The nodes' own views still say what each one holds.
+		return LockInfo{Key: key, Name: st.Name, Nodes: infoOf(key, st).Nodes}, unavailable(err)
 	}
 	return infoOf(key, st), nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/redfence/redfence/mutex/backend"
+	"github.com/redfence/redfence/mutex/internal/glob"
 )
 
 // Inspection over the backend's backend.Inspector: the public LockInfo,
@@ -67,7 +68,7 @@ func (l *Locker) list(ctx context.Context, o ListOptions) (Page, error) {
 	page := Page{Cursor: r.Cursor, RoundTrips: r.RoundTrips, Skipped: r.Skipped}
 	for _, st := range r.Keys {
 		key, ok := strings.CutPrefix(st.Key, l.cfg.prefix)
-		if !ok || !matchGlob(o.Match, key) {
+		if !ok || !glob.Match(o.Match, key) {
 			continue
 		}
 		in := infoOf(key, st)
@@ -83,7 +84,15 @@ func (l *Locker) list(ctx context.Context, o ListOptions) (Page, error) {
 func (l *Locker) force(ctx context.Context, key string, o ForceOptions) (ForceResult, error) {
 	f, err := l.drv.in.ForceRelease(ctx, l.name(key), backend.Force{Token: o.Token, By: o.By, Reason: o.Reason})
 	res := ForceResult{Key: key}
+	if f.Released { // also when the outcome on other servers is unknown
+		res.Token, res.Floor, res.Owner, res.Count = f.Token, f.Floor, f.Owner, f.Count
+		res.Released = max(f.Servers, 1)
+		res.Info, _ = parseOwner(f.Owner)
+		l.tel.forced(key, res.Token, o.Reason)
+	}
 	switch {
+	case err != nil && errors.Is(err, ErrUnavailable):
+		return res, err // says what the servers did
 	case err != nil:
 		return res, unavailable(fmt.Errorf("forced release of %q: the holder may keep the lock: %w", key, err))
 	case !f.Released && f.Token > 0 && o.Token > 0:
@@ -91,9 +100,5 @@ func (l *Locker) force(ctx context.Context, key string, o ForceOptions) (ForceRe
 	case !f.Released:
 		return res, fmt.Errorf("%w: nobody holds %q", ErrNotHeld, key)
 	}
-	res.Token, res.Floor, res.Owner, res.Count = f.Token, f.Floor, f.Owner, f.Count
-	res.Released = max(f.Servers, 1)
-	res.Info, _ = parseOwner(f.Owner)
-	l.tel.forced(key, res.Token, o.Reason)
 	return res, nil
 }

@@ -464,4 +464,3 @@ func TestCloseReleasesHeldLocks(t *testing.T) {
 	}
 	assert.NoError(t, a.Close(), "Close twice is fine")
 }
-

@@ -10,4 +10,5 @@ var (
 	_ backend.Queuer       = (*Driver)(nil)
 	_ backend.ReplicaAcker = (*Driver)(nil)
 	_ backend.BulkReleaser = (*Driver)(nil)
+	_ backend.Inspector    = (*Driver)(nil)
 )

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/mutex/backend"
+	"github.com/redfence/redfence/mutex/internal/redisinspect"
 	"github.com/redfence/redfence/mutex/internal/redisproto"
 	"github.com/redfence/redfence/mutex/internal/redisrt"
 )
@@ -39,12 +40,11 @@ type Config struct {
 
 // Driver holds locks on one Redis deployment. It is safe for concurrent
 // use. It owns goroutines (calls it stopped waiting for, the release
-// subscription), which Close stops; it never closes the client.
-//
-// Inspection (backend.Inspector) is not here yet: TODO(issue 35, lead):
-// embed *redisinspect.Inspector over []redis.UniversalClient{client} in
-// this struct, so that a Driver is an Inspector too.
+// subscription), which Close stops; it never closes the client. It shows
+// its locks (backend.Inspector) through the Redis inspection it embeds.
 type Driver struct {
+	*redisinspect.Inspector
+
 	client     redis.UniversalClient
 	prefix     string
 	cluster    bool
@@ -94,6 +94,10 @@ func New(client redis.UniversalClient, cfg Config) (*Driver, error) {
 		d.publish = "SPUBLISH"
 	}
 	d.abandoned = redisrt.NewAbandoned(d.run)
+	d.Inspector = redisinspect.New(redisinspect.Config{
+		Prefix: cfg.Prefix, Servers: []redis.UniversalClient{client}, Addrs: []string{""},
+		Publish: d.publish, Go: d.run.Go, NoAnswer: d.reload.NoAnswer,
+	})
 	d.subs = redisrt.NewSubscriber(redisrt.SubscriberConfig{
 		Sharded: cluster,
 		Targets: d.targetsOf,

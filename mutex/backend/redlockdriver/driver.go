@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/mutex/backend"
+	"github.com/redfence/redfence/mutex/internal/redisinspect"
 	"github.com/redfence/redfence/mutex/internal/redisproto"
 	"github.com/redfence/redfence/mutex/internal/redisrt"
 )
@@ -61,11 +62,9 @@ type Driver struct {
 	run         *redisrt.Runner     // owns every goroutine the driver starts but the subscriber's
 	subs        *redisrt.Subscriber // the release subscription, one connection per node
 
-	// TODO(issue 35, lead): embed *redisinspect.Inspector here, built in
-	// New with redisinspect.Config{Prefix: cfg.Prefix, Servers: d.nodes,
-	// Addrs: d.addrs, Quorum: d.quorum, Publish: "PUBLISH", Go: d.run.Go},
-	// so that a Driver is a backend.Inspector too (and add it to the
-	// assertions above New and to the package doc).
+	// Inspection (backend.Inspector): the quorum's view, pages that say
+	// which nodes they skipped, forced release on every node.
+	*redisinspect.Inspector
 
 	closeOnce sync.Once
 }
@@ -74,6 +73,7 @@ var (
 	_ backend.Backend      = (*Driver)(nil)
 	_ backend.Watcher      = (*Driver)(nil)
 	_ backend.BulkReleaser = (*Driver)(nil)
+	_ backend.Inspector    = (*Driver)(nil)
 )
 
 // New returns a Driver over clients, in that order: node i is clients[i]
@@ -114,6 +114,10 @@ func New(clients []redis.UniversalClient, cfg Config) (*Driver, error) {
 	d.fenceTTLMs = strconv.FormatInt(d.fenceTTL.Milliseconds(), 10)
 	d.restEpoch = d.now()
 	d.subs = d.newSubscriber()
+	d.Inspector = redisinspect.New(redisinspect.Config{
+		Prefix: cfg.Prefix, Servers: d.nodes, Addrs: d.addrs, Quorum: d.quorum,
+		Publish: "PUBLISH", Go: d.run.Go,
+	})
 	return d, nil
 }
 

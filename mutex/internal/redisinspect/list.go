@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/mutex/backend"
+	"github.com/redfence/redfence/mutex/internal/glob"
 	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
@@ -95,7 +96,7 @@ type foundKey struct {
 // server's failure ends the call.
 func (in *Inspector) scanPage(ctx context.Context, page *backend.ListPage, shards []scanShard, at *listCursor, r backend.ListRequest) ([]foundKey, error) {
 	var found []foundKey
-	match := escapeGlob(r.Prefix) + "{*"
+	match := glob.Escape(r.Prefix) + "{*"
 	for scans := 0; scans < r.Scans && at.shard < len(shards) && (r.Limit == 0 || len(found) < r.Limit); scans++ {
 		// The call's own variables: one the caller stopped waiting for
 		// (pending) may still write them, and they are then never read.
@@ -123,7 +124,7 @@ func (in *Inspector) scanPage(ctx context.Context, page *backend.ListPage, shard
 			at.cursor = next
 		}
 		for _, name := range got {
-			if key, ok := redisproto.KeyOf(r.Prefix, name); ok && matchGlob(r.Match, key) {
+			if key, ok := redisproto.KeyOf(r.Prefix, name); ok && glob.Match(r.Match, key) {
 				found = append(found, foundKey{r.Prefix + key, name, at.shard})
 			}
 		}

@@ -1,4 +1,4 @@
-package redisinspect
+package glob
 
 import (
 	"strings"
@@ -12,7 +12,7 @@ import (
 // pattern: one that backtracks exponentially in a naive matcher ends.
 func TestMatchGlobIsLinear(t *testing.T) {
 	done := make(chan bool, 1)
-	go func() { done <- matchGlob(strings.Repeat("*a", 40)+"*b", strings.Repeat("a", 200)) }()
+	go func() { done <- Match(strings.Repeat("*a", 40)+"*b", strings.Repeat("a", 200)) }()
 	timer := time.NewTimer(30 * time.Second)
 	defer timer.Stop()
 	select {
