@@ -141,10 +141,7 @@ func (l *Locker) abandon(lockKey, owner string) {
 
 // lease names lk to its backend, with its current TTL; never under lk.mu.
 func lease(lk *Lock) backend.Lease {
-	lk.mu.Lock()
-	ttl := lk.ttl
-	lk.mu.Unlock()
-	return backend.Lease{Key: lk.lockKey, Owner: lk.owner, Token: lk.token, TTL: ttl, Handle: lk.handle}
+	return backend.Lease{Key: lk.lockKey, Owner: lk.owner, Token: lk.token, TTL: lk.leaseTTL(), Handle: lk.handle}
 }
 
 // release takes one count of lk: the counts left (0: freed), or -1 when it
