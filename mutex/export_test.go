@@ -46,15 +46,6 @@ func RenewAsleep(l *Locker) time.Time {
 	return l.renew.asleep
 }
 
-// GoBg runs fn on one of l's background goroutines.
-func GoBg(l *Locker, fn func()) { l.goBg(fn) }
-
-// IdleWorkers counts l's parked background goroutines.
-func IdleWorkers(l *Locker) int {
-	l.work.mu.Lock()
-	defer l.work.mu.Unlock()
-	return len(l.work.idle)
-}
 
 // ParseAcquire exposes the reading of the acquire script's reply.
 func ParseAcquire(reply any) ([3]int64, string, error) { return redisproto.ParseAcquire(reply) }

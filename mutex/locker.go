@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redfence/redfence/mutex/internal/workers"
 )
 
 // MaxKeyLen bounds user keys, in bytes; Redis would take more, but a longer
@@ -34,10 +36,9 @@ type Locker struct {
 	ownerSuffix string        // "@" and the OwnerInfo, ending every owner id it makes
 	done        chan struct{} // closed by Close
 	renew       *renewer
-	bg          sync.WaitGroup // clean-ups and abandoned calls
-	work        workers        // reusable goroutines for bg
+	work        *workers.Pool // clean-ups; Close waits for them
 
-	// Lock order: mu, then work.mu. mu is never held while calling into
+	// Lock order: mu, then the pool's. mu is never held while calling into
 	// the backend or renew, which call back into the Locker (wakeLocal)
 	// under their own mutexes released first; a Lock's mu is never taken
 	// under it.
@@ -53,6 +54,7 @@ func newLocker(opts []Option) *Locker {
 		cfg:    newConfig(opts),
 		done:   make(chan struct{}),
 		queues: map[string]*queue{},
+		work:   workers.New(),
 	}
 	l.err = l.cfg.err
 	l.ownerSuffix = encodeOwnerInfo(l.cfg.info)
@@ -100,7 +102,7 @@ func (l *Locker) Close() error {
 		}
 	}
 	l.renew.halt()
-	l.bg.Wait()
+	l.work.Close()
 	if l.drv.own != nil {
 		if err := l.drv.own.Close(); err != nil {
 			errs = append(errs, err)
@@ -142,7 +144,7 @@ func (l *Locker) check(ctx context.Context, key string) error {
 // it), on its own bounded context, never on the caller's dead one. A
 // backend orders what fn sends after the calls it stopped waiting for.
 func (l *Locker) afterward(fn func(ctx context.Context)) {
-	l.goBg(func() {
+	l.work.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
 		fn(ctx)

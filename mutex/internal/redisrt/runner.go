@@ -2,10 +2,11 @@ package redisrt
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/mutex/internal/workers"
 )
 
 // CleanupTimeout bounds a clean-up after a failed or abandoned call
@@ -20,23 +21,20 @@ const CleanupTimeout = 2 * time.Second
 // needs no goroutine: its calls run on the caller's. One that does not would
 // wait its ReadTimeout on a hung server, so a call under a ctx that can end
 // runs in a goroutine the caller stops waiting for when ctx ends.
-//
-// Lock order: mu is a leaf.
 type Runner struct {
 	ctxAware bool
-	done     chan struct{}  // closed by Close: parked workers leave
-	bg       sync.WaitGroup // every goroutine started by Go
-
-	mu     sync.Mutex
-	closed bool
-	idle   []chan func() // parked workers, each waiting on its own channel
+	pool     *workers.Pool // every goroutine started by Go
 }
 
 // NewRunner returns a Runner for calls on a client that applies ctx
 // deadlines to its sockets (ctxAware, see ContextAware) or not.
 func NewRunner(ctxAware bool) *Runner {
-	return &Runner{ctxAware: ctxAware, done: make(chan struct{})}
+	return &Runner{ctxAware: ctxAware, pool: workers.New()}
 }
+
+// Go runs fn in a goroutine the Runner owns (Close waits for it), reusing a
+// parked one; once Close has begun, fn runs on the caller's goroutine.
+func (r *Runner) Go(fn func()) { r.pool.Go(fn) }
 
 // ContextAware reports whether c applies ctx deadlines to its sockets: a
 // *redis.Client or *redis.ClusterClient built with ContextTimeoutEnabled.
@@ -128,12 +126,4 @@ func (r *Runner) Settled(pending <-chan error) <-chan struct{} {
 // ContextTimeoutEnabled ends them at its ReadTimeout). After Close, Go runs
 // its task on the caller's goroutine, so nothing outlives Close; Call then
 // runs fn directly. Close is idempotent.
-func (r *Runner) Close() {
-	r.mu.Lock()
-	if !r.closed {
-		r.closed = true
-		close(r.done)
-	}
-	r.mu.Unlock()
-	r.bg.Wait()
-}
+func (r *Runner) Close() { r.pool.Close() }
