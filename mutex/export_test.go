@@ -46,7 +46,6 @@ func RenewAsleep(l *Locker) time.Time {
 	return l.renew.asleep
 }
 
-
 // ParseAcquire exposes the reading of the acquire script's reply.
 func ParseAcquire(reply any) ([3]int64, string, error) { return redisproto.ParseAcquire(reply) }
 
