@@ -139,3 +139,32 @@ func TestAbandonInTheBackground(t *testing.T) {
 	v := value(t, c, k)
 	assert.True(t, v.Released, "freed: %+v", v)
 }
+
+// When a retried Release's ctx ends before the release it follows did (a
+// client without ContextTimeoutEnabled waits for its read timeout), the
+// retry goes out in the background once that call ended, rather than not
+// at all; Close waits for it. Here the first release never reached the
+// server (its connection was cut), so only the retry frees the key.
+func TestReleaseRetryInTheBackground(t *testing.T) {
+	c, srv := testutil.Redis(t)
+	loadScripts(t, c)
+	proxy := testutil.Proxy(t, srv.Addr())
+	pc, o := plainClient(t, proxy.Addr(), 5*time.Second)
+	d := newDriver(t, pc)
+	k := key(t, "k")
+	l := acquire(t, d, k, "a", 30*time.Second)
+	proxy.BlackHole()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := d.Release(ctx, l)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	_, err = d.Release(ctx, l) // the Locker's retry, its ctx already over
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	proxy.Cut() // the first release fails without reaching the server
+	proxy.Heal()
+
+	require.NoError(t, d.Close()) // waits for the background retry
+	assert.Less(t, o.index("end release"), o.lastIndex("start release"), "%v", o.snapshot())
+	v := value(t, c, k)
+	assert.True(t, v.Released, "the retry freed it: %+v", v)
+}

@@ -105,6 +105,18 @@ func (o *order) index(e string) int {
 	return -1
 }
 
+// lastIndex is where e happened last, -1 if it did not.
+func (o *order) lastIndex(e string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i := len(o.events) - 1; i >= 0; i-- {
+		if o.events[i] == e {
+			return i
+		}
+	}
+	return -1
+}
+
 func (o *order) snapshot() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -16,41 +16,62 @@ func formatToken(t int64) string { return strconv.FormatInt(t, 10) }
 // freed, and when a waiting Lock found the key held meanwhile, reserved
 // for the first queued Locker and published), or -1 when owner and token
 // do not hold the key. An error leaves the outcome unknown. A release of a
-// lock whose earlier release or handoff was given up on waits (within ctx)
-// for that call to end first, so that the two counts land in order.
+// lock whose earlier release or handoff was given up on comes after that
+// call: when ctx ends first, it is sent in the background once the call
+// ended (on a context of its own), and Release returns ctx's error.
 func (d *Driver) Release(ctx context.Context, l backend.Lease) (int64, error) {
 	h, own, err := d.holdOf(l)
 	if err != nil {
 		return 0, err
 	}
-	if err := d.afterAbandoned(ctx, h, own, l.Owner); err != nil {
-		return 0, err
+	if done := d.abandonedBefore(h, own, l.Owner); done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			d.run.Go(func() {
+				<-done
+				ctx, cancel := context.WithTimeout(context.Background(), redisrt.CleanupTimeout)
+				defer cancel()
+				_, _ = d.release(ctx, l.Owner, h, own)
+			})
+			return 0, ctx.Err()
+		}
 	}
+	return d.release(ctx, l.Owner, h, own)
+}
+
+func (d *Driver) release(ctx context.Context, owner string, h *hold, own bool) (int64, error) {
 	if d.run.Direct(ctx) { // no closure: the uncontended path allocates less
-		n, err := redisproto.ReleaseScript.Run(ctx, d.client, h.relKeys[:], d.releaseArgs(l.Owner, h)...).Int64()
+		n, err := redisproto.ReleaseScript.Run(ctx, d.client, h.relKeys[:], d.releaseArgs(owner, h)...).Int64()
 		d.reload.NoAnswer(err)
 		return n, err
 	}
 	var n int64
 	pending, err := d.run.Call(ctx, func(ctx context.Context) error {
 		var err error
-		n, err = redisproto.ReleaseScript.Run(ctx, d.client, h.relKeys[:], d.releaseArgs(l.Owner, h)...).Int64()
+		n, err = redisproto.ReleaseScript.Run(ctx, d.client, h.relKeys[:], d.releaseArgs(owner, h)...).Int64()
 		return err
 	})
 	d.reload.NoAnswer(err)
 	if pending != nil {
-		d.abandonRelease(h, own, l.Owner, pending)
+		d.abandonRelease(h, own, owner, pending)
 		return 0, err // the abandoned call may still write n
 	}
 	return n, err
 }
 
-// afterAbandoned waits for the last release of h given up on, if any.
-func (d *Driver) afterAbandoned(ctx context.Context, h *hold, own bool, owner string) error {
+// abandonedBefore is the end of the last release of h given up on, nil
+// when there is none to wait for.
+func (d *Driver) abandonedBefore(h *hold, own bool, owner string) <-chan struct{} {
 	if !own {
-		return d.abandoned.Wait(ctx, releaseID(h, owner))
+		return d.abandoned.Done(releaseID(h, owner))
 	}
-	done := h.abandonedRelease()
+	return h.abandonedRelease()
+}
+
+// afterAbandoned waits, within ctx, for the last release of h given up on.
+func (d *Driver) afterAbandoned(ctx context.Context, h *hold, own bool, owner string) error {
+	done := d.abandonedBefore(h, own, owner)
 	if done == nil {
 		return nil
 	}
