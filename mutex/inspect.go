@@ -124,8 +124,8 @@ func (l *Locker) Inspect(ctx context.Context, key string) (LockInfo, error) {
 		if len(st.Nodes) == 0 {
 			return LockInfo{}, unavailable(err)
 		}
-		// The nodes' own views still say what each one holds.
-		return LockInfo{Key: key, Name: st.Name, Nodes: infoOf(key, st).Nodes}, unavailable(err)
+		// Undecided: the nodes' own views, and the highest token they remember.
+		return infoOf(key, st), unavailable(err)
 	}
 	return infoOf(key, st), nil
 }

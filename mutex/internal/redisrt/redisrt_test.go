@@ -78,6 +78,12 @@ func TestRunnerGoAfterClose(t *testing.T) {
 	assert.EqualValues(t, 40, n.Load())
 	r.Go(func() { n.Add(1) }) // runs before Go returns
 	assert.EqualValues(t, 41, n.Load())
+	// A call apart after Close would run inline, bounded by no ctx: refused.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	_, err := r.Call(ctx, func(context.Context) error { n.Add(1); return nil })
+	assert.ErrorIs(t, err, redisrt.ErrClosed)
+	assert.EqualValues(t, 41, n.Load(), "the refused call did not run")
 	r.Close() // idempotent
 }
 

@@ -95,6 +95,13 @@ func (p *Pool) Close() {
 	p.bg.Wait()
 }
 
+// Closed reports whether Close has begun.
+func (p *Pool) Closed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
 // Idle counts the parked workers.
 func (p *Pool) Idle() int {
 	p.mu.Lock()
