@@ -46,7 +46,10 @@ type Backend interface {
 	Acquire(ctx context.Context, a Attempt) (Grant, error)
 	// Release takes one count of the lease: the counts left (0: the key is
 	// free), or -1 when owner and token do not hold it. A release that
-	// frees the key should wake the key's watchers (see Watcher).
+	// frees the key should wake the key's watchers (see Watcher). After a
+	// Release or HandOff whose outcome is unknown, the Locker calls Release
+	// once more with the same Lease, in the background: a retry, which must
+	// come after the first call (a re-entered key may lose two counts).
 	Release(ctx context.Context, l Lease) (left int64, err error)
 	// Extend sets each lease to its TTL, from no earlier than the call:
 	// one Renewal per lease, in order. An error applies to the leases

@@ -29,8 +29,9 @@ type Inspector interface {
 	// holds it), whatever its count. On success every later token of key
 	// exceeds Forced.Floor (at least the holder's token + 1), the holder's
 	// Release and Extend find it gone, watchers are woken, and a
-	// ForceRecord stays for Inspect. When Released is false nothing
-	// changed.
+	// ForceRecord stays for Inspect. When Released is false and the error
+	// nil, nothing changed. With an error the outcome is unknown on the
+	// servers that did not answer; Released then says some did free it.
 	ForceRelease(ctx context.Context, key string, f Force) (Forced, error)
 }
 
