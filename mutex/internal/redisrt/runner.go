@@ -2,17 +2,12 @@ package redisrt
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/mutex/internal/workers"
 )
-
-// ErrClosed is what a call apart returns once the Runner is closed: a
-// call racing its driver's Close, which nothing would bound by its ctx.
-var ErrClosed = errors.New("redfence: the Redis driver is closed")
 
 // CleanupTimeout bounds a clean-up after a failed or abandoned call
 // (Afterward), which runs on its own context, never on the caller's dead one.
@@ -85,10 +80,6 @@ func (r *Runner) callIn(ctx context.Context, direct bool, fn func(context.Contex
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if r.pool.Closed() {
-		// Run inline, it would wait the client's read timeout, not ctx.
-		return nil, ErrClosed
-	}
 	res := make(chan error, 1)
 	r.Go(func() { res <- fn(ctx) })
 	select {
@@ -134,6 +125,7 @@ func (r *Runner) Settled(pending <-chan error) <-chan struct{} {
 // started, including calls still out to a hung server (a client without
 // ContextTimeoutEnabled ends them at its ReadTimeout). After Close, Go runs
 // its task on the caller's goroutine, so nothing outlives Close; Call then
-// runs fn directly where ctx bounds it, and returns ErrClosed where it
-// would not. Close is idempotent.
+// runs fn directly: a clean-up that Close waits for still reaches the
+// server, and a call racing Close is bounded by the client's ReadTimeout
+// rather than by its ctx. Close is idempotent.
 func (r *Runner) Close() { r.pool.Close() }
