@@ -69,8 +69,11 @@ func TestBadInput(t *testing.T) {
 		}},
 		{"abandon empty key", etcdlock.ErrInvalid, func() error { return ok.Abandon(ctx, "", "o") }},
 		{"inspect empty key", etcdlock.ErrInvalid, func() error { _, err := ok.Inspect(ctx, ""); return err }},
-		{"list limit", etcdlock.ErrInvalid, func() error { _, _, err := ok.List(ctx, "p/", "", 0); return err }},
-		{"list cursor", backend.ErrBadCursor, func() error { _, _, err := ok.List(ctx, "p/", "q/x", 10); return err }},
+		{"list limit", etcdlock.ErrInvalid, func() error { _, err := ok.List(ctx, backend.ListRequest{Prefix: "p/"}); return err }},
+		{"list cursor", backend.ErrBadCursor, func() error {
+			_, err := ok.List(ctx, backend.ListRequest{Prefix: "p/", Cursor: "q/x", Count: 10})
+			return err
+		}},
 		{"force negative token", etcdlock.ErrInvalid, func() error {
 			_, err := ok.ForceRelease(ctx, "k", backend.Force{Token: -1})
 			return err
@@ -83,7 +86,7 @@ func TestBadInput(t *testing.T) {
 		})
 	}
 	// A watch of a bad key is none; its stop is safe.
-	testutil.Safely(t, time.Second, func() error { ok.Watch("", func() {})(); return nil })
+	testutil.Safely(t, time.Second, func() error { _, stop := ok.Watch("", func() {}); stop(); return nil })
 }
 
 // Through a Locker, a nil client reaches the caller as the Locker's bad

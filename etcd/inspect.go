@@ -69,34 +69,36 @@ func (b *Backend) state(ctx context.Context, key string, kv *mvccpb.KeyValue) (b
 	return st, nil
 }
 
-// List returns up to limit lock keys whose names begin with prefix, in key
-// order from cursor on ("" starts), and the cursor that goes on: the next
-// key, "" once there is none. A cursor is a key; one not under prefix gets
-// an error matching backend.ErrBadCursor. The forced-release records beside
-// the keys are not listed.
-func (b *Backend) List(ctx context.Context, prefix, cursor string, limit int) ([]backend.KeyState, string, error) {
+// List returns up to r.Count lock keys whose names begin with r.Prefix, in
+// key order from r.Cursor on ("" starts), and the cursor that goes on: the
+// next key, "" once there is none. One range read makes the page (r.Scans
+// is not needed: a range read skips no key). A cursor is a key; one not
+// under the prefix gets an error matching backend.ErrBadCursor. The
+// forced-release records beside the keys are not listed.
+func (b *Backend) List(ctx context.Context, r backend.ListRequest) (backend.ListPage, error) {
 	if err := b.usable(); err != nil {
-		return nil, "", err
+		return backend.ListPage{}, err
 	}
+	prefix, cursor, limit := r.Prefix, r.Cursor, r.Count
 	switch {
 	case limit <= 0:
-		return nil, "", fmt.Errorf("%w: limit %d is not positive", ErrInvalid, limit)
+		return backend.ListPage{}, fmt.Errorf("%w: count %d is not positive", ErrInvalid, limit)
 	case cursor != "" && !strings.HasPrefix(cursor, prefix):
-		return nil, "", fmt.Errorf("%w: %q is not under %q", backend.ErrBadCursor, cursor, prefix)
+		return backend.ListPage{}, fmt.Errorf("%w: %q is not under %q", backend.ErrBadCursor, cursor, prefix)
 	}
 	kvs, next, err := b.page(ctx, prefix, cursor, limit)
 	if err != nil {
-		return nil, "", err
+		return backend.ListPage{RoundTrips: 1}, err
 	}
 	out := make([]backend.KeyState, 0, len(kvs))
 	for _, kv := range kvs {
 		st, err := b.state(ctx, string(kv.Key), kv)
 		if err != nil {
-			return nil, "", err
+			return backend.ListPage{RoundTrips: 1}, err
 		}
 		out = append(out, st)
 	}
-	return out, next, nil
+	return backend.ListPage{Keys: out, Cursor: next, RoundTrips: 1}, nil
 }
 
 // page reads up to limit lock keys under prefix from cursor, skipping audit

@@ -11,6 +11,7 @@ import (
 
 	etcdlock "github.com/redfence/redfence/etcd"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend"
 )
 
 // Inspect shows the holder, its token, count and lease; a free key is free.
@@ -56,8 +57,9 @@ func TestList(t *testing.T) {
 	seen := map[string]int64{}
 	prefix, cursor, pages := "t/", "", 0
 	for {
-		keys, next, err := b.List(ctx, prefix, cursor, 2)
+		page, err := b.List(ctx, backend.ListRequest{Prefix: prefix, Cursor: cursor, Count: 2})
 		require.NoError(t, err)
+		keys, next := page.Keys, page.Cursor
 		assert.LessOrEqual(t, len(keys), 2)
 		for _, k := range keys {
 			_, dup := seen[k.Key]

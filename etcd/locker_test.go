@@ -182,7 +182,7 @@ func TestClose(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, r.Kvs, "Close released the lock")
 
-	stop := b.Watch("c", func() {})
+	_, stop := b.Watch("c", func() {})
 	require.NoError(t, b.Close())
 	assert.Zero(t, etcdlock.Watching(b), "Close ended the watch")
 	stop()

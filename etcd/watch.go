@@ -24,14 +24,17 @@ const (
 // meanwhile (ErrCompacted) starts over with a fresh read: a waiter is never
 // left waiting for a delete it can no longer be told of. A wake may be
 // spurious (a key freed and taken again); it costs the waiter an attempt.
-func (b *Backend) Watch(key string, wake func()) (stop func()) {
+//
+// ready is nil: the first read covers a release made before the watch is
+// in place.
+func (b *Backend) Watch(key string, wake func()) (ready <-chan struct{}, stop func()) {
 	if b.check(key, "", false) != nil || wake == nil {
-		return func() {}
+		return nil, func() {}
 	}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return func() {}
+		return nil, func() {}
 	}
 	b.watches.Add(1) // under mu, so that Close waits for it
 	b.running++
@@ -46,7 +49,7 @@ func (b *Backend) Watch(key string, wake func()) (stop func()) {
 		b.running--
 		b.mu.Unlock()
 	}()
-	return func() {
+	return nil, func() {
 		cancel()
 		<-done
 	}

@@ -79,7 +79,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	if lc.err != nil {
 		return nil, lc.err
 	}
-	if lc.replicas > 0 && !l.be.replicaAck() {
+	if lc.replicas > 0 && l.drv.ra == nil {
 		return nil, invalid("WithReplicaAck applies to a single Redis deployment (New) alone; this Locker's servers have no replicas to wait for")
 	}
 	a.start = time.Now()
@@ -94,9 +94,9 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	if a.randomOwner {
 		a.owner = l.newOwner()
 	}
-	a.lockKey = l.be.name(key)
+	a.lockKey = l.name(key)
 	var handoffTo *lockConfig
-	if l.be.handOff() && lc.replicas == 0 {
+	if l.drv.ho != nil && lc.replicas == 0 {
 		handoffTo = lc // a local Unlock may hand the lock straight to us
 	}
 	w, err := l.enqueue(key, wait, a.owner, handoffTo)
@@ -190,7 +190,7 @@ func (a *acquisition) try() (lk *Lock, ended bool, err error) {
 	// A call that found no local waiter before it makes its first attempt
 	// as a TryLock would (fewer arguments); only when that finds the lock
 	// held does it queue, with the retry that follows its subscription.
-	res, err := l.be.acquire(a.ctx, a.key, a.lockKey, a.owner, &a.lc, a.wait && !(a.attempts == 1 && a.w.first), sent)
+	res, err := l.attempt(a, a.wait && !(a.attempts == 1 && a.w.first), sent)
 	switch {
 	case err != nil:
 		return a.failed(err, sent)
@@ -208,7 +208,7 @@ func (a *acquisition) try() (lk *Lock, ended bool, err error) {
 		a.remaining = res.remaining
 		return nil, false, nil
 	}
-	lk = newLock(a.caller, l, a.key, a.lockKey, a.owner, res.token, res.tokenStr, &a.lc, sent)
+	lk = newLock(a.caller, l, a.key, a.lockKey, a.owner, res.token, &a.lc, sent)
 	lk.handle = res.handle
 	outcome := "acquired"
 	if res.status == 2 {
@@ -266,7 +266,7 @@ func (a *acquisition) park() (*Lock, bool, error) {
 	if !offered || !h.ok {
 		return nil, false, nil // try again
 	}
-	lk := newLock(a.caller, a.l, a.key, a.lockKey, a.owner, h.token, "", &a.lc, h.sent)
+	lk := newLock(a.caller, a.l, a.key, a.lockKey, a.owner, h.token, &a.lc, h.sent)
 	lk.handle = h.handle
 	lk, err := a.take(lk, "acquired")
 	return lk, true, err
@@ -296,9 +296,9 @@ func (a *acquisition) take(lk *Lock, outcome string) (*Lock, error) {
 	if err := a.l.renew.add(lk); err != nil { // Close came first
 		lk.finish(ErrReleased, "")
 		if a.lc.owner == "" {
-			a.l.be.abandon(a.lockKey, a.owner)
+			a.l.abandon(a.lockKey, a.owner)
 		} else { // one count: another holder may share the owner id
-			a.l.afterward(nil, func(ctx context.Context) { _, _, _ = a.l.be.release(ctx, lk) })
+			a.l.afterward(func(ctx context.Context) { _, _ = a.l.release(ctx, lk) })
 		}
 		return a.end(nil, "closed", err)
 	}
@@ -313,7 +313,7 @@ func (a *acquisition) take(lk *Lock, outcome string) (*Lock, error) {
 // it just then.
 func (a *acquisition) giveUp(stop error) (*Lock, error) {
 	if h, ok := a.l.unpark(a.w); ok && h.ok {
-		a.l.be.releaseHandedOff(a.lockKey, a.owner, h.token, h.handle)
+		a.l.releaseHandedOff(a.lockKey, a.owner, h.token, h.handle)
 	}
 	if stop == ErrClosed {
 		return a.end(nil, "closed", ErrClosed)
@@ -347,4 +347,4 @@ func lastErrIf(err error, ctx context.Context) error {
 }
 
 // errNoAnswer: a Lock gave up before any of its attempts got an answer.
-var errNoAnswer = errors.New("no answer from Redis before the context ended")
+var errNoAnswer = errors.New("no answer from the backend before the context ended")

@@ -3,18 +3,19 @@ package mutex
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
+
+	"github.com/redfence/redfence/mutex/backend"
 )
 
 var (
 	// ErrNotAcquired: TryLock found the lock held by another owner, or Lock
-	// gave up (then joined with ctx.Err()).
-	ErrNotAcquired = errors.New("mutex: not acquired")
-	// ErrUnavailable is matched by an acquisition's error when Redis gave no
-	// answer (refused, failed or did not reply in time) rather than a busy
-	// lock: the server's error is wrapped. It tells an outage from contention.
-	ErrUnavailable = errors.New("mutex: Redis unavailable")
+	// gave up (then joined with ctx.Err()). It is backend.ErrNotAcquired.
+	ErrNotAcquired = backend.ErrNotAcquired
+	// ErrUnavailable is matched by an acquisition's error when the servers
+	// gave no answer (refused, failed or did not reply in time) rather than
+	// a busy lock: the server's error is wrapped. It tells an outage from
+	// contention. It is backend.ErrUnavailable.
+	ErrUnavailable = backend.ErrUnavailable
 	// ErrNotHeld: Unlock, Extend or TTL by a caller that no longer holds the
 	// lock (released, lease run out, or taken by another). Nothing was changed.
 	ErrNotHeld = errors.New("mutex: not held")
@@ -26,16 +27,14 @@ var (
 	// ErrClosed is returned by a Locker after Close.
 	ErrClosed = errors.New("mutex: locker closed")
 	// ErrInvalid is matched (errors.Is) by every bad-input error; the error
-	// itself says what is wrong. Bad input never reaches Redis.
-	ErrInvalid = errors.New("mutex: invalid argument")
+	// itself says what is wrong. Bad input never reaches a server. It is
+	// backend.ErrInvalid, which drivers use.
+	ErrInvalid = backend.ErrInvalid
 	// ErrPartial is matched by ListAll's error when a quorum of Redlock
 	// nodes answered but not every node: the locks it returns are those the
 	// others showed, and one held on a skipped node may be missing or free.
-	ErrPartial = errors.New("mutex: partial listing")
+	ErrPartial = backend.ErrPartial
 )
-
-// errNoMajority: a Redlock call that no majority of nodes confirmed.
-var errNoMajority = errors.New("mutex: Redlock: no majority of nodes confirmed")
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
@@ -56,89 +55,8 @@ func (e *unavailableError) Error() string   { return ErrUnavailable.Error() + ":
 func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.err} }
 
 // QuorumError says why a Redlock attempt did not win its quorum, node by
-// node. It matches ErrNotAcquired when owners holding the lock on some nodes
-// stood in the way, and ErrUnavailable when nodes that failed or did not
-// answer did (too few answered to call it contention); it unwraps to the
-// nodes' errors.
-type QuorumError struct {
-	Quorum int      // grants needed
-	Addrs  []string // by node, in NewRedlock's order; read-only
-	// Nodes holds each node's answer: nil when it granted the lock,
-	// ErrNotAcquired when another owner held it there, otherwise its error.
-	Nodes []error
-	// Late: a quorum granted the lock, but its validity (TTL − elapsed −
-	// drift) ran out, or a majority did not confirm the token, first.
-	Late bool
-}
-
-func (e *QuorumError) granted() (granted int) {
-	for _, err := range e.Nodes {
-		if err == nil {
-			granted++
-		}
-	}
-	return granted
-}
-
-// outage reports whether failing or unanswered nodes, not other holders,
-// kept the quorum out of reach: the nodes that did not fail could not have
-// made a quorum. Nodes whose reply was not awaited (the others had decided)
-// did not fail.
-func (e *QuorumError) outage() bool {
-	failed := 0
-	for _, err := range e.Nodes {
-		if err != nil && err != ErrNotAcquired && err != errNotAwaited {
-			failed++
-		}
-	}
-	return e.Late || len(e.Nodes)-failed < e.Quorum
-}
-
-func (e *QuorumError) Error() string {
-	granted := e.granted()
-	var b strings.Builder
-	b.WriteString("mutex: Redlock: ")
-	b.WriteString(strconv.Itoa(granted))
-	b.WriteString(" of ")
-	b.WriteString(strconv.Itoa(len(e.Nodes)))
-	b.WriteString(" nodes granted the lock, a quorum needs ")
-	b.WriteString(strconv.Itoa(e.Quorum))
-	if e.Late {
-		b.WriteString(", and came too late: the lease's validity ran out first")
-	}
-	for i, err := range e.Nodes {
-		b.WriteString("; node ")
-		b.WriteString(strconv.Itoa(i))
-		if i < len(e.Addrs) && e.Addrs[i] != "" {
-			b.WriteString(" (" + e.Addrs[i] + ")")
-		}
-		switch {
-		case err == nil:
-			b.WriteString(": granted")
-		case err == ErrNotAcquired:
-			b.WriteString(": held by another owner")
-		default:
-			b.WriteString(": " + err.Error())
-		}
-	}
-	return b.String()
-}
-
-// Is matches ErrNotAcquired for contention and ErrUnavailable for an outage.
-func (e *QuorumError) Is(target error) bool {
-	if e.outage() {
-		return target == ErrUnavailable
-	}
-	return target == ErrNotAcquired
-}
-
-// Unwrap returns the errors of the nodes that failed.
-func (e *QuorumError) Unwrap() []error {
-	var errs []error
-	for _, err := range e.Nodes {
-		if err != nil && err != ErrNotAcquired {
-			errs = append(errs, err)
-		}
-	}
-	return errs
-}
+// node (backend.QuorumError, which the Redlock driver returns). It matches
+// ErrNotAcquired when owners holding the lock on some nodes stood in the
+// way, and ErrUnavailable when nodes that failed or did not answer did; it
+// unwraps to the nodes' errors.
+type QuorumError = backend.QuorumError

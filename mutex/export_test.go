@@ -2,17 +2,19 @@ package mutex
 
 import (
 	"context"
-	"github.com/redis/go-redis/v9"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/redfence/redfence/mutex/backend"
+	"github.com/redfence/redfence/mutex/internal/glob"
 	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // LockKeyOf exposes the Redis key of a user key to the tests.
-func LockKeyOf(l *Locker, key string) string { return l.lockKey(key) }
+func LockKeyOf(l *Locker, key string) string { return redisproto.LockKey(l.cfg.prefix, key) }
 
 // ChannelOf exposes the release channel of a lock key to the tests.
 func ChannelOf(lockKey string) string { return redisproto.ChannelOf(lockKey) }
@@ -44,16 +46,6 @@ func RenewAsleep(l *Locker) time.Time {
 	return l.renew.asleep
 }
 
-// GoBg runs fn on one of l's background goroutines.
-func GoBg(l *Locker, fn func()) { l.goBg(fn) }
-
-// IdleWorkers counts l's parked background goroutines.
-func IdleWorkers(l *Locker) int {
-	l.work.mu.Lock()
-	defer l.work.mu.Unlock()
-	return len(l.work.idle)
-}
-
 // ParseAcquire exposes the reading of the acquire script's reply.
 func ParseAcquire(reply any) ([3]int64, string, error) { return redisproto.ParseAcquire(reply) }
 
@@ -70,33 +62,13 @@ func StartsSpans(l *Locker) bool {
 }
 
 // ErrNotAwaited is a Redlock node's answer when the others had decided.
-var ErrNotAwaited = errNotAwaited
-
-// WatchTwice starts two overlapping watches of key's release channel, as
-// when a queue left and a new one watched before the first's stop ran;
-// wanted reports whether the channel is still subscribed.
-func WatchTwice(l *Locker, key string) (stopFirst, stopSecond func(), wanted func() bool) {
-	lockKey := l.be.name(key)
-	_, stopFirst = l.be.watch(key, lockKey)
-	_, stopSecond = l.be.watch(key, lockKey)
-	ch := redisproto.ChannelOf(lockKey)
-	wanted = func() bool {
-		l.subs.mu.Lock()
-		defer l.subs.mu.Unlock()
-		return l.subs.chans[ch] != nil
-	}
-	return stopFirst, stopSecond, wanted
-}
+var ErrNotAwaited = backend.ErrNotAwaited
 
 // MatchGlob exposes List's pattern matching.
-func MatchGlob(p, s string) bool { return matchGlob(p, s) }
+func MatchGlob(p, s string) bool { return glob.Match(p, s) }
 
 // AcquireSHA is the acquire script's SHA-1, for SCRIPT EXISTS.
 func AcquireSHA() string { return redisproto.AcquireScript.Hash() }
-
-// NodeResting reports whether Redlock node i of l rests after failing to
-// answer (noderest.go).
-func NodeResting(l *Locker, i int) bool { return l.rests[i].until.Load() != 0 }
 
 // ReadsReplicas is readsReplicas: inspection's choice of EVALSHA for c.
 func ReadsReplicas(c redis.UniversalClient) bool { return redisproto.ReadsReplicas(c) }

@@ -2,21 +2,8 @@ package mutex
 
 import (
 	"context"
-	_ "embed"
-	"errors"
-	"fmt"
-	"strconv"
-	"time"
 	"unicode/utf8"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
-
-// auditTTL is how long a key's audit stream of forced releases outlives
-// the last one.
-const auditTTL = 30 * 24 * time.Hour
 
 // ForceOptions say which holder a forced release ends, and who asks why.
 type ForceOptions struct {
@@ -70,53 +57,10 @@ func (l *Locker) ForceRelease(ctx context.Context, key string, o ForceOptions) (
 	if err != nil {
 		return ForceResult{}, err
 	}
-	if l.insp != nil {
-		return l.forceVia(ctx, key, o)
-	}
-	servers := l.servers()
-	if servers == nil {
+	if l.drv.in == nil {
 		return ForceResult{}, errInspectUnsupported
 	}
-	if o.Token == 0 && l.isRedlock() {
-		// Nodes outside the quorum may hold a stale minority grant: end
-		// the quorum's holder only.
-		in, err := l.Inspect(ctx, key)
-		if err != nil {
-			return ForceResult{}, err
-		}
-		if in.State != Held {
-			return ForceResult{Key: key}, fmt.Errorf("%w: no majority of nodes holds %q", ErrNotHeld, key)
-		}
-		o.Token = in.Token
-	}
-	want := ""
-	if o.Token > 0 {
-		want = strconv.FormatInt(o.Token, 10)
-	}
-	name := l.be.name(key)
-	keys := []string{name, redisproto.AuditOf(name)}
-	args := []any{want, o.By, o.Reason, l.publish, auditTTL.Milliseconds(), key}
-	replies, errs := eachServer(l, ctx, servers, func(ctx context.Context, _ int, c redis.UniversalClient) ([]any, error) {
-		return redisproto.ForceScript.Run(ctx, c, keys, args...).Slice()
-	})
-	res, other, failed := tallyForced(key, replies, errs)
-	if res.Released > 0 {
-		res.Info, _ = parseOwner(res.Owner)
-		l.tel.forced(key, res.Token, o.Reason)
-	}
-	// The holder keeps the lock only where the outcome is unknown: on one
-	// deployment, that server; on Redlock, a quorum of unanswered nodes.
-	if len(failed) > 0 && (!l.isRedlock() || len(failed) >= l.quorum) {
-		return res, unavailable(fmt.Errorf("forced release of %q: %d of %d servers did not answer, the holder may keep the lock: %w",
-			key, len(failed), len(servers), errors.Join(failed...)))
-	}
-	if res.Released > 0 {
-		return res, nil
-	}
-	if len(other) > 0 {
-		return res, fmt.Errorf("%w: %q is held under token %s, not %d", ErrNotHeld, key, other[0], o.Token)
-	}
-	return res, fmt.Errorf("%w: nobody holds %q", ErrNotHeld, key)
+	return l.force(ctx, key, o)
 }
 
 // checkForce refuses bad input to ForceRelease and fills in o.By.
@@ -137,34 +81,4 @@ func (l *Locker) checkForce(ctx context.Context, key string, o ForceOptions) (Fo
 		o.By = info.String()
 	}
 	return o, nil
-}
-
-// tallyForced reads the force script's replies, one per server: what the
-// servers that released it report, the tokens others hold it under, and
-// the errors of those that did not answer.
-func tallyForced(key string, replies [][]any, errs []error) (res ForceResult, other []string, failed []error) {
-	res.Key = key
-	for i, r := range replies {
-		if errs[i] != nil {
-			failed = append(failed, errs[i])
-			continue
-		}
-		if len(r) == 0 {
-			continue
-		}
-		status, _ := r[0].(int64)
-		switch {
-		case status == 1 && len(r) == 5:
-			res.Released++
-			tok, _ := strconv.ParseInt(fmt.Sprint(r[1]), 10, 64)
-			floor, _ := strconv.ParseInt(fmt.Sprint(r[2]), 10, 64)
-			res.Token = max(res.Token, tok)
-			res.Floor = max(res.Floor, floor)
-			res.Owner, _ = r[3].(string)
-			res.Count, _ = strconv.Atoi(fmt.Sprint(r[4]))
-		case status == -1 && len(r) == 2:
-			other = append(other, fmt.Sprint(r[1]))
-		}
-	}
-	return res, other, failed
 }

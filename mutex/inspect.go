@@ -2,17 +2,9 @@ package mutex
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // State is what a lock key is in, as inspection sees it.
@@ -110,211 +102,30 @@ type NodeInfo struct {
 	Err  error
 }
 
-// Inspection limits: a key's queue and audit stream can be long; a view
-// shows their heads.
-const (
-	inspectWaiters = 100
-	inspectForced  = 10
-)
-
 var errInspectUnsupported = fmt.Errorf("%w: this Locker's backend offers no inspection (NewWithBackend)", errors.ErrUnsupported)
 
-// servers are the clients that hold the Locker's lock keys: the one
-// deployment, or Redlock's nodes; nil for an outside backend.
-func (l *Locker) servers() []redis.UniversalClient { return l.be.servers() }
-
-func (l *Locker) isRedlock() bool { return len(l.nodes) > 0 }
-
-// Inspect returns key's state as the servers hold it: owner, token, lease,
-// waiters and the latest forced releases, in one round trip per server.
-// It changes nothing, and reads with a read-only script (EVALSHA_RO where
-// the server has it), which a CLIENT PAUSE WRITE does not hold. An outside
-// backend (NewWithBackend) answers when it implements backend.Inspector,
-// and returns an error matching errors.ErrUnsupported otherwise; bad input
-// one matching ErrInvalid.
+// Inspect returns key's state as the backend holds it: owner, token,
+// lease, waiters and the latest forced releases, changing nothing. The
+// Redis drivers read it in one round trip per server, with a read-only
+// script (EVALSHA_RO where the server has it), which a CLIENT PAUSE WRITE
+// does not hold; a Redlock view is the quorum's, and a key the answering
+// nodes cannot decide is an error matching ErrUnavailable, not free. A
+// backend without backend.Inspector returns an error matching
+// errors.ErrUnsupported; bad input one matching ErrInvalid.
 func (l *Locker) Inspect(ctx context.Context, key string) (LockInfo, error) {
 	if err := l.check(ctx, key); err != nil {
 		return LockInfo{}, err
 	}
-	if l.insp != nil {
-		return l.inspectVia(ctx, key)
-	}
-	servers := l.servers()
-	if servers == nil {
+	if l.drv.in == nil {
 		return LockInfo{}, errInspectUnsupported
 	}
-	name := l.be.name(key)
-	call := redisproto.Call{
-		Keys: []string{name, redisproto.QueueOf(name), redisproto.AuditOf(name)},
-		Args: []any{inspectWaiters, inspectForced},
-	}
-	views, errs := eachServer(l, ctx, servers, func(ctx context.Context, _ int, c redis.UniversalClient) (nodeView, error) {
-		cmds, err := redisproto.RunScriptsRO(ctx, c, redisproto.InspectScript, []redisproto.Call{call})
-		if err != nil {
-			return nodeView{}, err
-		}
-		return readView(cmds[0])
-	})
-	for i, err := range errs {
-		views[i].err = err
-	}
-	return l.viewOf(key, name, views)
-}
-
-// eachServer runs fn for every server at once, each under ctx's deadline,
-// and returns each one's result and error. A server that had not answered
-// when ctx ended gets ctx's error and no result: what its call does later
-// is never read (an outcome unknown, not an answer).
-func eachServer[T any](l *Locker, ctx context.Context, servers []redis.UniversalClient, fn func(ctx context.Context, i int, c redis.UniversalClient) (T, error)) ([]T, []error) {
-	results := make([]T, len(servers))
-	errs := make([]error, len(servers))
-	one := func(i int) {
-		var v T // written by fn, read only once fn has returned here
-		pending, err := l.interruptible(ctx, func(ctx context.Context) error {
-			var err error
-			v, err = fn(ctx, i, servers[i])
-			return err
-		})
-		if pending == nil && err == nil {
-			results[i] = v
-		}
-		l.noAnswer(err) // on Cluster, a hung master's replica may have taken over
-		errs[i] = err
-	}
-	if len(servers) == 1 {
-		one(0)
-		return results, errs
-	}
-	var wg sync.WaitGroup
-	for i := range servers {
-		wg.Go(func() { one(i) })
-	}
-	wg.Wait()
-	return results, errs
-}
-
-// nodeView is one server's answer for one key.
-type nodeView struct {
-	now     time.Time
-	value   string
-	waiters []Waiter
-	forced  []ForcedRelease
-	err     error
-}
-
-func readView(cmd *redis.Cmd) (nodeView, error) {
-	r, err := cmd.Slice()
+	st, err := l.drv.in.Inspect(ctx, l.name(key))
 	if err != nil {
-		return nodeView{}, err
-	}
-	if len(r) != 6 {
-		return nodeView{}, fmt.Errorf("mutex: inspect: unexpected reply of %d parts", len(r))
-	}
-	sec, _ := strconv.ParseInt(fmt.Sprint(r[0]), 10, 64)
-	us, _ := strconv.ParseInt(fmt.Sprint(r[1]), 10, 64)
-	v := nodeView{now: time.Unix(sec, us*1000)}
-	v.value, _ = r[2].(string)
-	if q, ok := r[4].([]any); ok {
-		for i := 0; i+1 < len(q); i += 2 {
-			id, _ := q[i].(string)
-			since := redisproto.MicroTime(fmt.Sprint(q[i+1]))
-			info, _ := parseOwner(id)
-			w := Waiter{Locker: id, Info: info, Since: since}
-			if !since.IsZero() {
-				w.Waited = max(v.now.Sub(since), 0)
-			}
-			v.waiters = append(v.waiters, w)
-		}
-	}
-	if a, ok := r[5].([]any); ok {
-		for _, e := range a {
-			v.forced = append(v.forced, readForced(e))
-		}
-	}
-	return v, nil
-}
-
-// readForced reads one XREVRANGE entry of the audit stream.
-func readForced(e any) ForcedRelease {
-	var f ForcedRelease
-	parts, _ := e.([]any)
-	if len(parts) != 2 {
-		return f
-	}
-	f.ID, _ = parts[0].(string)
-	if ms, err := strconv.ParseInt(strings.SplitN(f.ID, "-", 2)[0], 10, 64); err == nil {
-		f.At = time.UnixMilli(ms)
-	}
-	fields, _ := parts[1].([]any)
-	for i := 0; i+1 < len(fields); i += 2 {
-		k, _ := fields[i].(string)
-		val, _ := fields[i+1].(string)
-		switch k {
-		case "by":
-			f.By = val
-		case "reason":
-			f.Reason = val
-		case "token":
-			f.Token, _ = strconv.ParseInt(val, 10, 64)
-		case "floor":
-			f.Floor, _ = strconv.ParseInt(val, 10, 64)
-		case "owner":
-			f.Owner = val
-			f.Info, _ = parseOwner(val)
-		case "count":
-			f.Count, _ = strconv.Atoi(val)
-		}
-	}
-	return f
-}
-
-// info reads one server's view of a key.
-func (v *nodeView) info(key, name string) LockInfo {
-	in := LockInfo{Key: key, Name: name, ServerTime: v.now, Waiters: v.waiters, Forced: v.forced}
-	val, ok := redisproto.ParseValue(v.value)
-	if !ok {
-		return in // none, or unreadable: free, as acquire takes it
-	}
-	in.Token = val.Token
-	if val.Released {
-		in.Waiters = nil
-		return in
-	}
-	in.Count, in.Waited, in.Owner = val.Count, val.Waited, val.Owner
-	in.Info, _ = parseOwner(in.Owner)
-	in.RenewedAt = val.From
-	in.Lease = val.From.Add(val.Lease).Sub(v.now)
-	if in.Lease <= 0 || val.From.IsZero() {
-		// Free: the lease ran out. The token stays: the next exceeds it.
-		return LockInfo{Key: key, Name: name, ServerTime: v.now, Token: in.Token, Waiters: v.waiters, Forced: v.forced}
-	}
-	in.State = Held
-	if in.Count == 0 {
-		in.State = Reserved
-		return in // kept for a waiter: no acquisition yet
-	}
-	in.AcquiredAt = val.Issued
-	if in.AcquiredAt.After(val.From) {
-		in.AcquiredAt = time.Time{} // a raised (Redlock) or floored token
-	}
-	return in
-}
-
-// viewOf is the LockInfo of views, one per server: the server's own, or
-// for Redlock the quorum's.
-func (l *Locker) viewOf(key, name string, views []nodeView) (LockInfo, error) {
-	if !l.isRedlock() {
-		if err := views[0].err; err != nil {
+		if len(st.Nodes) == 0 {
 			return LockInfo{}, unavailable(err)
 		}
-		return views[0].info(key, name), nil
+		// Undecided: the nodes' own views, and the highest token they remember.
+		return infoOf(key, st), unavailable(err)
 	}
-	return l.quorumView(key, name, views)
-}
-
-// keyOf reads back the user key of a lock key named by this Locker; ok is
-// false for any other key under the prefix (queues, audit streams, other
-// data).
-func (l *Locker) keyOf(name string) (key string, ok bool) {
-	return redisproto.KeyOf(l.cfg.prefix, name)
+	return infoOf(key, st), nil
 }

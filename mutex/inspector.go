@@ -7,25 +7,18 @@ import (
 	"strings"
 
 	"github.com/redfence/redfence/mutex/backend"
+	"github.com/redfence/redfence/mutex/internal/glob"
 )
 
-// Inspection over a backend.Inspector (NewWithBackend): the same LockInfo,
-// Page and ForceResult as over Redis, from the backend's plain KeyStates.
-// Glob matching, the Locker's defaults and telemetry stay here.
-
-// inspectVia is Inspect over l.insp.
-func (l *Locker) inspectVia(ctx context.Context, key string) (LockInfo, error) {
-	st, err := l.insp.Inspect(ctx, l.be.name(key))
-	if err != nil {
-		return LockInfo{}, unavailable(err)
-	}
-	return infoOf(key, st), nil
-}
+// Inspection over the backend's backend.Inspector: the public LockInfo,
+// Page and ForceResult from its KeyStates. Input checks, glob matching,
+// the Locker's defaults and telemetry stay here.
 
 // infoOf reads a backend's KeyState as a LockInfo of key.
 func infoOf(key string, st backend.KeyState) LockInfo {
-	in := LockInfo{
-		Key: key, Name: st.Key, Token: st.Token, ServerTime: st.Now,
+	in := LockInfo{Key: key, Name: st.Key, Token: st.Token, ServerTime: st.Now}
+	if st.Name != "" {
+		in.Name = st.Name
 	}
 	for _, w := range st.Waiters {
 		info, _ := parseOwner(w.ID)
@@ -42,6 +35,9 @@ func infoOf(key string, st backend.KeyState) LockInfo {
 			Floor: f.Floor, Owner: f.Owner, Info: info, Count: f.Count,
 		})
 	}
+	for _, n := range st.Nodes {
+		in.Nodes = append(in.Nodes, NodeInfo{Node: n.Node, Addr: n.Addr, Info: infoOf(key, n.State), Err: n.Err})
+	}
 	if st.Owner == "" || st.Lease <= 0 {
 		return in // free: the token stays, the next exceeds it
 	}
@@ -55,47 +51,48 @@ func infoOf(key string, st backend.KeyState) LockInfo {
 	return in
 }
 
-// listVia is List over l.insp: up to o.Scans pages of o.Count keys each
-// from the backend, until o.Limit lock keys matched; each page is one
-// round trip.
-func (l *Locker) listVia(ctx context.Context, o ListOptions) (Page, error) {
-	var page Page
-	cursor, matched := o.Cursor, 0
-	for range o.Scans {
-		states, next, err := l.insp.List(ctx, l.cfg.prefix, cursor, o.Count)
-		page.RoundTrips++
-		switch {
-		case errors.Is(err, backend.ErrBadCursor):
-			return Page{RoundTrips: page.RoundTrips}, invalid("cursor %q is not one List returned: %v", cursor, err)
-		case err != nil:
-			return Page{RoundTrips: page.RoundTrips}, unavailable(err)
+// list is List once o is checked: one page from the backend, its keys
+// matched against o.Match again (a backend may only narrow its reads by
+// it).
+func (l *Locker) list(ctx context.Context, o ListOptions) (Page, error) {
+	r, err := l.drv.in.List(ctx, backend.ListRequest{
+		Prefix: l.cfg.prefix, Cursor: o.Cursor, Match: o.Match,
+		Count: o.Count, Scans: o.Scans, Limit: o.Limit,
+	})
+	switch {
+	case errors.Is(err, backend.ErrBadCursor):
+		return Page{RoundTrips: r.RoundTrips}, invalid("cursor %q is not one List returned: %v", o.Cursor, err)
+	case err != nil:
+		return Page{RoundTrips: r.RoundTrips}, unavailable(err)
+	}
+	page := Page{Cursor: r.Cursor, RoundTrips: r.RoundTrips, Skipped: r.Skipped}
+	for _, st := range r.Keys {
+		key, ok := strings.CutPrefix(st.Key, l.cfg.prefix)
+		if !ok || !glob.Match(o.Match, key) {
+			continue
 		}
-		for _, st := range states {
-			key, ok := strings.CutPrefix(st.Key, l.cfg.prefix)
-			if !ok || !matchGlob(o.Match, key) {
-				continue
-			}
-			matched++
-			in := infoOf(key, st)
-			in.Forced = nil // Inspect shows them
-			if in.State != Free || o.Free {
-				page.Locks = append(page.Locks, in)
-			}
-		}
-		cursor = next
-		if cursor == "" || o.Limit > 0 && matched >= o.Limit {
-			break
+		in := infoOf(key, st)
+		in.Forced = nil // Inspect shows them
+		if in.State != Free || o.Free {
+			page.Locks = append(page.Locks, in)
 		}
 	}
-	page.Cursor = cursor
 	return page, nil
 }
 
-// forceVia is ForceRelease over l.insp, o checked and By filled in.
-func (l *Locker) forceVia(ctx context.Context, key string, o ForceOptions) (ForceResult, error) {
-	f, err := l.insp.ForceRelease(ctx, l.be.name(key), backend.Force{Token: o.Token, By: o.By, Reason: o.Reason})
+// force is ForceRelease once o is checked and By filled in.
+func (l *Locker) force(ctx context.Context, key string, o ForceOptions) (ForceResult, error) {
+	f, err := l.drv.in.ForceRelease(ctx, l.name(key), backend.Force{Token: o.Token, By: o.By, Reason: o.Reason})
 	res := ForceResult{Key: key}
+	if f.Released { // also when the outcome on other servers is unknown
+		res.Token, res.Floor, res.Owner, res.Count = f.Token, f.Floor, f.Owner, f.Count
+		res.Released = max(f.Servers, 1)
+		res.Info, _ = parseOwner(f.Owner)
+		l.tel.forced(key, res.Token, o.Reason)
+	}
 	switch {
+	case err != nil && errors.Is(err, ErrUnavailable):
+		return res, err // says what the servers did
 	case err != nil:
 		return res, unavailable(fmt.Errorf("forced release of %q: the holder may keep the lock: %w", key, err))
 	case !f.Released && f.Token > 0 && o.Token > 0:
@@ -103,8 +100,5 @@ func (l *Locker) forceVia(ctx context.Context, key string, o ForceOptions) (Forc
 	case !f.Released:
 		return res, fmt.Errorf("%w: nobody holds %q", ErrNotHeld, key)
 	}
-	res.Token, res.Floor, res.Owner, res.Count, res.Released = f.Token, f.Floor, f.Owner, f.Count, 1
-	res.Info, _ = parseOwner(f.Owner)
-	l.tel.forced(key, res.Token, o.Reason)
 	return res, nil
 }

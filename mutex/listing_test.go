@@ -200,6 +200,9 @@ func TestRedlockInspectCannotTell(t *testing.T) {
 	assert.ErrorIs(t, err, mutex.ErrUnavailable)
 	assert.ErrorContains(t, err, "cannot tell whether a majority holds")
 	assert.Equal(t, mutex.Held, in.Nodes[0].Info.State, "each node's view is still there")
+	assert.Equal(t, mutex.Free, in.State, "undecided is not held")
+	assert.Equal(t, in.Nodes[0].Info.Token, in.Token, "the highest token the nodes remember")
+	assert.False(t, in.ServerTime.IsZero())
 	_, err = viewer.ForceRelease(ctx, "batch", mutex.ForceOptions{Reason: "r"})
 	assert.ErrorIs(t, err, mutex.ErrUnavailable, "not 'nobody holds it'")
 }

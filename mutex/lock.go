@@ -3,13 +3,10 @@ package mutex
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/redfence/redfence/mutex/internal/redisproto"
+	"github.com/redfence/redfence/mutex/backend"
 )
 
 // Lock is one held lock. Its methods are safe for concurrent use; methods on
@@ -20,16 +17,12 @@ type Lock struct {
 	lockKey   string
 	owner     string
 	token     int64
-	tokenStr  string
 	autoRenew bool
 	acquired  time.Time
 	values    lockValues // ctx's parent
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
-	handle    any           // the backend's own state of this lock, from its grant (nil: none)
-	relKeys   [2]string     // the release script's keys (keys)
-	nRelKeys  int           // how many of relKeys
-	lease     time.Duration // the lease the acquisition asked for (releaseArgs)
+	handle    any // the backend's own state of this lock, from its grant (nil: none)
 
 	mu        sync.Mutex // after renewer.mu in the lock order; takes nothing under it
 	count     int        // local re-entries through the context, plus one
@@ -69,21 +62,16 @@ func (c *lockValues) Value(key any) any {
 	return c.parent.Value(key)
 }
 
-func newLock(caller context.Context, l *Locker, key, lockKey, owner string, token int64, tokenStr string, lc *lockConfig, sent time.Time) *Lock {
-	if tokenStr == "" {
-		tokenStr = strconv.FormatInt(token, 10)
-	}
+func newLock(caller context.Context, l *Locker, key, lockKey, owner string, token int64, lc *lockConfig, sent time.Time) *Lock {
 	lk := &Lock{
 		l: l, key: key, lockKey: lockKey, owner: owner, token: token,
-		tokenStr: tokenStr, autoRenew: lc.autoRenew,
-		acquired: time.Now(), count: 1, ttl: lc.ttl, lease: lc.ttl,
+		autoRenew: lc.autoRenew, acquired: time.Now(), count: 1, ttl: lc.ttl,
 	}
 	// The lock's context carries no caller cancellation, only the lock's own
 	// lifetime; it keeps the caller's values (held locks, so that
 	// Lock(lk.Context(), key) re-enters, and the caller's span, which work
 	// under the lock is a child of: never the Lock call's own span, which
 	// has ended by then).
-	lk.relKeys, lk.nRelKeys = l.be.releaseKeys(lockKey)
 	lk.values = lockValues{parent: caller, lk: lk}
 	lk.ctx, lk.cancel = context.WithCancelCause(&lk.values)
 	lk.mu.Lock()
@@ -190,15 +178,15 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	ttl = ttl.Truncate(time.Millisecond)
 	ctx, span := lk.l.tel.startSpan(ctx, "redfence.Extend", lk.key, lk.token)
-	res, sent, why := lk.l.be.extend(ctx, []*Lock{lk}, []time.Duration{ttl})
+	res, sent, why := lk.l.extend(ctx, []*Lock{lk}, []time.Duration{ttl})
 	switch res[0] {
-	case renewUnknown:
+	case backend.Unknown:
 		if why == nil {
 			why = unavailable(errNoAnswer)
 		}
 		endSpan(span, "error", why)
 		return why
-	case renewGone:
+	case backend.Gone:
 		lk.lose("extend found the lock gone")
 		endSpan(span, "not_held", ErrNotHeld)
 		return ErrNotHeld
@@ -208,13 +196,13 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	return nil
 }
 
-// TTL returns the remaining lease as Redis sees it. When the lock is not held
+// TTL returns the remaining lease as the backend sees it. When the lock is not held
 // it returns ErrNotHeld and ends the lock's context with ErrLockLost.
 func (lk *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := lk.usable(ctx); err != nil {
 		return 0, err
 	}
-	d, err := lk.l.be.ttl(ctx, lk)
+	d, err := lk.l.drv.b.TTL(ctx, lease(lk))
 	if err != nil {
 		return 0, err
 	}
@@ -238,48 +226,6 @@ func (lk *Lock) usable(ctx context.Context) error {
 		return ErrNotHeld
 	}
 	return nil
-}
-
-// keys are the release script's keys (the backend's releaseKeys), kept in
-// the Lock: Unlock allocates no slice for them.
-func (lk *Lock) keys() []string { return lk.relKeys[:lk.nRelKeys] }
-
-// releaseCalls are the release script's calls for locks (Close).
-func (l *Locker) releaseCalls(locks []*Lock) []redisproto.Call {
-	calls := make([]redisproto.Call, len(locks))
-	for i, lk := range locks {
-		calls[i] = redisproto.Call{Keys: lk.keys(), Args: l.releaseArgs(lk.owner, lk.tokenStr, lk.lease)}
-	}
-	return calls
-}
-
-// extendCalls are the extend script's calls for locks, each to its ttl.
-func (l *Locker) extendCalls(locks []*Lock, ttls []time.Duration) []redisproto.Call {
-	calls := make([]redisproto.Call, len(locks))
-	for i, lk := range locks {
-		calls[i] = redisproto.Call{Keys: []string{lk.lockKey}, Args: []any{lk.owner, lk.tokenStr, ttls[i].Milliseconds(), l.keyTTL(ttls[i])}}
-	}
-	return calls
-}
-
-// releaseLock runs the release script for lk on c: one count taken, the
-// count left (0: freed) or -1 when lk no longer holds it.
-func (l *Locker) releaseLock(ctx context.Context, c redis.UniversalClient, lk *Lock) *redis.Cmd {
-	return redisproto.ReleaseScript.Run(ctx, c, lk.keys(), l.releaseArgs(lk.owner, lk.tokenStr, lk.lease)...)
-}
-
-// releaseArgs are the release script's arguments for the holder owner of
-// token, acquired for lease (0: unknown): the value the acquisition wrote
-// when its token was the server time, which the script compares whole in
-// its common case, and the token. The publish command is sent only when it
-// is not the script's default, PUBLISH (on Cluster: SPUBLISH): every
-// argument costs the server work on every release (see bench/README.md).
-func (l *Locker) releaseArgs(owner, token string, lease time.Duration) []any {
-	v := redisproto.ReleaseValue(owner, token, lease)
-	if l.publish == "PUBLISH" {
-		return []any{v, token}
-	}
-	return []any{v, token, l.publish}
 }
 
 // leaseTTL is the lease the lock asks for at each renewal (WithTTL, or

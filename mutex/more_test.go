@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -327,35 +326,6 @@ func TestShortCyclesDoNotWakeTheRenewer(t *testing.T) {
 	}
 	require.NoError(t, short.Unlock(ctx))
 	require.NoError(t, lk.Unlock(ctx))
-}
-
-// TestWorkersRunEveryTaskAndLeaveOnClose: background tasks (Redlock's node
-// calls, clean-ups) run on reused goroutines; every task runs, at most 16
-// stay parked, and Close sends the parked ones away (goleak checks the rest
-// at the end of the package).
-func TestWorkersRunEveryTaskAndLeaveOnClose(t *testing.T) {
-	c, _ := testutil.Redis(t)
-	l := mutex.New(c)
-	var ran atomic.Int64
-	for range 3 {
-		var wg sync.WaitGroup
-		release := make(chan struct{})
-		for range 40 {
-			wg.Add(1)
-			mutex.GoBg(l, func() {
-				defer wg.Done()
-				<-release // all 40 at once: 40 goroutines
-				ran.Add(1)
-			})
-		}
-		close(release)
-		wg.Wait()
-	}
-	assert.Equal(t, int64(120), ran.Load())
-	require.Eventually(t, func() bool { return mutex.IdleWorkers(l) == 16 }, 5*time.Second, time.Millisecond,
-		"parked workers: %d", mutex.IdleWorkers(l))
-	require.NoError(t, l.Close())
-	assert.Zero(t, mutex.IdleWorkers(l), "parked workers after Close")
 }
 
 // The acquire script answers the common case with the token alone and a

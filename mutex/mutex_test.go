@@ -464,19 +464,3 @@ func TestCloseReleasesHeldLocks(t *testing.T) {
 	}
 	assert.NoError(t, a.Close(), "Close twice is fine")
 }
-
-// The first of two overlapping watches of one key, stopped late, leaves the
-// second subscribed: its waiters still hear releases. Stopping twice is a
-// no-op.
-func TestOverlappingWatches(t *testing.T) {
-	eachBackend(t, func(t *testing.T, c redis.UniversalClient) {
-		l := newLocker(t, c)
-		first, second, wanted := mutex.WatchTwice(l, "overlap")
-		require.True(t, wanted())
-		first()
-		first()
-		assert.True(t, wanted(), "the first watch's stop ended the second")
-		second()
-		assert.False(t, wanted())
-	})
-}

@@ -37,13 +37,9 @@ type config struct {
 	err         error // first bad option, reported by every call
 }
 
-// defaultFenceTTL is WithFenceTTL's default. The acquire script knows it too
-// (defaultKeyTTLMs), so that the common call need not send it.
+// defaultFenceTTL is WithFenceTTL's default, and the Redis drivers' (whose
+// acquire script knows it, so that the common call need not send it).
 const defaultFenceTTL = time.Hour
-
-// defaultKeyTTLMs is the key TTL the acquire script uses when the call
-// leaves it out: acquire.lua's '3600000'.
-const defaultKeyTTLMs = "3600000"
 
 func newConfig(opts []Option) config {
 	c := config{prefix: "redfence:", fenceTTL: defaultFenceTTL, driftFactor: 0.01, driftMin: 2 * time.Millisecond, now: time.Now}

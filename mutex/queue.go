@@ -3,8 +3,6 @@ package mutex
 import (
 	"context"
 	"time"
-
-	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
 // queue holds the goroutines of one Locker waiting for one key, in arrival
@@ -16,23 +14,23 @@ type queue struct {
 	subscribed bool       // the head asked the backend for the key's release notifications
 	unwatch    func()     // ends them; nil until the backend's watch returned
 	handoffs   int        // hand-offs in a row; capped so other processes get a turn
-	inRedis    bool       // this Locker is in the key's waiting queue in Redis
+	inBackend  bool       // this Locker is in the key's waiting queue in the backend (backend.Queuer)
 }
 
-// inRedisQueue reports whether this Locker joined key's queue in Redis (an
-// attempt found the lock held and no attempt has succeeded since).
-func (l *Locker) inRedisQueue(key string) bool {
+// inBackendQueue reports whether this Locker joined key's queue in the
+// backend (an attempt found the lock held and none has succeeded since).
+func (l *Locker) inBackendQueue(key string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	q := l.queues[key]
-	return q != nil && q.inRedis
+	return q != nil && q.inBackend
 }
 
-func (l *Locker) setInRedisQueue(key string, in bool) {
+func (l *Locker) setInBackendQueue(key string, in bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if q := l.queues[key]; q != nil {
-		q.inRedis = in
+		q.inBackend = in
 	}
 }
 
@@ -210,15 +208,13 @@ func (l *Locker) dequeue(key string, w *waiter, acquired bool) {
 	}
 	var unwatch func()
 	if len(q.waiters) == 0 {
-		if q.inRedis && !l.closed { // only a single deployment queues Lockers in Redis
-			// Nobody here waits for key any more: leave the Redis queue, so
-			// a release is not reserved for us in vain. (An acquisition by
-			// the acquire script left it already; one by a local hand-off,
-			// or none, did not.)
-			lockKey := l.be.name(key)
-			l.afterward(nil, func(ctx context.Context) {
-				_ = l.client.ZRem(ctx, redisproto.QueueOf(lockKey), l.id).Err()
-			})
+		if q.inBackend && !l.closed {
+			// Nobody here waits for key any more: leave the backend's
+			// queue, so a release is not reserved for us in vain. (An
+			// acquisition left it already; one by a local hand-off, or
+			// none, did not.)
+			lockKey := l.name(key)
+			l.afterward(func(ctx context.Context) { _ = l.drv.q.Leave(ctx, lockKey, l.id) })
 		}
 		delete(l.queues, key)
 		unwatch = q.unwatch

@@ -3,7 +3,6 @@ package mutex_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,76 +130,6 @@ func TestRedlockPausedNode(t *testing.T) {
 	require.NoError(t, lk.Unlock(ctx))
 	assert.Less(t, time.Since(start), late.Bound(nodeTimeout+50*time.Millisecond))
 	srvs[4].Resume()
-}
-
-// TestRedlockRestsAnUnansweringNode: once a call to a paused node is out
-// past the node timeout (the client's own read timeout is seconds), attempts
-// stop asking it (the quorum of the others decides) until its rest is over
-// by the Locker's clock; then one attempt asks it again, and once it answers
-// every attempt asks it as before.
-func TestRedlockRestsAnUnansweringNode(t *testing.T) {
-	clients, srvs := redlockNodes(t, 5)
-	// The node to pause gets a read timeout far beyond the test's deadline:
-	// only the node timeout can make it rest in time.
-	slow := redis.NewClient(&redis.Options{Addr: srvs[4].Addr(), DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Minute, MaxRetries: -1})
-	t.Cleanup(func() { _ = slow.Close() })
-	clients[4] = slow
-	calls := &testutil.Calls{} // its dials too, which only a call to it makes
-	slow.AddHook(calls)
-	// The Locker's clock stands still unless the test moves it: a rest
-	// ends only when the test says so, however slow the host.
-	base := time.Now()
-	var moved atomic.Int64
-	clock := func() time.Time { return base.Add(time.Duration(moved.Load())) }
-	l := newRedlock(t, clients, mutex.WithNodeTimeout(50*time.Millisecond), mutex.WithClock(clock))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cycle := func() {
-		t.Helper()
-		lk, err := l.Lock(ctx, "rest")
-		require.NoError(t, err)
-		require.NoError(t, lk.Unlock(ctx))
-	}
-	until := func(what string, cond func() bool) {
-		t.Helper()
-		for !cond() {
-			require.NoError(t, ctx.Err(), "waiting for %s", what)
-			time.Sleep(time.Millisecond)
-		}
-	}
-	cycle() // warm every connection and script
-
-	srvs[4].Pause()
-	t.Cleanup(srvs[4].Resume) // before Close, so its pending calls finish
-	cycle()
-	until("the paused node to rest", func() bool { return mutex.NodeResting(l, 4) })
-	before := calls.N()
-	const cycles = 20
-	for range cycles {
-		cycle()
-	}
-	// What may still arrive is the clean-up of the attempt that met the
-	// pause; no attempt asked the node.
-	assert.LessOrEqual(t, calls.N()-before, int64(2), "a resting node is not asked")
-
-	moved.Add(int64(2 * time.Second)) // past any rest
-	asked := calls.N()
-	cycle()
-	until("the probe of the rested node", func() bool { return calls.N() > asked })
-
-	srvs[4].Resume()
-	for mutex.NodeResting(l, 4) {
-		require.NoError(t, ctx.Err(), "waiting for the resumed node to answer a probe")
-		moved.Add(int64(2 * time.Second))
-		cycle()
-	}
-	asked = calls.N()
-	for range cycles {
-		cycle()
-	}
-	// An acquire and a release a cycle; the last cycle's may not have
-	// started yet (the quorum of the others decides).
-	assert.GreaterOrEqual(t, calls.N()-asked, int64(2*(cycles-1)), "a node that answered again is asked by every attempt")
 }
 
 func TestRedlockRenewalAndLoss(t *testing.T) {

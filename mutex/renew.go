@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redfence/redfence/mutex/backend"
 )
 
 // renewBatch bounds the commands in one pipelined round trip of renewals.
@@ -289,12 +291,12 @@ func (r *renewer) renewChunk(locks []*Lock) {
 	ctx, cancel := context.WithDeadline(r.closing, deadline)
 	defer cancel()
 
-	results, sent, _ := l.be.extend(ctx, locks, ttls)
+	results, sent, _ := l.extend(ctx, locks, ttls)
 	for i, lk := range locks {
 		switch results[i] {
-		case renewHeld:
+		case backend.Renewed:
 			lk.renewed(sent, ttls[i])
-		case renewGone:
+		case backend.Gone:
 			lk.lose("renewal found the lock gone")
 		default:
 			r.retrySoon(lk) // outcome unknown: the lease deadline decides

@@ -52,32 +52,39 @@ func (i inspecting) Inspect(_ context.Context, key string) (backend.KeyState, er
 
 // List walks the keys in order; a cursor is "after:" and the last key
 // returned.
-func (i inspecting) List(_ context.Context, prefix, cursor string, limit int) ([]backend.KeyState, string, error) {
-	after, ok := strings.CutPrefix(cursor, "after:")
-	if cursor != "" && !ok {
-		return nil, "", fmt.Errorf("%w: %q", backend.ErrBadCursor, cursor)
+// List makes up to r.Scans "round trips" of r.Count keys each, in key
+// order, until r.Limit keys matched; a cursor is "after:" and the last key
+// returned.
+func (i inspecting) List(_ context.Context, r backend.ListRequest) (backend.ListPage, error) {
+	after, ok := strings.CutPrefix(r.Cursor, "after:")
+	if r.Cursor != "" && !ok {
+		return backend.ListPage{RoundTrips: 1}, fmt.Errorf("%w: %q", backend.ErrBadCursor, r.Cursor)
 	}
 	m := i.memory
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var keys []string
 	for k := range m.locks {
-		if strings.HasPrefix(k, prefix) && k > after {
+		if strings.HasPrefix(k, r.Prefix) && k > after {
 			keys = append(keys, k)
 		}
 	}
 	slices.Sort(keys)
-	next := ""
-	if len(keys) > limit {
-		keys = keys[:limit]
-		next = "after:" + keys[limit-1]
-	}
+	var page backend.ListPage
 	now := time.Now()
-	out := make([]backend.KeyState, len(keys))
-	for j, k := range keys {
-		out[j] = m.state(k, now)
+	for page.RoundTrips < r.Scans && len(keys) > 0 && (r.Limit == 0 || len(page.Keys) < r.Limit) {
+		page.RoundTrips++
+		n := min(r.Count, len(keys))
+		for _, k := range keys[:n] {
+			page.Keys = append(page.Keys, m.state(k, now))
+		}
+		page.Cursor, keys = "after:"+keys[n-1], keys[n:]
 	}
-	return out, next, nil
+	if len(keys) == 0 {
+		page.Cursor = ""
+	}
+	page.RoundTrips = max(page.RoundTrips, 1)
+	return page, nil
 }
 
 func (i inspecting) ForceRelease(_ context.Context, key string, f backend.Force) (backend.Forced, error) {

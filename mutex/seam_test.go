@@ -169,7 +169,7 @@ func (m *memory) holder(key string) (owner string, ok bool) {
 // watching is a memory that is also a backend.Watcher.
 type watching struct{ *memory }
 
-func (w watching) Watch(key string, wake func()) func() {
+func (w watching) Watch(key string, wake func()) (<-chan struct{}, func()) {
 	m := w.memory
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -178,7 +178,7 @@ func (w watching) Watch(key string, wake func()) func() {
 		m.watchers[key] = map[*func()]bool{}
 	}
 	m.watchers[key][p] = true
-	return func() {
+	return nil, func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		delete(m.watchers[key], p)
@@ -528,9 +528,9 @@ func TestSeamTTL(t *testing.T) {
 // Locker neither deadlocks nor panics, and the waiter still gets the lock.
 type eagerWatcher struct{ *memory }
 
-func (w eagerWatcher) Watch(_ string, wake func()) func() {
+func (w eagerWatcher) Watch(_ string, wake func()) (<-chan struct{}, func()) {
 	wake()
-	return nil
+	return nil, nil
 }
 
 func TestSeamEagerWatcher(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -117,12 +116,19 @@ func (t *telemetry) attemptFailed(span trace.Span, err error) {
 	}
 }
 
+// serverError is a reply the server sent as an error: go-redis's
+// redis.Error, asked for by its method so that the core needs no go-redis.
+type serverError interface {
+	error
+	RedisError()
+}
+
 // errorType is a low-cardinality class of an attempt's error, for OTel's
 // error.type: a Redis error's prefix (NOPERM, LOADING, ...), "timeout", a
 // network operation ("dial", "read", ...), "quorum", or "_OTHER".
 func errorType(err error) string {
 	var qerr *QuorumError
-	var rerr redis.Error
+	var rerr serverError
 	var nerr net.Error
 	var operr *net.OpError
 	switch {

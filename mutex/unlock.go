@@ -43,11 +43,11 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 			return lk.handOff(ctx, w, span)
 		}
 	}
-	n, pending, err := l.be.release(ctx, lk)
+	n, err := l.release(ctx, lk)
 	switch {
 	case err != nil:
 		if lk.finish(ErrReleased, "") {
-			l.retryRelease(lk, pending)
+			l.retryRelease(lk)
 		}
 		endSpan(span, "error", err)
 		return err
@@ -72,14 +72,14 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 func (lk *Lock) handOff(ctx context.Context, w *waiter, span trace.Span) error {
 	l := lk.l
 	sent := l.now()
-	left, token, handle, pending, err := l.be.handOffTo(ctx, lk, w.owner, w.lc.ttl)
+	left, token, handle, err := l.handOffTo(ctx, lk, w.owner, w.lc.ttl)
 	switch {
 	case err != nil:
 		w.offer <- handoff{}
 		// Unknown outcome: if it landed, the waiter's owner holds the lock
 		// unused and its lease runs out; release ours once more if not.
 		if lk.finish(ErrReleased, "") {
-			l.retryRelease(lk, pending)
+			l.retryRelease(lk)
 		}
 		endSpan(span, "error", err)
 		return err

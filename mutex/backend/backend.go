@@ -1,10 +1,15 @@
 // Package backend is the contract between a mutex.Locker and the servers
-// that hold its locks. A Locker keeps the local machinery (the per-key
-// queue of waiting calls, hand-off between them, reentrancy through the
-// context, the lease deadline, renewal, the loss signal and telemetry); a
-// Backend keeps the locks themselves. mutex.New and mutex.NewRedlock build
-// their own Redis backends; mutex.NewWithBackend takes any Backend, such
-// as one over a consensus store with revisions as tokens.
+// that hold its locks, as database/sql/driver is database/sql's. A Locker
+// keeps the local machinery (the per-key queue of waiting calls, hand-off
+// between them, reentrancy through the context, the lease deadline,
+// renewal, the loss signal and telemetry); a Backend keeps the locks
+// themselves. Capabilities beyond Backend are optional interfaces (Watcher,
+// HandOffer, Queuer, ReplicaAcker, BulkReleaser, Inspector), which the
+// Locker detects once, when it is built, and does without when absent.
+//
+// The drivers in this repository: backend/redisdriver (one Redis
+// deployment, what mutex.New builds), backend/redlockdriver (Redlock over
+// independent masters, mutex.NewRedlock), and the etcd module's etcdlock.
 //
 // The package imports only the standard library, so that a backend in
 // another module depends on this contract and nothing else.
@@ -18,7 +23,8 @@
 //  3. Release and Extend change nothing unless owner and token match.
 //  4. Outcomes are told truthfully: an error means the outcome is unknown,
 //     never "held by another"; the Locker then frees what the attempt may
-//     have taken (Abandon, for the random owners it makes up itself).
+//     have taken (Abandon, for the random owners it makes up itself),
+//     unless the error matches ErrGivenBack.
 //  5. Every method returns by its context's deadline.
 //
 // docs/architecture.md has the picture of the parts.
@@ -40,7 +46,10 @@ type Backend interface {
 	Acquire(ctx context.Context, a Attempt) (Grant, error)
 	// Release takes one count of the lease: the counts left (0: the key is
 	// free), or -1 when owner and token do not hold it. A release that
-	// frees the key should wake the key's watchers (see Watcher).
+	// frees the key should wake the key's watchers (see Watcher). After a
+	// Release or HandOff whose outcome is unknown, the Locker calls Release
+	// once more with the same Lease, in the background: a retry, which must
+	// come after the first call (a re-entered key may lose two counts).
 	Release(ctx context.Context, l Lease) (left int64, err error)
 	// Extend sets each lease to its TTL, from no earlier than the call:
 	// one Renewal per lease, in order. An error applies to the leases
@@ -58,37 +67,24 @@ type Backend interface {
 	Abandon(ctx context.Context, key, owner string) error
 }
 
-// Watcher is optional: a Backend that can say when a key was released.
-// Without it the Locker's waiters poll, at most every remaining lease.
-type Watcher interface {
-	// Watch calls wake, on any goroutine and without blocking, each time
-	// key may have been freed, until stop is called. A release after Watch
-	// returns must be reported; one lost (a dropped connection) costs the
-	// waiter a poll, and a spurious wake-up costs an attempt. Two watches
-	// of one key may overlap briefly; each stop ends its own.
-	Watch(key string, wake func()) (stop func())
-}
-
-// HandOffer is optional: a Backend that can release a lock and grant it to
-// the next owner in one step. The Locker hands a lock to its own next
-// waiter for the key this way (FIFO, at most a few times in a row before a
-// plain release lets other Lockers in). Without it, an Unlock releases and
-// wakes that waiter, which then makes its own attempt.
-type HandOffer interface {
-	// HandOff takes one count of from. When that frees the key, it grants
-	// the key in the same step to next.Owner with a new token, left 0 and
-	// g its Grant (Acquired); when counts are left, left > 0 and nothing is
-	// handed off; -1 when from's owner and token do not hold the key. An
-	// error leaves the outcome unknown: the Locker releases from once more
-	// and leaves next's possible grant to run out.
-	HandOff(ctx context.Context, from Lease, next Attempt) (left int64, g Grant, err error)
-}
-
 // Attempt is one try at a key.
 type Attempt struct {
 	Key   string
 	Owner string
 	TTL   time.Duration // the lease, within mutex.MinTTL..MaxTTL
+	// Shared: the caller gave Owner (mutex.WithOwner), so other holders may
+	// share it; what this attempt takes back after a failure is one count,
+	// never the whole key. False for the random owners the Locker makes.
+	Shared bool
+	// Waiter is the Locker's id when the attempt comes from a Lock call
+	// that waits if the key is held: a backend may mark the key
+	// waited-for then, so that its release notifies, and a Queuer puts
+	// the Locker in the key's queue. "" for a TryLock, and for a call's
+	// first attempt while no other call of the Locker waits for the key.
+	Waiter string
+	// InQueue: an earlier attempt of Waiter found the key held and queued
+	// it, and it has neither acquired nor left since (Queuer only).
+	InQueue bool
 }
 
 // Status is what an attempt found.
@@ -111,20 +107,24 @@ type Grant struct {
 	// Remaining is the holder's lease left when Status is Held; zero or
 	// negative when unknown.
 	Remaining time.Duration
+	// Detail, when Status is Held, is what the backend can say beyond
+	// "held" (Redlock: each node's answer, a *QuorumError); a TryLock
+	// returns it instead of ErrNotAcquired. It must match ErrNotAcquired.
+	Detail error
 	// Handle is the Backend's own state of the lock granted (a lease id,
 	// a session), given back in every Lease of that lock; the Locker keeps
 	// it and never looks inside. Nil for none.
 	Handle any
 }
 
-// Lease names a held lock: key, owner and token, and the TTL to extend it
-// to (Extend only).
+// Lease names a held lock: key, owner and token, and its lease's TTL (for
+// Extend, the TTL to extend it to).
 type Lease struct {
 	Key    string
 	Owner  string
 	Token  int64
 	TTL    time.Duration
-	Handle any // what the lock's Grant carried
+	Handle any // what the lock's Grant carried; a backend may trust it over Token
 }
 
 // Renewal is what Extend found for one lease.

@@ -19,25 +19,51 @@ var ErrBadCursor = errors.New("backend: cursor is not one List returned")
 type Inspector interface {
 	// Inspect returns key's state. It changes nothing.
 	Inspect(ctx context.Context, key string) (KeyState, error)
-	// List returns up to limit keys whose names begin with prefix, from
-	// cursor on ("" starts), and the cursor that continues the listing (""
-	// once every key was returned). A key present for the whole listing is
-	// returned at least once; keys that come and go meanwhile may or may
-	// not be. A cursor it cannot continue gets an error matching
-	// ErrBadCursor.
-	List(ctx context.Context, prefix, cursor string, limit int) (keys []KeyState, next string, err error)
+	// List returns a page of the keys under r.Prefix, from r.Cursor on.
+	// A key present for the whole listing is returned at least once; keys
+	// that come and go meanwhile may or may not be. A cursor it cannot
+	// continue gets an error matching ErrBadCursor; a listing that could
+	// not look gets an error, never an empty page.
+	List(ctx context.Context, r ListRequest) (ListPage, error)
 	// ForceRelease frees key when it is held under f.Token (0: whoever
 	// holds it), whatever its count. On success every later token of key
 	// exceeds Forced.Floor (at least the holder's token + 1), the holder's
 	// Release and Extend find it gone, watchers are woken, and a
-	// ForceRecord stays for Inspect. When Released is false nothing
-	// changed.
+	// ForceRecord stays for Inspect. When Released is false and the error
+	// nil, nothing changed. With an error the outcome is unknown on the
+	// servers that did not answer; Released then says some did free it.
 	ForceRelease(ctx context.Context, key string, f Force) (Forced, error)
+}
+
+// ListRequest bounds one List call.
+type ListRequest struct {
+	Prefix string
+	Cursor string // "" starts a listing; else a ListPage.Cursor
+	// Match is a glob (*, ?, [...], \ escapes) over keys without Prefix,
+	// "" for all: a hint a backend may narrow its reads by; the Locker
+	// filters the keys again.
+	Match string
+	Count int // keys to look at per round trip, 1..100000
+	Scans int // round trips to look for keys, 1..1000
+	// Limit ends the page once it holds Limit keys (0: Scans round
+	// trips); keys already read may make it longer.
+	Limit int
+}
+
+// ListPage is one List call's part of a listing.
+type ListPage struct {
+	Keys       []KeyState
+	Cursor     string // continues the listing; "" once every key was returned
+	RoundTrips int    // calls to several servers at once count as one
+	// Skipped says why the page is partial: the servers it could not read
+	// while enough others answered. Empty for a whole page.
+	Skipped []error
 }
 
 // KeyState is a key as its backend holds it, at Now (the backend's clock).
 type KeyState struct {
-	Key string
+	Key  string // with the prefix, as the Locker gives it
+	Name string // the backend's own name for it, when not Key
 	// Owner holds the key, or (Count 0) the key is kept for it; "" when
 	// free.
 	Owner string
@@ -55,6 +81,17 @@ type KeyState struct {
 	Waiters    []Waiter // queued owners, longest waiting first
 	Forced     []ForceRecord
 	Now        time.Time
+	// Nodes is, for a backend of independent servers deciding by quorum
+	// (Redlock), each one's view; the fields above are the quorum's.
+	Nodes []NodeState
+}
+
+// NodeState is one server's view of a key in a quorum backend.
+type NodeState struct {
+	Node  int
+	Addr  string
+	State KeyState // without Nodes
+	Err   error
 }
 
 // Waiter is an owner queued for a key in the backend.
@@ -92,4 +129,5 @@ type Forced struct {
 	Floor    int64
 	Owner    string
 	Count    int
+	Servers  int // how many servers freed it (Redlock: nodes); 0 counts as 1 when Released
 }

@@ -1,8 +1,16 @@
-package mutex
+package redisinspect
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/mutex/backend"
 )
 
 // maxCursorLen bounds a cursor: one List returns is far shorter.
@@ -34,6 +42,11 @@ func (c listCursor) String(shards []scanShard) string {
 	return strconv.Itoa(c.shard) + ":" + strconv.FormatUint(c.cursor, 10) + ":" + strings.Join(skipped, ".") + ":" + shards[c.shard].addr
 }
 
+// badCursor is an error matching backend.ErrBadCursor.
+func badCursor(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{backend.ErrBadCursor}, args...)...)
+}
+
 // parseCursor reads a cursor List returned. It allocates in proportion to
 // the text, whatever numbers it holds: a request may carry one.
 func parseCursor(s string) (listCursor, error) {
@@ -41,7 +54,10 @@ func parseCursor(s string) (listCursor, error) {
 	if s == "" {
 		return c, nil
 	}
-	bad := invalid("cursor %q is not one List returned", s)
+	if len(s) > maxCursorLen {
+		return c, badCursor("cursor of %d bytes", len(s))
+	}
+	bad := badCursor("%q", s)
 	parts := strings.SplitN(s, ":", 4)
 	if len(parts) != 4 {
 		return c, bad
@@ -71,12 +87,51 @@ func (c listCursor) fits(text string, shards []scanShard) error {
 		return nil
 	}
 	if c.shard >= len(shards) { // a finished listing's cursor is "", never this
-		return invalid("cursor %q names shard %d of %d", text, c.shard, len(shards))
+		return badCursor("%q names shard %d of %d", text, c.shard, len(shards))
 	}
 	if c.addr != shards[c.shard].addr {
 		// A SCAN cursor means nothing on another server: after a failover
 		// or a resharding the listing starts again.
-		return invalid("cursor %q is for %s, and shard %d is now %s: the servers changed, start the listing again", text, c.addr, c.shard, shards[c.shard].addr)
+		return badCursor("%q is for %s, and shard %d is now %s: the servers changed, start the listing again", text, c.addr, c.shard, shards[c.shard].addr)
 	}
 	return nil
+}
+
+// scanShard is one server to SCAN: a standalone or Sentinel-managed server,
+// one master of a Cluster, or one Redlock node.
+type scanShard struct {
+	c    redis.Cmdable
+	addr string
+}
+
+// shards lists the servers' shards in a stable order (Cluster masters by
+// address), so that a cursor's shard index means the same in the next call
+// while the topology stays.
+func (in *Inspector) shards(ctx context.Context) ([]scanShard, error) {
+	var out []scanShard
+	for i, c := range in.cfg.Servers {
+		cc, ok := c.(*redis.ClusterClient)
+		if !ok {
+			addr := in.addrs[i]
+			if rc, ok := c.(*redis.Client); ok && addr == "" {
+				addr = rc.Options().Addr
+			}
+			out = append(out, scanShard{c: c, addr: addr})
+			continue
+		}
+		var mu sync.Mutex
+		var masters []scanShard
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			mu.Lock()
+			masters = append(masters, scanShard{c: m, addr: m.Options().Addr})
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		slices.SortFunc(masters, func(a, b scanShard) int { return strings.Compare(a.addr, b.addr) })
+		out = append(out, masters...)
+	}
+	return out, nil
 }

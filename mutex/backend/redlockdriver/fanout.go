@@ -1,4 +1,4 @@
-package mutex
+package redlockdriver
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/mutex/backend"
 )
 
 // nodeReply is one node's answer to a fan-out call. pending is set when the
@@ -19,69 +21,104 @@ type nodeReply struct {
 	late    *[]int64 // with pending: the call's values, to read once pending is done
 }
 
-// fanout runs fn on every node at once, each under ctx bounded by timeout,
-// and returns when all answered or the timeout passed. Calls that did not
-// answer in time are left to finish in goroutines the Locker owns (Close waits
-// for them); go-redis bounds them by its own read timeout.
-func (l *Locker) fanout(ctx context.Context, timeout time.Duration, nodes []int, fn func(ctx context.Context, c redis.UniversalClient) ([]int64, error)) []nodeReply {
-	return l.fanoutUntil(ctx, timeout, nodes, fn, nil)
+// nodeCall is one call of a fan-out on one node.
+type nodeCall func(ctx context.Context, c redis.UniversalClient) ([]int64, error)
+
+// fanout runs fn on nodes at once, each under ctx bounded by timeout, and
+// returns when all answered or the timeout passed (replies by node; the
+// nodes not in nodes are left zero). Calls that did not answer in time are
+// left to finish in goroutines the driver owns (Close waits for them);
+// go-redis bounds them by its own read timeout.
+func (d *Driver) fanout(ctx context.Context, timeout time.Duration, nodes []int, fn nodeCall) []nodeReply {
+	return d.fanoutUntil(ctx, timeout, nodes, fn, nil)
 }
 
 // fanoutUntil is fanout that also stops waiting as soon as enough says the
 // replies so far decide the outcome; the nodes still out are reported like
 // those that timed out (with pending set).
-func (l *Locker) fanoutUntil(ctx context.Context, timeout time.Duration, nodes []int, fn func(ctx context.Context, c redis.UniversalClient) ([]int64, error), enough func([]nodeReply, []bool) bool) []nodeReply {
+func (d *Driver) fanoutUntil(ctx context.Context, timeout time.Duration, nodes []int, fn nodeCall, enough func([]nodeReply, []bool) bool) []nodeReply {
+	return d.fan(ctx, timeout, nodes, fn, enough, true)
+}
+
+// fan is fanoutUntil; rest says whether the calls' ends count for the
+// nodes' rests (noderest.go): not for a clean-up's.
+func (d *Driver) fan(ctx context.Context, timeout time.Duration, nodes []int, fn nodeCall, enough func([]nodeReply, []bool) bool, rest bool) []nodeReply {
 	// The calls run on a context of their own, ended by the caller's ctx or
 	// the timeout but not by an early return: a call abandoned early still
 	// completes, and its pending channel says when.
 	callCtx, cancelCalls, stopWatch := callContext(ctx, timeout)
-	left := atomic.Int32{}
-	left.Store(int32(len(nodes)))
-	out := make([]nodeReply, len(l.nodes))
-	results := make(chan fanResult, len(nodes))
-	done := make([]chan error, len(l.nodes))
-	late := make([][]int64, len(l.nodes))
+	f := &fanCalls{
+		d: d, fn: fn, ctx: callCtx, rest: rest,
+		results: make(chan fanResult, len(nodes)),
+		done:    make([]chan error, len(d.nodes)),
+		late:    make([][]int64, len(d.nodes)),
+		state:   make([]atomic.Int32, len(d.nodes)),
+	}
+	f.left.Store(int32(len(nodes)))
 	// The node timeout, not the client's read timeout (which may be
 	// seconds), says that a node did not answer: the calls still out when
 	// it passes make their nodes rest (noderest.go) there and then.
-	state := make([]atomic.Int32, len(l.nodes)) // callRunning, callReturned, callTimedOut
 	stopTimeouts := context.AfterFunc(callCtx, func() {
-		if !errors.Is(callCtx.Err(), context.DeadlineExceeded) {
+		if !rest || !errors.Is(callCtx.Err(), context.DeadlineExceeded) {
 			return
 		}
 		for _, i := range nodes {
-			if state[i].CompareAndSwap(callRunning, callTimedOut) {
-				l.noteNoAnswer(i)
+			if f.state[i].CompareAndSwap(callRunning, callTimedOut) {
+				d.noteNoAnswer(i)
 			}
 		}
 	})
-	for _, i := range nodes {
-		done[i] = make(chan error, 1)
-		l.goBg(func() {
-			vals, err := fn(callCtx, l.nodes[i])
-			if state[i].CompareAndSwap(callRunning, callReturned) {
-				l.noteReply(i, err)
-			}
-			late[i] = vals // read only after done[i]
-			done[i] <- err
-			results <- fanResult{i, vals, err}
-			if left.Add(-1) == 0 {
-				stopTimeouts()
-				stopWatch()
-				cancelCalls()
-			}
-		})
+	f.end = func() {
+		stopTimeouts()
+		stopWatch()
+		cancelCalls()
 	}
-	answered := make([]bool, len(l.nodes))
-	decided := collectReplies(ctx, callCtx, timeout, len(nodes), results, out, answered, enough)
+	if len(nodes) == 0 {
+		f.end()
+	}
+	for _, i := range nodes {
+		f.done[i] = make(chan error, 1)
+		d.run.Go(func() { f.call(i) })
+	}
+	out := make([]nodeReply, len(d.nodes))
+	answered := make([]bool, len(d.nodes))
+	decided := collectReplies(ctx, callCtx, timeout, len(nodes), f.results, out, answered, enough)
 	if decided {
 		// The calls still out are not the caller's any more: they end at
-		// the node timeout, not when the caller cancels its ctx after Lock
-		// returned (which would cut a slow node's script load short).
+		// the node timeout, not when the caller cancels its ctx after the
+		// call returned (which would cut a slow node's script load short).
 		stopWatch()
 	}
-	noReplies(ctx, timeout, nodes, out, answered, decided, done, late)
+	noReplies(ctx, timeout, nodes, out, answered, decided, f.done, f.late)
 	return out
+}
+
+// fanCalls is one fan-out's calls in flight.
+type fanCalls struct {
+	d       *Driver
+	fn      nodeCall
+	ctx     context.Context
+	rest    bool
+	left    atomic.Int32
+	results chan fanResult
+	done    []chan error
+	late    [][]int64
+	state   []atomic.Int32 // by node: callRunning, callReturned, callTimedOut
+	end     func()         // once the last call returned
+}
+
+// call runs the call on node i, in a goroutine of the driver's.
+func (f *fanCalls) call(i int) {
+	vals, err := f.fn(f.ctx, f.d.nodes[i])
+	if f.state[i].CompareAndSwap(callRunning, callReturned) && f.rest {
+		f.d.noteReply(i, err)
+	}
+	f.late[i] = vals // read only after done[i]
+	f.done[i] <- err
+	f.results <- fanResult{i, vals, err}
+	if f.left.Add(-1) == 0 {
+		f.end()
+	}
 }
 
 // fanResult is one node's answer to a fan-out call.
@@ -130,7 +167,7 @@ func noReplies(ctx context.Context, timeout time.Duration, nodes []int, out []no
 			continue
 		}
 		if why == nil {
-			why = errNotAwaited
+			why = backend.ErrNotAwaited
 			if !decided {
 				why = timedOut(ctx, timeout)
 			}
@@ -146,10 +183,6 @@ const (
 	callReturned
 	callTimedOut
 )
-
-// errNotAwaited: a node whose reply a fan-out did not wait for, since the
-// others' had decided.
-var errNotAwaited = errors.New("reply not awaited: the other nodes decided")
 
 // timedOut is why a node's call ended unanswered: the caller's ctx, or
 // else the node timeout.

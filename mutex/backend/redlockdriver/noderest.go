@@ -1,4 +1,4 @@
-package mutex
+package redlockdriver
 
 import (
 	"context"
@@ -33,12 +33,8 @@ const (
 // nodeRest is one node's state.
 type nodeRest struct {
 	failures atomic.Int32 // failed calls in a row, at most maxRestFailures
-	until    atomic.Int64 // not asked before: ns since the Locker's restEpoch, plus 1; 0 when healthy
+	until    atomic.Int64 // not asked before: ns since the Driver's restEpoch, plus 1; 0 when healthy
 }
-
-// errNodeResting: a node an attempt did not ask, since it failed to answer
-// lately (see nodeRest).
-var errNodeResting = errors.New("not asked: it failed to answer lately and rests before it is asked again")
 
 // restFor is the rest after failures in a row (at most maxRestFailures, so
 // the shift stays far from overflowing).
@@ -46,21 +42,18 @@ func restFor(failures int32) time.Duration {
 	return min(nodeRestMin<<max(failures-1, 0), nodeRestMax)
 }
 
-// restClock is the time rests are counted in: ns since l.restEpoch, plus one
+// restClock is the time rests are counted in: ns since d.restEpoch, plus one
 // so that 0 stays "healthy". Kept relative to an epoch read from the same
 // clock, so that the default clock's monotonic reading counts, not the wall
 // clock, which may step.
-func (l *Locker) restClock() int64 { return int64(l.now().Sub(l.restEpoch)) + 1 }
+func (d *Driver) restClock() int64 { return int64(d.now().Sub(d.restEpoch)) + 1 }
 
 // noteReply records how node i's call ended, when it ended before the node
 // timeout: an answer (a Redis error included) ends its rest; a failure to
 // reach the node starts or lengthens one. A call cut short by its caller
 // says nothing about the node.
-func (l *Locker) noteReply(i int, err error) {
-	if l.rests == nil {
-		return
-	}
-	r := &l.rests[i]
+func (d *Driver) noteReply(i int, err error) {
+	r := &d.rests[i]
 	var rerr redis.Error
 	switch {
 	case err == nil || errors.As(err, &rerr):
@@ -70,49 +63,46 @@ func (l *Locker) noteReply(i int, err error) {
 		}
 	case errors.Is(err, context.Canceled):
 	default:
-		l.noteNoAnswer(i)
+		d.noteNoAnswer(i)
 	}
 }
 
 // noteNoAnswer rests node i: a call to it was still out at the node timeout,
 // or could not reach it.
-func (l *Locker) noteNoAnswer(i int) {
-	if l.rests == nil {
-		return
-	}
-	r := &l.rests[i]
+func (d *Driver) noteNoAnswer(i int) {
+	r := &d.rests[i]
 	f := r.failures.Add(1)
 	if f > maxRestFailures {
 		r.failures.Store(maxRestFailures)
 		f = maxRestFailures
 	}
-	r.until.Store(l.restClock() + int64(restFor(f)))
+	r.until.Store(d.restClock() + int64(restFor(f)))
 }
 
 // askable says which nodes an attempt asks: all but those resting, each
 // node past its rest claimed by one attempt as its probe. An attempt with
 // an explicit owner (mayRest false) asks all: it can re-enter a lock the
 // owner holds anywhere, and must reach every node that holds it.
-func (l *Locker) askable(mayRest bool) (ask []int, resting []bool) {
+func (d *Driver) askable(mayRest bool) (ask []int, resting []bool) {
 	if !mayRest {
-		return allNodes(len(l.nodes)), nil
+		return allNodes(len(d.nodes)), nil
 	}
-	ask = make([]int, 0, len(l.nodes))
-	now := l.restClock()
-	for i := range l.nodes {
-		r := &l.rests[i]
+	ask = make([]int, 0, len(d.nodes))
+	now := d.restClock()
+	for i := range d.nodes {
+		r := &d.rests[i]
 		u := r.until.Load()
 		if u == 0 || now >= u && r.until.CompareAndSwap(u, now+int64(restFor(r.failures.Load()))) {
 			ask = append(ask, i)
 			continue
 		}
 		if resting == nil {
-			resting = make([]bool, len(l.nodes))
+			resting = make([]bool, len(d.nodes))
 		}
 		resting[i] = true
 	}
-	if len(ask) < l.quorum {
-		return allNodes(len(l.nodes)), nil
+	if len(ask) < d.quorum {
+		return allNodes(len(d.nodes)), nil
 	}
 	return ask, resting
 }

@@ -1,9 +1,12 @@
-package mutex
+// Package glob is Redis's glob matching and quoting, shared by the Locker
+// (which filters a listing's keys) and the Redis inspection (which scans
+// with MATCH).
+package glob
 
 import "strings"
 
-// escapeGlob quotes s for a Redis MATCH pattern.
-func escapeGlob(s string) string {
+// Escape quotes s for a Redis MATCH pattern.
+func Escape(s string) string {
 	var b strings.Builder
 	for _, r := range s {
 		if strings.ContainsRune(`*?[]\`, r) {
@@ -14,11 +17,11 @@ func escapeGlob(s string) string {
 	return b.String()
 }
 
-// matchGlob is Redis's glob matching (stringmatchlen): * any run, ? any
+// Match is Redis's glob matching (stringmatchlen): * any run, ? any
 // byte, [abc], [^a], [a-z], and \ to quote the next byte. It backtracks
 // only to the last *, so its cost is at most len(p)·len(s), whatever the
 // pattern (the debug page takes one from a request).
-func matchGlob(p, s string) bool {
+func Match(p, s string) bool {
 	pi, si := 0, 0
 	star, mark := -1, 0 // the last * seen, and where s stood after it
 	for si < len(s) {

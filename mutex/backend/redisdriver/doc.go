@@ -1,0 +1,18 @@
+// Package redisdriver is the backend.Backend of one Redis deployment
+// (standalone, Sentinel or Cluster): what mutex.New builds over a go-redis
+// client. Each lock is one Redis key holding the holder, its count, its
+// lease and the fencing counter; Lua scripts (package redisproto) change it
+// atomically, so owner and token are compared on the server.
+//
+// Beyond Backend, a Driver is a backend.Watcher (a release publishes on the
+// key's channel: PUBLISH, or sharded SPUBLISH on Cluster), a HandOffer (the
+// handoff script releases and grants in one round trip), a Queuer (a
+// sorted set of waiting Lockers per key, for fair turns), a ReplicaAcker
+// (WAIT) and a BulkReleaser (one pipeline).
+//
+// Deadlines: every call returns by its context's deadline even when the
+// client was built without ContextTimeoutEnabled (go-redis then waits its
+// read timeout on a hung server): such a call runs in a goroutine the
+// Driver owns and Close waits for. With ContextTimeoutEnabled calls run on
+// the caller's goroutine.
+package redisdriver

@@ -1,0 +1,243 @@
+package redlockdriver
+
+import (
+	"cmp"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/mutex/backend"
+	"github.com/redfence/redfence/mutex/internal/redisinspect"
+	"github.com/redfence/redfence/mutex/internal/redisproto"
+	"github.com/redfence/redfence/mutex/internal/redisrt"
+)
+
+// Config is what a Driver takes from the Locker it serves. The zero value
+// is the Locker's defaults.
+type Config struct {
+	// Prefix is the Locker's key prefix (mutex.WithPrefix): a key arrives
+	// as Prefix+key and is stored as redisproto.LockKey(Prefix, key); a key
+	// without it is bad input.
+	Prefix string
+	// FenceTTL is how long a key's fencing counter outlives its last use:
+	// 0 for the Locker's default, one hour; else at least a second.
+	FenceTTL time.Duration
+	// NodeTimeout bounds each node's reply to one call: 0 derives it from
+	// the lease, TTL/20 between 5ms and 500ms; else positive.
+	NodeTimeout time.Duration
+	// Now is the Locker's clock (mutex.WithClock), for the validity of an
+	// acquisition and the nodes' rests; nil: time.Now.
+	Now func() time.Time
+	// Drift is the Locker's margin for clock-rate differences
+	// (mutex.WithClockDrift), taken off an acquisition's validity; nil:
+	// the default, 1% of the lease plus min(2ms, a quarter of the lease).
+	Drift func(ttl time.Duration) time.Duration
+}
+
+// defaultFenceTTL is Config.FenceTTL's default (the acquire script's own).
+const defaultFenceTTL = time.Hour
+
+// Driver is Redlock over N ≥ 3 independent Redis masters: a backend.Backend,
+// a backend.Watcher and a backend.BulkReleaser. It is safe for concurrent
+// use. It owns goroutines (the release subscriber, calls still out to slow
+// nodes, clean-ups); Close stops them and waits. It never closes the
+// clients, which stay the caller's.
+type Driver struct {
+	nodes       []redis.UniversalClient
+	addrs       []string // by node, for errors; "" where unknown (Sentinel)
+	quorum      int
+	prefix      string
+	fenceTTL    time.Duration
+	fenceTTLMs  string
+	nodeTimeout time.Duration // 0: derived from the lease
+	now         func() time.Time
+	drift       func(ttl time.Duration) time.Duration
+	rests       []nodeRest          // by node: resting after failing to answer (noderest.go)
+	restEpoch   time.Time           // what rests are counted from
+	run         *redisrt.Runner     // owns every goroutine the driver starts but the subscriber's
+	subs        *redisrt.Subscriber // the release subscription, one connection per node
+
+	// Inspection (backend.Inspector): the quorum's view, pages that say
+	// which nodes they skipped, forced release on every node.
+	*redisinspect.Inspector
+
+	closeOnce sync.Once
+}
+
+var (
+	_ backend.Backend      = (*Driver)(nil)
+	_ backend.Watcher      = (*Driver)(nil)
+	_ backend.BulkReleaser = (*Driver)(nil)
+	_ backend.Inspector    = (*Driver)(nil)
+)
+
+// New returns a Driver over clients, in that order: node i is clients[i]
+// everywhere (QuorumError.Nodes, Addrs). Each must be its own standalone or
+// Sentinel master: fewer than 3 clients, a nil one, a Cluster client, or one
+// server twice (as the same client or the same address) returns an error
+// wrapping backend.ErrInvalid, as does a bad Config, before any server is
+// asked.
+func New(clients []redis.UniversalClient, cfg Config) (*Driver, error) {
+	if len(clients) < 3 {
+		return nil, invalid("Redlock needs at least 3 independent masters, got %d", len(clients))
+	}
+	addrs, err := nodeAddrs(clients)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	d := &Driver{
+		nodes:       slices.Clone(clients),
+		addrs:       addrs,
+		quorum:      len(clients)/2 + 1,
+		prefix:      cfg.Prefix,
+		fenceTTL:    cmp.Or(cfg.FenceTTL, defaultFenceTTL),
+		nodeTimeout: cfg.NodeTimeout,
+		now:         cfg.Now,
+		drift:       cfg.Drift,
+		rests:       make([]nodeRest, len(clients)),
+		run:         redisrt.NewRunner(false), // Go and Afterward only: the fan-out bounds its calls itself
+	}
+	if d.now == nil {
+		d.now = time.Now
+	}
+	if d.drift == nil {
+		d.drift = defaultDrift
+	}
+	d.fenceTTLMs = strconv.FormatInt(d.fenceTTL.Milliseconds(), 10)
+	d.restEpoch = d.now()
+	d.subs = d.newSubscriber()
+	d.Inspector = redisinspect.New(redisinspect.Config{
+		Prefix: cfg.Prefix, Servers: d.nodes, Addrs: d.addrs, Quorum: d.quorum,
+		Publish: "PUBLISH", Go: d.run.Go,
+	})
+	return d, nil
+}
+
+func (c Config) check() error {
+	switch {
+	case c.FenceTTL != 0 && c.FenceTTL < time.Second:
+		return invalid("fence TTL %v is below 1s", c.FenceTTL)
+	case c.NodeTimeout < 0:
+		return invalid("node timeout %v must be positive", c.NodeTimeout)
+	}
+	return nil
+}
+
+// defaultDrift is the Locker's default drift margin: 1% of the lease plus
+// 2ms (a quarter of the lease for tiny leases).
+func defaultDrift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*0.01) + min(2*time.Millisecond, ttl/4)
+}
+
+// nodeAddrs checks that Redlock's clients are distinct standalone or
+// Sentinel clients and returns their addresses ("" for Sentinel). One
+// server twice would make one node count as two votes: a quorum of one
+// machine. Two names for one address (localhost and 127.0.0.1) are not
+// caught.
+func nodeAddrs(clients []redis.UniversalClient) ([]string, error) {
+	addrs := make([]string, len(clients))
+	for i, c := range clients {
+		switch v := c.(type) {
+		case nil:
+			return nil, invalid("Redlock node %d is nil", i)
+		case *redis.Client:
+			if v == nil {
+				return nil, invalid("Redlock node %d is nil", i)
+			}
+			// go-redis names a Sentinel client's Addr "FailoverClient": no
+			// address to compare. (A custom Dialer that reaches several
+			// servers under one Addr must give them distinct Addrs.)
+			if a := v.Options().Addr; a != "FailoverClient" {
+				addrs[i] = a
+			}
+		case *redis.ClusterClient:
+			return nil, invalid("Redlock node %d is a Cluster client: Redlock needs independent masters", i)
+		}
+		for j := range i {
+			if reflect.TypeOf(c).Comparable() && clients[j] == c {
+				return nil, invalid("Redlock nodes %d and %d are the same client: each node must be its own master", j, i)
+			}
+			if addrs[i] != "" && addrs[j] == addrs[i] {
+				return nil, invalid("Redlock nodes %d and %d both reach %s: each node must be its own master", j, i, addrs[i])
+			}
+		}
+	}
+	return addrs, nil
+}
+
+// Addrs returns each node's address, in New's order; "" where unknown (a
+// Sentinel client). The slice is a copy.
+func (d *Driver) Addrs() []string { return slices.Clone(d.addrs) }
+
+// Quorum returns the grants a lock needs: N/2+1.
+func (d *Driver) Quorum() int { return d.quorum }
+
+// Close stops the release subscriber and waits for every goroutine of the
+// driver: calls still out to a node (a hung node's end at the client's
+// timeout, or at the call's deadline with ContextTimeoutEnabled), clean-ups
+// and settlements. It does not close the clients. It returns nil; later
+// calls do nothing.
+func (d *Driver) Close() error {
+	d.closeOnce.Do(func() {
+		d.subs.Close()
+		d.run.Close()
+	})
+	return nil
+}
+
+// nodeName names node i in errors: its index, and its address when known.
+func (d *Driver) nodeName(i int) string {
+	if d.addrs[i] == "" {
+		return strconv.Itoa(i)
+	}
+	return strconv.Itoa(i) + " (" + d.addrs[i] + ")"
+}
+
+// nodeTimeoutFor is the per-node bound of one call for a lease of ttl.
+func (d *Driver) nodeTimeoutFor(ttl time.Duration) time.Duration {
+	if d.nodeTimeout > 0 {
+		return d.nodeTimeout
+	}
+	return min(max(ttl/20, 5*time.Millisecond), 500*time.Millisecond)
+}
+
+// keyTTL is how long the Redis key lives past its last use: the fencing
+// counter's life, and never shorter than the lease.
+func (d *Driver) keyTTL(lease time.Duration) string {
+	if lease <= d.fenceTTL/2 { // no lease*2: it must not overflow
+		return d.fenceTTLMs
+	}
+	return strconv.FormatInt((lease * 2).Milliseconds(), 10)
+}
+
+// name is the Redis key of key, which arrives with the prefix on it
+// (checkKey).
+func (d *Driver) name(key string) string {
+	return redisproto.LockKey(d.prefix, strings.TrimPrefix(key, d.prefix))
+}
+
+// checkKey refuses a key that is empty or not under the Locker's prefix.
+func (d *Driver) checkKey(key string) error {
+	switch {
+	case key == "":
+		return invalid("empty key")
+	case !strings.HasPrefix(key, d.prefix):
+		return errNoPrefix
+	}
+	return nil
+}
+
+// releaseArgs are the release script's arguments for the holder owner of
+// token, acquired for lease (0: unknown). Redlock's nodes are never
+// Cluster: the script's default, PUBLISH, is never sent.
+func releaseArgs(owner, token string, lease time.Duration) []any {
+	return []any{redisproto.ReleaseValue(owner, token, lease), token}
+}

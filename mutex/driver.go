@@ -1,0 +1,231 @@
+package mutex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/redfence/redfence/mutex/backend"
+)
+
+// driver is the Locker's backend with its capabilities, each asked once
+// when the Locker is built (as database/sql asks its driver's conns): a nil
+// one is absent, and the Locker does without it.
+type driver struct {
+	b    backend.Backend
+	w    backend.Watcher      // nil: waiters poll
+	ho   backend.HandOffer    // nil: an Unlock releases and wakes the next waiter
+	q    backend.Queuer       // nil: no queue of Lockers in the backend
+	ra   backend.ReplicaAcker // nil: WithReplicaAck is refused
+	br   backend.BulkReleaser // nil: Close releases one lock at a time
+	in   backend.Inspector    // nil: Inspect, List, ForceRelease unsupported
+	lend ClientHolder         // nil: no client for the adapters
+	own  io.Closer            // a driver the Locker built (New, NewRedlock): Close closes it
+}
+
+func newDriver(b backend.Backend) driver {
+	d := driver{b: b}
+	d.w, _ = b.(backend.Watcher)
+	d.ho, _ = b.(backend.HandOffer)
+	d.q, _ = b.(backend.Queuer)
+	d.ra, _ = b.(backend.ReplicaAcker)
+	d.br, _ = b.(backend.BulkReleaser)
+	d.in, _ = b.(backend.Inspector)
+	d.lend = lendOnce(b)
+	return d
+}
+
+// NewWithBackend returns a Locker whose locks are held by b, a backend
+// outside this package (package backend states its contract). The Locker
+// brings what it brings to Redis: the per-key queue (an Unlock hands the
+// lock to the next waiter of this Locker when b implements
+// backend.HandOffer, and otherwise releases and wakes it), reentrancy, the
+// lease deadline with the clock drift (WithClockDrift), renewal and the
+// loss signal, telemetry. Keys reach b with the prefix (WithPrefix) on
+// them. Waiters are woken by b when it implements backend.Watcher, and
+// poll otherwise. Inspect, List and ForceRelease work when b implements
+// backend.Inspector, and return an error matching errors.ErrUnsupported
+// otherwise; WithReplicaAck needs backend.ReplicaAcker.
+//
+// The Locker does not close b: like a go-redis client given to New, b is
+// the caller's, and must stay usable until the Locker's Close and every
+// call of the Locker returned. Client returns the client b lends when it
+// implements ClientHolder, nil otherwise: then the adapters that keep data
+// next to their locks (httplock, runner) refuse such a Locker. A nil b
+// makes every call return an error wrapping ErrInvalid.
+func NewWithBackend(b backend.Backend, opts ...Option) *Locker {
+	l := newLocker(opts)
+	if b == nil || isNilPointer(b) {
+		if l.err == nil {
+			l.err = invalid("nil backend")
+		}
+		return l
+	}
+	l.drv = newDriver(b)
+	return l
+}
+
+// name is key's name in the backend: the prefix on it.
+func (l *Locker) name(key string) string { return l.cfg.prefix + key }
+
+// attempt makes one attempt for a, sent at sent; waiting says the call
+// waits when the key is held (Attempt.Waiter). A failed attempt of a random
+// owner is abandoned (the backend orders that after the call), a grant
+// that arrived after its lease refused and freed.
+func (l *Locker) attempt(a *acquisition, waiting bool, sent time.Time) (acquireResult, error) {
+	at := backend.Attempt{Key: a.lockKey, Owner: a.owner, TTL: a.lc.ttl, Shared: !a.randomOwner}
+	if waiting {
+		at.Waiter = l.id
+		at.InQueue = l.drv.q != nil && l.inBackendQueue(a.key)
+	}
+	g, err := l.drv.b.Acquire(a.ctx, at)
+	var res acquireResult
+	if err == nil {
+		res, err = grantResult(g)
+	}
+	if err == nil && res.status == 1 {
+		err = l.lateGrant(sent, a.lc.ttl)
+	}
+	if err != nil {
+		if a.randomOwner && !errors.Is(err, backend.ErrGivenBack) {
+			l.abandon(a.lockKey, a.owner)
+		}
+		return res, err
+	}
+	if at.Waiter != "" && l.drv.q != nil {
+		l.setInBackendQueue(a.key, res.status == 0)
+	}
+	return res, nil
+}
+
+type acquireResult struct {
+	status    int64 // 0 held by another, 1 acquired, 2 re-entered
+	token     int64
+	remaining time.Duration // holder's remaining lease when status is 0
+	why       error         // status 0: the backend's detail (Redlock: a *QuorumError)
+	handle    any           // the backend's own state of the lock granted (Lock.handle)
+}
+
+// grantResult checks what a backend answered: a grant without a token
+// would break every fence downstream.
+func grantResult(g backend.Grant) (acquireResult, error) {
+	switch g.Status {
+	case backend.Held:
+		return acquireResult{status: 0, remaining: g.Remaining, why: g.Detail}, nil
+	case backend.Acquired, backend.Reentered:
+		if g.Token <= 0 {
+			return acquireResult{}, fmt.Errorf("mutex: the backend granted token %d; tokens are positive", g.Token)
+		}
+		return acquireResult{status: int64(g.Status), token: g.Token, handle: g.Handle}, nil
+	}
+	return acquireResult{}, fmt.Errorf("mutex: the backend answered status %d", g.Status)
+}
+
+// lateGrant refuses a grant whose lease, sent at sent, ran out (drift
+// included) before it arrived: a failed attempt, freed by the caller,
+// never handed out already lost.
+func (l *Locker) lateGrant(sent time.Time, ttl time.Duration) error {
+	if now := l.now(); !now.Before(sent.Add(ttl - l.drift(ttl))) {
+		return fmt.Errorf("the reply took %v, longer than the lease of %v allows", now.Sub(sent), ttl)
+	}
+	return nil
+}
+
+// abandon frees, in the background, what owner (a random id) may hold of
+// lockKey.
+func (l *Locker) abandon(lockKey, owner string) {
+	l.afterward(func(ctx context.Context) { _ = l.drv.b.Abandon(ctx, lockKey, owner) })
+}
+
+// lease names lk to its backend, with its current TTL; never under lk.mu.
+func lease(lk *Lock) backend.Lease {
+	return backend.Lease{Key: lk.lockKey, Owner: lk.owner, Token: lk.token, TTL: lk.leaseTTL(), Handle: lk.handle}
+}
+
+// release takes one count of lk: the counts left (0: freed), or -1 when it
+// was not held.
+func (l *Locker) release(ctx context.Context, lk *Lock) (int64, error) {
+	return l.drv.b.Release(ctx, lease(lk))
+}
+
+// extend sets the lease of each lock to its ttl, from sent, taken before
+// the call: the new deadlines run from it.
+func (l *Locker) extend(ctx context.Context, locks []*Lock, ttls []time.Duration) (out []backend.Renewal, sent time.Time, err error) {
+	leases := make([]backend.Lease, len(locks))
+	for i, lk := range locks {
+		leases[i] = lease(lk)
+		leases[i].TTL = ttls[i]
+	}
+	sent = l.now()
+	got, err := l.drv.b.Extend(ctx, leases)
+	if len(got) != len(locks) {
+		if err == nil {
+			err = fmt.Errorf("mutex: the backend renewed %d leases of %d", len(got), len(locks))
+		}
+		return make([]backend.Renewal, len(locks)), sent, err // all Unknown
+	}
+	return got, sent, err
+}
+
+// releaseAll releases the locks Close found held: one step for a
+// BulkReleaser, which bounds its own time; otherwise one at a time, all
+// within cleanupTimeout.
+func (l *Locker) releaseAll(locks []*Lock) error {
+	leases := make([]backend.Lease, len(locks))
+	for i, lk := range locks {
+		leases[i] = lease(lk)
+	}
+	if l.drv.br != nil {
+		return l.drv.br.ReleaseAll(context.Background(), leases)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	var errs []error
+	for _, ls := range leases {
+		if _, err := l.drv.b.Release(ctx, ls); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// handOffTo takes one count of lk and, when that frees it, grants it to
+// owner for ttl in the same step: the counts left (0: handed off, with the
+// grant's token and handle), or -1 when lk did not hold it.
+func (l *Locker) handOffTo(ctx context.Context, lk *Lock, owner string, ttl time.Duration) (left, token int64, handle any, err error) {
+	left, g, err := l.drv.ho.HandOff(ctx, lease(lk), backend.Attempt{Key: lk.lockKey, Owner: owner, TTL: ttl})
+	if err != nil || left != 0 {
+		return left, 0, nil, err
+	}
+	res, err := grantResult(g)
+	if err == nil && res.status != 1 {
+		err = fmt.Errorf("mutex: the backend handed off with status %d", g.Status)
+	}
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	return 0, res.token, res.handle, nil
+}
+
+// releaseHandedOff releases, in the background, a lock handed over to
+// owner (token, handle) whose call gave up meanwhile.
+func (l *Locker) releaseHandedOff(lockKey, owner string, token int64, handle any) {
+	ls := backend.Lease{Key: lockKey, Owner: owner, Token: token, Handle: handle}
+	l.afterward(func(ctx context.Context) { _, _ = l.drv.b.Release(ctx, ls) })
+}
+
+// watch asks for key's release notifications, which wake key's head
+// waiter, until stop; ready is closed once they are established (nil:
+// nothing to wait for).
+func (l *Locker) watch(key, lockKey string) (ready <-chan struct{}, stop func()) {
+	if l.drv.w == nil {
+		return nil, func() {}
+	}
+	ready, stop = l.drv.w.Watch(lockKey, func() { l.wakeLocal(key) })
+	if stop == nil {
+		stop = func() {}
+	}
+	return ready, stop
+}
