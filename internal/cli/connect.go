@@ -1,9 +1,9 @@
-package main
+package cli
 
 import (
 	"cmp"
-	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -107,59 +107,77 @@ func dialURL(raw string) (server, error) {
 	}
 }
 
-// conn is the Locker of a command and the servers under it.
-type conn struct {
-	locker  *mutex.Locker
-	servers []server
+// defaultRedisURL is the Redis of --redis when neither the flag nor
+// REDIS_URL names one.
+const defaultRedisURL = "redis://127.0.0.1:6379"
+
+// Redis is the Store of --redis URLs: one deployment (a server, Sentinel
+// or Cluster), or three or more independent masters for Redlock.
+func Redis() Store { return &redisStore{} }
+
+type redisStore struct {
+	urls urlList
 }
 
-// connect builds the Locker of the --redis URLs (dial), once each server
-// named by a plain URL said it is a master outside a Cluster (probe); warn
-// says what it could not check. The caller closes it.
-func (g *globals) connect(ctx context.Context, warn func(string)) (*conn, error) {
-	c, err := g.dial()
-	if err != nil {
-		return nil, err
-	}
-	if err := c.probe(ctx, g.timeout, warn); err != nil {
-		c.close()
-		return nil, err
-	}
-	return c, nil
+func (s *redisStore) Flags(fs *flag.FlagSet) {
+	fs.Var(&s.urls, "redis", "Redis `URL`; repeat it 3 or more times for Redlock nodes (default $REDIS_URL, else "+defaultRedisURL+")")
 }
 
-// dial builds the Locker of the --redis URLs: over one deployment, or
+func (s *redisStore) Named(env func(string) string) (byFlag, byEnv bool) {
+	return len(s.urls) > 0, env("REDIS_URL") != ""
+}
+
+func (s *redisStore) Resolve(env func(string) string) error {
+	if len(s.urls) == 0 {
+		s.urls = urlList{cmp.Or(env("REDIS_URL"), defaultRedisURL)}
+	}
+	if len(s.urls) == 2 {
+		return usagef("", "two --redis URLs: give one (a server, Sentinel or Cluster) or three or more independent masters for Redlock, whose majority needs at least three")
+	}
+	return nil
+}
+
+func (s *redisStore) Usage() string {
+	return `Redis URLs (--redis, else $REDIS_URL):
+  redis://[user:pass@]host:port[/db]      one server (rediss:// for TLS)
+  redis://host:port?master_name=NAME      Sentinel: host:port is a sentinel
+  redis://host:port?cluster=true          Cluster: host:port is a node; addr=host:port
+                                          parameters name more nodes (and mean Cluster)
+  --redis three or more times             Redlock: independent masters, quorum N/2+1
+`
+}
+
+// Dial builds the Locker of the --redis URLs: over one deployment, or
 // Redlock over three or more. It sends nothing. The caller closes it.
-func (g *globals) dial() (*conn, error) {
+func (s *redisStore) Dial(opts ...mutex.Option) (Conn, error) {
 	c := &conn{}
-	for _, raw := range g.redis {
-		s, err := dialURL(raw)
+	for _, raw := range s.urls {
+		srv, err := dialURL(raw)
 		if err != nil {
-			c.close()
+			c.Close()
 			return nil, err
 		}
-		c.servers = append(c.servers, s)
+		c.servers = append(c.servers, srv)
 	}
-	opts := []mutex.Option{mutex.WithPrefix(g.prefix), mutex.WithOwnerInfo(mutex.OwnerInfo{Service: "redfence-cli"})}
 	if len(c.servers) == 1 {
 		c.locker = mutex.New(c.servers[0].client, opts...)
 	} else {
 		clients := make([]redis.UniversalClient, len(c.servers))
-		for i, s := range c.servers {
-			if s.kind == cluster {
-				c.close()
+		for i, srv := range c.servers {
+			if srv.kind == cluster {
+				c.Close()
 				return nil, usagef("", "--redis #%d is a Cluster: Redlock needs independent masters (servers or Sentinel masters)", i+1)
 			}
-			clients[i] = s.client
+			clients[i] = srv.client
 		}
 		var err error
 		if c.locker, err = mutex.NewRedlock(clients, opts...); err != nil {
-			c.close()
+			c.Close()
 			return nil, usagef("", "Redlock: %s", trimSentinel(err.Error(), mutex.ErrInvalid))
 		}
 	}
 	if err := c.locker.Err(); err != nil {
-		c.close()
+		c.Close()
 		if errors.Is(err, mutex.ErrInvalid) {
 			return nil, usagef("", "%s", trimSentinel(err.Error(), mutex.ErrInvalid))
 		}
@@ -168,21 +186,36 @@ func (g *globals) dial() (*conn, error) {
 	return c, nil
 }
 
-// where names c's servers in messages.
-func (c *conn) where() string {
+// conn is the Locker of a command and the Redis servers under it.
+type conn struct {
+	locker  *mutex.Locker
+	servers []server
+}
+
+func (c *conn) Locker() *mutex.Locker { return c.locker }
+
+// Where names c's servers in messages.
+func (c *conn) Where() string {
 	if c.redlock() {
 		return "Redlock nodes " + c.addrs()
 	}
 	return c.servers[0].where()
 }
 
+func (c *conn) Traits() Traits {
+	if c.redlock() {
+		return Traits{Store: "Redis", Nodes: len(c.servers), NoQueue: "Redlock keeps no queue"}
+	}
+	return Traits{Store: "Redis", Nodes: 1}
+}
+
 // redlock reports whether c's Locker is a Redlock one.
 func (c *conn) redlock() bool { return len(c.servers) > 1 }
 
-// close closes the clients, then the Locker: a call still waiting on a
+// Close closes the clients, then the Locker: a call still waiting on a
 // hung server (an interrupted command's) then ends at once, and the
 // Locker's Close, which waits for it, does not wait for the server.
-func (c *conn) close() {
+func (c *conn) Close() {
 	for _, s := range c.servers {
 		_ = s.client.Close()
 	}

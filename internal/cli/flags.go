@@ -1,56 +1,104 @@
-package main
+package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
+
+	"github.com/redfence/redfence/mutex"
 )
 
-// defaultRedisURL is the Redis of --redis when neither the flag nor
-// REDIS_URL names one.
-const defaultRedisURL = "redis://127.0.0.1:6379"
+// defaultPrefix is --prefix's default, mutex's.
+const defaultPrefix = "redfence:"
 
-// globals are the flags every command takes, before or after its name.
+// globals are the flags every command takes, before or after its name:
+// the common ones and each store's.
 type globals struct {
-	redis   urlList
 	prefix  string
 	timeout time.Duration
+	stores  []Store
+	store   Store // the one the flags or the environment name (resolve)
 }
 
-// newGlobals returns the global flags' defaults.
-func newGlobals() globals {
-	return globals{prefix: "redfence:", timeout: 10 * time.Second}
+// newGlobals returns the global flags' defaults, with a Store of each kind
+// whose flags are unset.
+func newGlobals(stores []NewStore) globals {
+	g := globals{prefix: defaultPrefix, timeout: 10 * time.Second}
+	for _, s := range stores {
+		g.stores = append(g.stores, s())
+	}
+	return g
 }
 
 // register declares the global flags on fs, with g's values as defaults.
 // Both the command line's head and each command's own flag set declare
 // them, on the same variables: what the head set stays set.
 func (g *globals) register(fs *flag.FlagSet) {
-	fs.Var(&g.redis, "redis", "Redis `URL`; repeat it 3 or more times for Redlock nodes (default $REDIS_URL, else "+defaultRedisURL+")")
 	fs.StringVar(&g.prefix, "prefix", g.prefix, "key `prefix` of the Lockers to look at, as mutex.WithPrefix")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "time `D` each call to the servers may take (for a listing, each page)")
+	for _, s := range g.stores {
+		s.Flags(fs)
+	}
 }
 
-// resolve fills in the defaults that come from the environment and checks
-// what the flags cannot.
+// resolve picks the store the flags name, else the one the environment
+// names, else the first; fills in its defaults from the environment; and
+// checks what the flags cannot.
 func (g *globals) resolve(env func(string) string) error {
-	if len(g.redis) == 0 {
-		u := env("REDIS_URL")
-		if u == "" {
-			u = defaultRedisURL
+	var byFlag, byEnv []Store
+	for _, s := range g.stores {
+		f, e := s.Named(env)
+		if f {
+			byFlag = append(byFlag, s)
 		}
-		g.redis = urlList{u}
+		if e {
+			byEnv = append(byEnv, s)
+		}
 	}
-	if len(g.redis) == 2 {
-		return usagef("", "two --redis URLs: give one (a server, Sentinel or Cluster) or three or more independent masters for Redlock, whose majority needs at least three")
+	switch {
+	case len(byFlag) > 1:
+		return usagef("", "flags name servers of two stores: give the flags of one")
+	case len(byFlag) == 1:
+		g.store = byFlag[0]
+	case len(byEnv) > 1:
+		return usagef("", "the environment names servers of two stores: give the flag of the one to use")
+	case len(byEnv) == 1:
+		g.store = byEnv[0]
+	default:
+		g.store = g.stores[0]
+	}
+	if err := g.store.Resolve(env); err != nil {
+		return err
 	}
 	if g.timeout <= 0 {
 		return usagef("", "--timeout must be positive, got %v", g.timeout)
 	}
 	return nil
+}
+
+// connect builds the Locker of the store's servers (dial), once they said
+// they are servers the command can look through (probe); warn says what
+// could not be checked. The caller closes it.
+func (g *globals) connect(ctx context.Context, warn func(string)) (Conn, error) {
+	c, err := g.dial()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Probe(ctx, g.timeout, warn); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// dial builds the Locker of the store's servers, sending nothing. The
+// command's Locker announces itself as service "redfence-cli".
+func (g *globals) dial() (Conn, error) {
+	return g.store.Dial(mutex.WithPrefix(g.prefix), mutex.WithOwnerInfo(mutex.OwnerInfo{Service: "redfence-cli"}))
 }
 
 // urlList is a repeatable string flag.

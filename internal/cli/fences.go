@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -106,7 +106,7 @@ func (db *fenceDB) explain(err error, elapsed time.Duration) error {
 		return fmt.Errorf("the fence table %s does not exist in the database of DATABASE_URL (%s): fenced.Guard.Migrate creates it", db.table, db.where)
 	case errors.Is(err, context.Canceled):
 		return errors.New("interrupted")
-	case isTimeout(err):
+	case IsTimeout(err):
 		return fmt.Errorf("%s did not answer: gave up after %v", db.where, elapsed.Round(10*time.Millisecond))
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return fmt.Errorf("cannot reach %s: connection refused", db.where)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -78,7 +78,7 @@ func release(ctx context.Context, inv *invocation, key string, f releaseFlags) e
 	if err != nil {
 		return err
 	}
-	defer c.close()
+	defer c.Close()
 	if f.token == 0 {
 		if f.token, err = confirmHolder(ctx, inv, c, key, f.yes); err != nil {
 			return err
@@ -86,21 +86,21 @@ func release(ctx context.Context, inv *invocation, key string, f releaseFlags) e
 	}
 	var res mutex.ForceResult
 	elapsed, err := timed(ctx, inv.g.timeout, func(ctx context.Context) (err error) {
-		res, err = c.locker.ForceRelease(ctx, key, mutex.ForceOptions{Token: f.token, By: f.by, Reason: f.reason})
+		res, err = c.Locker().ForceRelease(ctx, key, mutex.ForceOptions{Token: f.token, By: f.by, Reason: f.reason})
 		return err
 	})
 	switch {
 	case errors.Is(err, mutex.ErrNotHeld):
-		return errors.New(plain(err, elapsed))
+		return errors.New(Plain(err, elapsed))
 	case errors.Is(err, context.Canceled):
 		return fmt.Errorf("interrupted: the release was sent, and its outcome is unknown; see redfence inspect %s", argOf(key))
 	case errors.Is(err, mutex.ErrUnavailable) && !errors.Is(err, context.Canceled):
 		return fmt.Errorf("the release's outcome is unknown, the holder may keep the lock: %v; see redfence inspect %s",
-			c.explain(err, elapsed), argOf(key))
+			explain(c, err, elapsed), argOf(key))
 	case err != nil:
-		return c.explain(err, elapsed)
+		return explain(c, err, elapsed)
 	}
-	if err := writeReleased(inv.stdout, res, f, len(c.servers)); err != nil {
+	if err := writeReleased(inv.stdout, res, f, c.Traits().Nodes); err != nil {
 		return err
 	}
 	return raiseFence(ctx, inv, db, f, res)
@@ -131,15 +131,15 @@ func checkFence(ctx context.Context, inv *invocation, f releaseFlags) (*fenceDB,
 // confirmHolder shows the holder of key that a release without --token
 // would end, asks whether to (unless yes), and returns its token: the
 // release then ends that holder only, never one who took the key since.
-func confirmHolder(ctx context.Context, inv *invocation, c *conn, key string, yes bool) (int64, error) {
+func confirmHolder(ctx context.Context, inv *invocation, c Conn, key string, yes bool) (int64, error) {
 	var in mutex.LockInfo
 	elapsed, err := timed(ctx, inv.g.timeout, func(ctx context.Context) (err error) {
-		in, err = c.locker.Inspect(ctx, key)
+		in, err = c.Locker().Inspect(ctx, key)
 		return err
 	})
 	switch {
 	case err != nil:
-		return 0, c.explain(err, elapsed)
+		return 0, explain(c, err, elapsed)
 	case in.State == mutex.Free:
 		return 0, fmt.Errorf("nobody holds %s", strconv.Quote(key))
 	case in.State == mutex.Reserved:
@@ -208,16 +208,17 @@ func raiseFence(ctx context.Context, inv *invocation, db *fenceDB, f releaseFlag
 	return err
 }
 
-// writeReleased prints what a forced release did.
-func writeReleased(w io.Writer, res mutex.ForceResult, f releaseFlags, servers int) error {
+// writeReleased prints what a forced release did; nodes are the Redlock
+// masters it was sent to (1: one deployment).
+func writeReleased(w io.Writer, res mutex.ForceResult, f releaseFlags, nodes int) error {
 	fmt.Fprintf(w, "released %s by force\n", strconv.Quote(res.Key))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  holder\t%s\n", lockview.Visible(ownerText(res.Owner, res.Info)))
 	fmt.Fprintf(tw, "  owner id\t%s\n", lockview.Visible(res.Owner))
 	fmt.Fprintf(tw, "  token\t%d: the holder's; its next renewal fails and its lock context ends\n", res.Token)
 	fmt.Fprintf(tw, "  floor\t%d: every later token of %s exceeds it\n", res.Floor, strconv.Quote(res.Key))
-	if servers > 1 {
-		fmt.Fprintf(tw, "  nodes\treleased on %d of %d\n", res.Released, servers)
+	if nodes > 1 {
+		fmt.Fprintf(tw, "  nodes\treleased on %d of %d\n", res.Released, nodes)
 	}
 	fmt.Fprintf(tw, "  audit\tby %s, reason %q\n", lockview.Visible(f.by), f.reason)
 	return tw.Flush()

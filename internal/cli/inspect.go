@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"cmp"
@@ -27,20 +27,20 @@ func setupInspect(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		defer c.close()
+		defer c.Close()
 		var in mutex.LockInfo
 		elapsed, err := timed(ctx, inv.g.timeout, func(ctx context.Context) (err error) {
-			in, err = c.locker.Inspect(ctx, key)
+			in, err = c.Locker().Inspect(ctx, key)
 			return err
 		})
 		if err != nil {
-			return c.explain(err, elapsed)
+			return explain(c, err, elapsed)
 		}
-		explain := func(err error) string { return plain(err, elapsed) }
+		words := func(err error) string { return Plain(err, elapsed) }
 		if *asJSON {
-			return writeJSON(inv.stdout, lockview.InspectionOf(in, explain))
+			return writeJSON(inv.stdout, lockview.InspectionOf(in, words))
 		}
-		if err := writeInspect(inv.stdout, in, c.redlock(), inv.g.prefix, explain); err != nil {
+		if err := writeInspect(inv.stdout, in, c.Traits(), inv.g.prefix, words); err != nil {
 			return err
 		}
 		if in.State == mutex.Free && !slices.ContainsFunc(in.Nodes, func(n mutex.NodeInfo) bool { return n.Err != nil }) {
@@ -77,11 +77,11 @@ var stateWords = map[mutex.State]string{
 
 // writeInspect prints every field of in, in words, then its waiters, its
 // forced releases and, for Redlock, each node's view.
-func writeInspect(w io.Writer, in mutex.LockInfo, redlock bool, prefix string, explain func(error) string) error {
-	if err := writeFields(w, in, redlock, prefix); err != nil {
+func writeInspect(w io.Writer, in mutex.LockInfo, t Traits, prefix string, explain func(error) string) error {
+	if err := writeFields(w, in, t, prefix); err != nil {
 		return err
 	}
-	if err := writeWaiters(w, in.Waiters, redlock); err != nil {
+	if err := writeWaiters(w, in.Waiters, t.NoQueue); err != nil {
 		return err
 	}
 	if err := writeForced(w, in.Forced); err != nil {
@@ -90,13 +90,13 @@ func writeInspect(w io.Writer, in mutex.LockInfo, redlock bool, prefix string, e
 	return writeNodes(w, in.Nodes, explain)
 }
 
-func writeFields(w io.Writer, in mutex.LockInfo, redlock bool, prefix string) error {
+func writeFields(w io.Writer, in mutex.LockInfo, t Traits, prefix string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	line := func(name, format string, args ...any) { fmt.Fprintf(tw, name+"\t"+format+"\n", args...) }
 	line("key", "%s", lockview.Visible(in.Key))
-	line("redis key", "%s", lockview.Visible(in.Name))
+	line(strings.ToLower(t.Store)+" key", "%s", lockview.Visible(in.Name))
 	state := stateWords[in.State]
-	if redlock {
+	if t.Nodes > 1 {
 		state += " (the quorum's view; each node's is below)"
 	}
 	line("state", "%s", state)
@@ -115,7 +115,7 @@ func writeFields(w io.Writer, in mutex.LockInfo, redlock bool, prefix string) er
 		}
 		line(who, "%s", lockview.Visible(ownerText(in.Owner, in.Info)))
 		line("owner id", "%s", lockview.Visible(in.Owner))
-		line("count", "%d (re-entries in Redis, plus one)", in.Count)
+		line("count", "%d (re-entries in %s, plus one)", in.Count, t.Store)
 		if d, ok := lockview.HeldFor(in); ok {
 			line("acquired", "%s, %s ago", stamp(in.AcquiredAt), human(d))
 		} else {
@@ -136,10 +136,12 @@ func writeFields(w io.Writer, in mutex.LockInfo, redlock bool, prefix string) er
 	return tw.Flush()
 }
 
-func writeWaiters(w io.Writer, waiters []mutex.Waiter, redlock bool) error {
+// writeWaiters prints the Lockers queued for the key; noQueue, when set,
+// says why the store shows none.
+func writeWaiters(w io.Writer, waiters []mutex.Waiter, noQueue string) error {
 	switch {
-	case redlock:
-		_, err := fmt.Fprintln(w, "\nwaiters: Redlock keeps no queue")
+	case noQueue != "":
+		_, err := fmt.Fprintln(w, "\nwaiters: "+noQueue)
 		return err
 	case len(waiters) == 0:
 		_, err := fmt.Fprintln(w, "\nwaiters: none")
@@ -194,7 +196,7 @@ func writeNodes(w io.Writer, nodes []mutex.NodeInfo, explain func(error) string)
 // it carries the holder's token, so a later holder is never ended.
 func releaseLine(in mutex.LockInfo, prefix string) string {
 	line := fmt.Sprintf("redfence release --token %d --force --reason REASON", in.Token)
-	if prefix != newGlobals().prefix {
+	if prefix != defaultPrefix {
 		line += " --prefix " + shellQuote(prefix)
 	}
 	return line + " " + argOf(in.Key)
@@ -216,7 +218,7 @@ var adapterPrefixes = []struct{ prefix, adapter string }{
 // hintPrefixed tells, after a free key, which keys that differ from it by
 // an adapter's prefix are held. It is a hint: a failed look says nothing,
 // and all the looks share one --timeout.
-func hintPrefixed(ctx context.Context, inv *invocation, c *conn, key string) error {
+func hintPrefixed(ctx context.Context, inv *invocation, c Conn, key string) error {
 	ctx, cancel := context.WithTimeout(ctx, inv.g.timeout)
 	defer cancel()
 	for _, a := range adapterPrefixes {
@@ -229,7 +231,7 @@ func hintPrefixed(ctx context.Context, inv *invocation, c *conn, key string) err
 		}
 		var in mutex.LockInfo
 		_, err := timed(ctx, inv.g.timeout, func(ctx context.Context) (err error) {
-			in, err = c.locker.Inspect(ctx, other)
+			in, err = c.Locker().Inspect(ctx, other)
 			return err
 		})
 		if err == nil && in.State != mutex.Free {

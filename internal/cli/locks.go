@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func setupLocks(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		defer c.close()
+		defer c.Close()
 		ls, err := listLocks(ctx, c, inv.g, listQuery{pattern: pattern, free: *free, limit: *limit})
 		if err != nil {
 			return err
@@ -77,7 +77,7 @@ type listing struct {
 // listLocks reads the locks whose keys match q.pattern, page after page,
 // each page under its own --timeout, until the listing ends or q.limit
 // locks were found.
-func listLocks(ctx context.Context, c *conn, g globals, q listQuery) (listing, error) {
+func listLocks(ctx context.Context, c Conn, g globals, q listQuery) (listing, error) {
 	ls := listing{listQuery: q}
 	o := mutex.ListOptions{Match: q.pattern, Free: q.free}
 	if q.limit > 0 {
@@ -88,11 +88,11 @@ func listLocks(ctx context.Context, c *conn, g globals, q listQuery) (listing, e
 	for {
 		var page mutex.Page
 		elapsed, err := timed(ctx, g.timeout, func(ctx context.Context) (err error) {
-			page, err = c.locker.List(ctx, o)
+			page, err = c.Locker().List(ctx, o)
 			return err
 		})
 		if err != nil {
-			return ls, c.explain(err, elapsed)
+			return ls, explain(c, err, elapsed)
 		}
 		ls.locks = append(ls.locks, page.Locks...)
 		if q.limit > 0 {
@@ -124,7 +124,7 @@ func (ls listing) incomplete() error {
 		return nil
 	}
 	return fmt.Errorf("the listing is partial: %s; a lock held there may be missing or shown free",
-		plain(errors.Join(ls.skipped...), 0))
+		Plain(errors.Join(ls.skipped...), 0))
 }
 
 func (ls listing) json() lockview.Listing {
@@ -133,7 +133,7 @@ func (ls listing) json() lockview.Listing {
 		Skipped: []string{}, Truncated: ls.truncated, Locks: make([]lockview.Lock, 0, len(ls.locks)),
 	}
 	for _, err := range ls.skipped {
-		out.Skipped = append(out.Skipped, plain(err, 0))
+		out.Skipped = append(out.Skipped, Plain(err, 0))
 	}
 	for _, in := range ls.locks {
 		out.Locks = append(out.Locks, lockview.LockOf(in))

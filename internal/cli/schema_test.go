@@ -1,4 +1,4 @@
-package main
+package cli
 
 // The JSON schema that `redfence help json` documents, spelt out here on
 // its own so that a change to the types that breaks it fails the test.

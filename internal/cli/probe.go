@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// probe asks each server a plain URL names (one server, or a Redlock
+// Probe asks each server a plain URL names (one server, or a Redlock
 // node) what it is, and refuses a Cluster node or a replica: through a
 // Cluster node the command would see one master's keys and be redirected
 // for the others, and a replica shows a lock it has not synced yet as free
@@ -21,7 +21,7 @@ import (
 // is used as given, with a warning. A Redlock node that does not answer is
 // left to the command, which needs only a majority, and is given a third
 // of the timeout; the one server of a plain URL must answer.
-func (c *conn) probe(ctx context.Context, timeout time.Duration, warn func(string)) error {
+func (c *conn) Probe(ctx context.Context, timeout time.Duration, warn func(string)) error {
 	errs := make([]error, len(c.servers))
 	warnings := make([]string, len(c.servers))
 	if c.redlock() {
@@ -39,7 +39,7 @@ func (c *conn) probe(ctx context.Context, timeout time.Duration, warn func(strin
 			case errors.As(err, &answer):
 				warnings[i] = fmt.Sprintf("%s would not say whether it is a replica or a Cluster node (%v): it is used as given", s.where(), err)
 			case err != nil && !c.redlock():
-				errs[i] = c.explain(err, elapsed)
+				errs[i] = explain(c, err, elapsed)
 			case err == nil:
 				errs[i] = refuse(s, i, c.redlock(), info)
 			}

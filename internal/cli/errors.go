@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -16,25 +16,19 @@ import (
 	"github.com/redfence/redfence/mutex"
 )
 
-// explain words err, returned by a call of c's Locker that ran for
+// Explain words err, returned by a call of c's Locker that ran for
 // elapsed, for an operator: which server, what went wrong, and how long it
-// waited, without the layers of wrapping. Bad input becomes a usage error.
-func (c *conn) explain(err error, elapsed time.Duration) error {
+// waited, without the layers of wrapping.
+func (c *conn) Explain(err error, elapsed time.Duration) error {
 	var answer redis.Error
 	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, mutex.ErrInvalid):
-		return usagef("", "%s", trimSentinel(err.Error(), mutex.ErrInvalid))
-	case errors.Is(err, context.Canceled):
-		return errors.New("interrupted")
 	case c.redlock() && errors.Is(err, mutex.ErrUnavailable):
-		return fmt.Errorf("cannot reach enough Redlock nodes (%s): %s", c.addrs(), plain(err, elapsed))
+		return fmt.Errorf("cannot reach enough Redlock nodes (%s): %s", c.addrs(), Plain(err, elapsed))
 	case c.redlock():
-		return fmt.Errorf("the Redlock nodes %s: %s", c.addrs(), plain(err, elapsed))
+		return fmt.Errorf("the Redlock nodes %s: %s", c.addrs(), Plain(err, elapsed))
 	case errors.As(err, &answer):
-		return fmt.Errorf("%s answered: %s", c.node(err), plain(err, elapsed))
-	case isTimeout(err):
+		return fmt.Errorf("%s answered: %s", c.node(err), Plain(err, elapsed))
+	case IsTimeout(err):
 		return fmt.Errorf("%s did not answer: gave up after %v", c.node(err), elapsed.Round(10*time.Millisecond))
 	}
 	s := c.servers[0]
@@ -48,12 +42,12 @@ func (c *conn) explain(err error, elapsed time.Duration) error {
 		if s.kind == sentinel && slices.Contains(s.addrs, addr) {
 			what = "Sentinel"
 		}
-		return fmt.Errorf("cannot reach %s at %s: %s", what, addr, netWords(op))
+		return fmt.Errorf("cannot reach %s at %s: %s", what, addr, NetWords(op))
 	}
 	if errors.Is(err, mutex.ErrUnavailable) {
-		return fmt.Errorf("%s failed: %s", s.where(), plain(err, elapsed))
+		return fmt.Errorf("%s failed: %s", s.where(), Plain(err, elapsed))
 	}
-	return errors.New(plain(err, elapsed))
+	return errors.New(Plain(err, elapsed))
 }
 
 // node names the server err came from: the address a network error names
@@ -76,17 +70,17 @@ func (c *conn) addrs() string {
 	return strings.Join(all, ", ")
 }
 
-// plain is err's message without mutex's prefixes, each network error in
+// Plain is err's message without mutex's prefixes, each network error in
 // it said in a few words, a passed deadline as the time waited, and joined
 // errors on one line.
-func plain(err error, elapsed time.Duration) string {
+func Plain(err error, elapsed time.Duration) string {
 	msg := err.Error()
 	walk(err, func(e error) {
 		op, ok := e.(*net.OpError)
 		if !ok {
 			return
 		}
-		words := netWords(op)
+		words := NetWords(op)
 		if op.Addr == nil {
 			msg = strings.ReplaceAll(msg, op.Error(), words)
 			return
@@ -97,7 +91,7 @@ func plain(err error, elapsed time.Duration) string {
 		msg = strings.ReplaceAll(msg, addr+": "+op.Error(), addr+": "+words)
 		msg = strings.ReplaceAll(msg, op.Error(), "cannot reach "+addr+": "+words)
 	})
-	if isTimeout(err) {
+	if IsTimeout(err) {
 		msg = strings.ReplaceAll(msg, context.DeadlineExceeded.Error(), fmt.Sprintf("no answer after %v", elapsed.Round(10*time.Millisecond)))
 	}
 	for _, s := range []error{mutex.ErrUnavailable, mutex.ErrNotHeld, mutex.ErrNotAcquired} {
@@ -106,8 +100,8 @@ func plain(err error, elapsed time.Duration) string {
 	return strings.ReplaceAll(msg, "\n", "; ")
 }
 
-// netWords says what a network error was.
-func netWords(op *net.OpError) string {
+// NetWords says what a network error was.
+func NetWords(op *net.OpError) string {
 	var dns *net.DNSError
 	switch {
 	case errors.Is(op, syscall.ECONNREFUSED):
@@ -125,8 +119,8 @@ func netWords(op *net.OpError) string {
 	return op.Error()
 }
 
-// isTimeout reports whether err is a deadline that passed.
-func isTimeout(err error) bool {
+// IsTimeout reports whether err is a deadline that passed.
+func IsTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
 		(errors.As(err, &ne) && ne.Timeout())

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -119,15 +119,8 @@ const usageTail = `  help [COMMAND | json]
 
 Global flags, before or after the command:
 %s
-Redis URLs:
-  redis://[user:pass@]host:port[/db]      one server (rediss:// for TLS)
-  redis://host:port?master_name=NAME      Sentinel: host:port is a sentinel
-  redis://host:port?cluster=true          Cluster: host:port is a node; addr=host:port
-                                          parameters name more nodes (and mean Cluster)
-  --redis three or more times             Redlock: independent masters, quorum N/2+1
-
+%s
 Environment:
-  REDIS_URL      the Redis URL when --redis is not given
   DATABASE_URL   the PostgreSQL database of fences and release --fence
   USER           who a forced release is by, with the host name (release --by)
 
@@ -135,8 +128,8 @@ Exit status: 0 done, 1 failed (the error says why), 2 wrongly asked (nothing don
 `
 
 // printUsage writes the general usage, or topic's.
-func printUsage(w io.Writer, topic string) error {
-	g := newGlobals()
+func printUsage(w io.Writer, stores []NewStore, topic string) error {
+	g := newGlobals(stores)
 	gfs := newFlagSet("redfence")
 	g.register(gfs)
 	if topic == "" {
@@ -145,7 +138,14 @@ func printUsage(w io.Writer, topic string) error {
 		for _, c := range commands {
 			fmt.Fprintf(&b, "  %s %s\n    \t%s\n", c.name, c.synopsis, c.summary)
 		}
-		fmt.Fprintf(&b, usageTail, flagDefaults(gfs))
+		var servers strings.Builder
+		for i, s := range g.stores {
+			if i > 0 {
+				servers.WriteByte('\n')
+			}
+			servers.WriteString(s.Usage())
+		}
+		fmt.Fprintf(&b, usageTail, flagDefaults(gfs), servers.String())
 		_, err := io.WriteString(w, b.String())
 		return err
 	}

@@ -1,9 +1,10 @@
-package main
+package cli
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,13 +39,18 @@ func TestBinary(t *testing.T) {
 	t.Run("ProbeRefused", func(t *testing.T) { testProbeRefused(t, bin) })
 }
 
+// run is the command over Redis, in process.
+func run(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return Run(ctx, args, env, stdin, stdout, stderr, Redis)
+}
+
 // binary is the built command.
 type binary string
 
-// build compiles ./cmd/redfence (this package) into a directory removed
-// after t, with the go command of the toolchain running the tests: go test
-// puts its GOROOT/bin first on the PATH of test binaries (runtime.GOROOT
-// is deprecated).
+// build compiles cmd/redfence (this package over Redis) into a directory
+// removed after t, with the go command of the toolchain running the tests:
+// go test puts its GOROOT/bin first on the PATH of test binaries
+// (runtime.GOROOT is deprecated).
 func build(t *testing.T) binary {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -52,7 +58,7 @@ func build(t *testing.T) binary {
 	goBin, err := exec.LookPath("go")
 	require.NoError(t, err, "the go command")
 	out := filepath.Join(t.TempDir(), "redfence")
-	cmd := exec.CommandContext(ctx, goBin, "build", "-o", out, ".")
+	cmd := exec.CommandContext(ctx, goBin, "build", "-o", out, "github.com/redfence/redfence/cmd/redfence")
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, "go build: %s", b)
 	return binary(out)

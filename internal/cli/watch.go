@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -48,14 +48,14 @@ func setupWatch(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		defer c.close()
+		defer c.Close()
 		return watch(ctx, inv, c, q, *interval)
 	}
 }
 
 // watch redraws the locks table every interval until ctx ends. Until the
 // servers first answer the probe, each frame tries it again.
-func watch(ctx context.Context, inv *invocation, c *conn, q listQuery, interval time.Duration) error {
+func watch(ctx context.Context, inv *invocation, c Conn, q listQuery, interval time.Duration) error {
 	probed := false
 	shown := q.pattern
 	if shown == "" {
@@ -70,11 +70,11 @@ func watch(ctx context.Context, inv *invocation, c *conn, q listQuery, interval 
 		frame.Reset()
 		frame.WriteString(clearScreen)
 		fmt.Fprintf(&frame, "redfence watch: locks matching %q on %s, every %v. %s. Ctrl-C quits.\n\n",
-			shown, c.where(), interval, time.Now().Format("2006-01-02 15:04:05 MST"))
+			shown, c.Where(), interval, time.Now().Format("2006-01-02 15:04:05 MST"))
 		var ls listing
 		var err error
 		if !probed {
-			err = c.probe(ctx, inv.g.timeout, inv.warn)
+			err = c.Probe(ctx, inv.g.timeout, inv.warn)
 			probed = err == nil
 		}
 		if err == nil {
