@@ -119,6 +119,28 @@ func main() {
 	}
 
 	latency(rounds, order)
+	etcdContended(rounds, order)
+}
+
+// etcdContended prints BenchmarkEtcdContended's redfence subjects
+// (EtcdContended/g=<g>/redfence-<n>, make bench-etcd) against
+// concurrency.Mutex's (…/mutex) in the same round: p99 wait and
+// acquisitions per second, per round, then the median.
+func etcdContended(rounds []map[string]metrics, order []string) {
+	header := false
+	for _, name := range order {
+		group, sub, ok := strings.Cut(strings.TrimPrefix(name, "EtcdContended/"), "/")
+		if !ok || !strings.HasPrefix(name, "EtcdContended/") || !strings.HasPrefix(sub, "redfence") {
+			continue
+		}
+		if !header {
+			fmt.Printf("\netcd, one key contended, against concurrency.Mutex (per round, then median)\n\n")
+			header = true
+		}
+		ref := "EtcdContended/" + group + "/mutex"
+		ratio(rounds, name, ref, "p99-ms", "× mutex p99")
+		ratio(rounds, name, ref, "acq/s", "× mutex acq/s")
+	}
 }
 
 // latency prints BenchmarkRedlockLatencyPaired
