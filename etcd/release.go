@@ -11,11 +11,13 @@ import (
 )
 
 // Release takes one count of l: the counts left, 0 when the key was deleted
-// (its lease revoked, its watchers see the delete), or -1 when l's owner and
-// token (create revision) do not hold the key, in which case nothing
-// changed. Owner and create revision are compared in the transaction that
-// changes the key, so a retried release never frees a newer holder's key
-// (etcd issue 22082). On error the outcome is unknown.
+// (its watchers see the delete; its lease, on which nothing is left, goes
+// back to the pool for the next lock, or is revoked in the background when
+// it is not the one l's handle knows), or -1 when l's owner and token
+// (create revision) do not hold the key, in which case nothing changed.
+// Owner and create revision are compared in the transaction that changes
+// the key, so a retried release never frees a newer holder's key (etcd issue
+// 22082). On error the outcome is unknown.
 func (b *Backend) Release(ctx context.Context, l backend.Lease) (int64, error) {
 	rev, err := b.checkLease(l, false)
 	if err != nil {
@@ -32,9 +34,8 @@ func (b *Backend) Release(ctx context.Context, l backend.Lease) (int64, error) {
 			return 0, fmt.Errorf("etcdlock: release %q: %w", l.Key, err)
 		}
 		if r.Succeeded {
-			b.forget(l.Key, rev)
 			if prev := r.Responses[0].GetResponseDeleteRange().PrevKvs; len(prev) == 1 {
-				b.revoke(ctx, clientv3.LeaseID(prev[0].Lease))
+				b.released(b.holdOf(l.Handle), clientv3.LeaseID(prev[0].Lease))
 			}
 			return 0, nil
 		}
@@ -93,7 +94,6 @@ func (b *Backend) Abandon(ctx context.Context, key, owner string) error {
 	}
 	if r.Succeeded {
 		if prev := r.Responses[0].GetResponseDeleteRange().PrevKvs; len(prev) == 1 {
-			b.forget(key, prev[0].CreateRevision)
 			b.revoke(ctx, clientv3.LeaseID(prev[0].Lease))
 		}
 	}
