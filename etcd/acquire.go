@@ -66,8 +66,9 @@ func (b *Backend) acquire(ctx context.Context, a backend.Attempt, mine lease) (b
 			return backend.Grant{}, true, fmt.Errorf("etcdlock: acquire %q: %w", a.Key, err)
 		}
 		if r.Succeeded {
-			h := &hold{b: b, l: mine, class: a.TTL}
-			return backend.Grant{Status: backend.Acquired, Token: b.token(r.Header.Revision), Handle: h}, true, nil
+			rev := r.Header.Revision
+			h := b.newHold(a, rev, rev, mine, true)
+			return backend.Grant{Status: backend.Acquired, Token: b.token(rev), Handle: h}, true, nil
 		}
 		kvs := r.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 0 { // cannot be: the same transaction found the key
@@ -110,5 +111,6 @@ func (b *Backend) reenter(ctx context.Context, a backend.Attempt, modRev, create
 		// its handle: its Extend finds it gone and puts the key on a new one.
 		b.revokeLater(clientv3.LeaseID(prev.Lease))
 	}
-	return backend.Grant{Status: backend.Reentered, Token: b.token(createRev), Handle: &hold{b: b, l: mine, class: a.TTL}}, true, nil
+	hd := b.newHold(a, createRev, r.Header.Revision, mine, false)
+	return backend.Grant{Status: backend.Reentered, Token: b.token(createRev), Handle: hd}, true, nil
 }

@@ -85,8 +85,10 @@ func (b *Backend) regrant(ctx context.Context, l backend.Lease, rev int64, h *ho
 		b.giveBack(g, l.TTL) // nothing was put on it
 		return backend.Gone, nil
 	}
-	b.moved(h, g, l.TTL)
-	if prev := r.Responses[0].GetResponsePut().PrevKv; prev != nil && clientv3.LeaseID(prev.Lease) != g.id {
+	prev := r.Responses[0].GetResponsePut().PrevKv
+	hd, err := decode(prev.GetValue())
+	b.moved(h, g, l.TTL, r.Header.Revision, err == nil && hd.count == 1)
+	if prev != nil && clientv3.LeaseID(prev.Lease) != g.id {
 		b.revokeLater(clientv3.LeaseID(prev.Lease))
 	}
 	return backend.Renewed, nil

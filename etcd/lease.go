@@ -5,6 +5,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/redfence/redfence/mutex/backend"
 )
 
 // A lock's key is put on an etcd lease that this Backend keeps in a pool
@@ -53,13 +55,40 @@ func (l lease) covers(now time.Time, ttl time.Duration) bool {
 	return !l.fresh.Add(time.Duration(l.ttl) * time.Second).Before(now.Add(ttl))
 }
 
-// hold is a held lock's Grant.Handle: the lease its key is on, as this
-// Backend put or renewed it last. Its fields are guarded by the Backend's mu.
+// hold is a held lock's Grant.Handle: its key as this Backend wrote it last,
+// and the lease it is on. The fields after rev are guarded by the Backend's
+// mu.
 type hold struct {
 	b     *Backend
+	owner string
+	rev   int64 // the key's create revision
 	l     lease
 	class time.Duration // the TTL the lease was granted for: its pool
-	done  bool          // released: its lease went back to the pool or away
+	// The key's mod revision after this Backend's last write of it, and
+	// whether that left it one count: a release may then compare that
+	// revision alone.
+	modRev int64
+	one    bool
+	done   bool // released: its lease went back to the pool or away
+}
+
+// newHold is the handle of a lock granted by a write at revision modRev.
+func (b *Backend) newHold(a backend.Attempt, createRev, modRev int64, l lease, one bool) *hold {
+	return &hold{b: b, owner: a.Owner, rev: createRev, l: l, class: a.TTL, modRev: modRev, one: one}
+}
+
+// lastWrite is h's key as this Backend last wrote it with one count, if h is
+// the lock of owner and create revision rev; zero otherwise.
+func (b *Backend) lastWrite(h *hold, owner string, rev int64) written {
+	if h == nil || h.owner != owner || h.rev != rev {
+		return written{}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if h.done || !h.one {
+		return written{}
+	}
+	return written{modRev: h.modRev, lease: h.l.id}
 }
 
 // leaseSeconds is a lease's TTL for locks of ttl: ttl rounded up to whole
@@ -152,15 +181,16 @@ func (b *Backend) renewed(h *hold, id clientv3.LeaseID, sent time.Time) {
 	}
 }
 
-// moved records that h's key is now on l, granted for locks of ttl.
-func (b *Backend) moved(h *hold, l lease, ttl time.Duration) {
+// moved records that h's key is now on l, granted for locks of ttl, by a
+// write at revision modRev that left it one count or not.
+func (b *Backend) moved(h *hold, l lease, ttl time.Duration, modRev int64, one bool) {
 	if h == nil {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !h.done {
-		h.l, h.class = l, ttl
+		h.l, h.class, h.modRev, h.one = l, ttl, modRev, one
 	}
 }
 

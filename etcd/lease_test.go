@@ -303,3 +303,64 @@ func TestCloseRevokesKeptLeases(t *testing.T) {
 	assert.Equal(t, 2, all, "the two held locks' leases stay; the kept one is revoked")
 	assert.Equal(t, 2, withKeys)
 }
+
+// A release with the lock's handle compares the key's mod revision alone:
+// retried after it succeeded, or after the key was freed and taken again by
+// the same owner id, it finds the newer holding and leaves it.
+func TestReleaseWithHandleNeverFreesNewerHolder(t *testing.T) {
+	s := server(t)
+	b, c := countedDriver(t, s)
+	ctx := testCtx(t)
+	a := attempt("n", "same")
+	old, err := b.Acquire(ctx, a)
+	require.NoError(t, err)
+	stale := backend.Lease{Key: "n", Owner: "same", Token: old.Token, Handle: old.Handle}
+	_, err = c.Client.Delete(ctx, "n") // the lease ran out, say
+	require.NoError(t, err)
+	newer, err := b.Acquire(ctx, a)
+	require.NoError(t, err)
+	require.Equal(t, backend.Acquired, newer.Status)
+
+	left, err := b.Release(ctx, stale)
+	require.NoError(t, err)
+	assert.Equal(t, int64(-1), left, "the old holding is gone")
+	l := backend.Lease{Key: "n", Owner: "same", Token: newer.Token, Handle: newer.Handle}
+	left, err = b.Release(ctx, l)
+	require.NoError(t, err)
+	assert.Zero(t, left)
+	again, err := b.Acquire(ctx, a)
+	require.NoError(t, err)
+	left, err = b.Release(ctx, l) // retried, as after a lost reply
+	require.NoError(t, err)
+	assert.Equal(t, int64(-1), left)
+	r, err := c.Client.Get(ctx, "n")
+	require.NoError(t, err)
+	require.Len(t, r.Kvs, 1, "the holder after the release keeps the key")
+	assert.Equal(t, again.Token, r.Kvs[0].CreateRevision)
+}
+
+// A key written since the handle last saw it (moved to a new lease by an
+// Extend without the handle) is still released with one count, and its
+// lease, which the handle does not know, is revoked rather than kept.
+func TestReleaseAfterAWriteTheHandleMissed(t *testing.T) {
+	s := server(t)
+	b, c := countedDriver(t, s)
+	ctx := testCtx(t)
+	g, err := b.Acquire(ctx, attempt("w", "o"))
+	require.NoError(t, err)
+	got, err := b.Extend(ctx, []backend.Lease{{Key: "w", Owner: "o", Token: g.Token, TTL: time.Minute}})
+	require.NoError(t, err)
+	require.Equal(t, []backend.Renewal{backend.Renewed}, got)
+	c.took()
+	left, err := b.Release(ctx, backend.Lease{Key: "w", Owner: "o", Token: g.Token, Handle: g.Handle})
+	require.NoError(t, err)
+	assert.Zero(t, left)
+	assert.Equal(t, 2, c.took()["Txn"], "the compare of the old write failed, the next compares the key as read")
+	r, err := c.Client.Get(ctx, "w")
+	require.NoError(t, err)
+	assert.Empty(t, r.Kvs)
+	require.Eventually(t, func() bool {
+		all, withKeys := leasesWithKeys(t, c.Client)
+		return withKeys == 0 && all == etcdlock.Pooled(b)
+	}, 10*time.Second, 10*time.Millisecond, "no lease with a key, none but those kept")
+}

@@ -25,26 +25,33 @@ const pairBlock = 16
 // Modes: seq, seq-busy (a niced busy loop keeps the CPUs awake), parallel
 // (GOMAXPROCS goroutines on keys of their own).
 //
-// Subjects: redfence (a Locker over etcdlock), mutex (concurrency.Mutex on a
-// long-lived session), floor (a put-if-absent transaction with the session's
-// lease, then a delete: the least an etcd lock sends); mutex against itself
-// shows the harness's bias.
+// Subjects: redfence (a Locker over etcdlock), driver (etcdlock's Acquire
+// and Release called directly, as the Locker calls them: redfence against it
+// is the Locker's own cost), mutex (concurrency.Mutex on a long-lived
+// session), floor (a put-if-absent transaction with the session's lease,
+// then a delete: the least an etcd lock sends); mutex against itself shows
+// the harness's bias.
 func BenchmarkEtcdPaired(b *testing.B) {
 	srv := etcdtest.Start(b)
 	subs := map[string]subject{}
-	for _, name := range []string{"redfence", "mutex", "mutex2", "floor"} {
+	for _, name := range []string{"redfence", "driver", "mutex", "mutex2", "floor"} {
 		c := &rtt{}
 		cli := client(b, srv, c)
 		switch name {
 		case "redfence":
 			subs[name] = redfenceSubject(b, cli, c)
+		case "driver":
+			subs[name] = driverSubject(b, cli, c)
 		case "floor":
 			subs[name] = floorSubject(session(b, cli), c)
 		default: // mutex2: the same, on a client of its own, against mutex
 			subs[name] = mutexSubject(session(b, cli), c)
 		}
 	}
-	pairs := [][2]string{{"redfence", "mutex"}, {"redfence", "floor"}, {"mutex", "floor"}, {"mutex", "mutex2"}}
+	pairs := [][2]string{
+		{"redfence", "mutex"}, {"redfence", "floor"}, {"mutex", "floor"},
+		{"redfence", "driver"}, {"driver", "mutex"}, {"mutex", "mutex2"},
+	}
 	ctx := context.Background()
 	for _, mode := range []string{"seq", "seq-busy", "parallel"} {
 		par := 1

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	etcdlock "github.com/redfence/redfence/etcd"
 	"github.com/redfence/redfence/etcd/internal/etcdtest"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend"
 )
 
 // rtt counts the requests sent through the clients it is dialled into: each
@@ -89,6 +91,29 @@ func redfenceSubject(b *testing.B, cli *clientv3.Client, c *rtt) subject {
 	}}
 }
 
+// driverSubject is the etcd driver called as the Locker calls it, without a
+// Locker: what etcd and the driver cost alone.
+func driverSubject(b *testing.B, cli *clientv3.Client, c *rtt) subject {
+	be := etcdlock.New(cli)
+	b.Cleanup(func() { _ = be.Close() })
+	const ttl = 10 * time.Second // the Locker's default
+	var n atomic.Int64
+	return subject{name: "driver", rtt: c, lock: func(ctx context.Context, key string) (func() error, error) {
+		owner := "driver-" + strconv.FormatInt(n.Add(1), 10) + "-0123456789abcdef0123456789abcdef" // as long as a Locker's
+		g, err := be.Acquire(ctx, backend.Attempt{Key: "dr/" + key, Owner: owner, TTL: ttl})
+		if err != nil {
+			return nil, err
+		}
+		if g.Status != backend.Acquired {
+			return nil, errHeld
+		}
+		return func() error {
+			_, err := be.Release(ctx, backend.Lease{Key: "dr/" + key, Owner: owner, Token: g.Token, TTL: ttl, Handle: g.Handle})
+			return err
+		}, nil
+	}}
+}
+
 // session is a concurrency.Session (its lease kept alive by the client,
 // default TTL), closed at b's clean-up.
 func session(b *testing.B, cli *clientv3.Client) *concurrency.Session {
@@ -114,7 +139,7 @@ func mutexSubject(s *concurrency.Session, c *rtt) subject {
 	}}
 }
 
-var errHeld = errors.New("floor: key held")
+var errHeld = errors.New("bench: an uncontended key was held")
 
 // floorSubject is the least an etcd lock can send: a put-if-absent
 // transaction with a session's lease, then a delete.
