@@ -28,9 +28,17 @@ import (
 // when its holder dies, never hastens it.
 //
 // A lease of exactly the TTL, rounded up to seconds, could be reused for the
-// fraction of a second the rounding leaves, so pooled leases are granted
-// longer by a reuse window (reuseWindow): a holder that dies keeps its key
-// that much longer, at most.
+// fraction of a second the rounding leaves, so leases are granted longer by
+// a reuse window (a tenth of the TTL, at least windowMin): a holder that dies
+// keeps its key that much longer, at most. A pooled lease too old for the
+// next attempt is revoked, and that attempt grants a new one.
+//
+// No key is ever on a pooled lease, and no revoke is ever pending for one (a
+// late revoke would delete the next lock's key): a lease enters the pool
+// unused by an attempt, or when the key a release deleted was on it and it
+// is its lock's handle's, the lease the Backend put the key on; the leases
+// handed to revokeLater are those the Backend drops, which no handle of a
+// live lock can bring back, since only a pooled or new lease gets a key.
 
 // Bounds of the pool and of the revokes in the background.
 const (
@@ -114,7 +122,11 @@ func (b *Backend) leaseFor(ctx context.Context, ttl time.Duration) (l lease, poo
 			stale = append(stale, l.id)
 		}
 	}
-	b.pool[ttl] = s
+	if len(s) == 0 {
+		delete(b.pool, ttl) // a TTL used once keeps no entry
+	} else {
+		b.pool[ttl] = s
+	}
 	b.mu.Unlock()
 	for _, id := range stale {
 		b.revokeLater(id)
