@@ -35,25 +35,18 @@ type Backend struct {
 	ctx  context.Context
 	stop context.CancelFunc
 
+	now func() time.Time // time.Now; the tests' clock
+
 	// Lock order: mu alone.
-	mu      sync.Mutex
-	leases  map[leaseOf]lease // this Backend's view of its holders' leases
-	closed  bool
-	running int // watches; for the tests
-	streams int // watches whose stream etcd created; for the tests
-	watches sync.WaitGroup
-}
-
-// leaseOf names a holding: key and create revision.
-type leaseOf struct {
-	key string
-	rev int64
-}
-
-// lease is an etcd lease and the TTL the server granted it.
-type lease struct {
-	id  clientv3.LeaseID
-	ttl int64 // seconds
+	mu       sync.Mutex
+	pool     map[time.Duration][]lease // leases that hold no key, by the TTL of the locks they are for (lease.go)
+	pooled   int                       // leases in pool
+	closed   bool
+	running  int // watches; for the tests
+	streams  int // watches whose stream etcd created; for the tests
+	watches  sync.WaitGroup
+	revoking int // revokes in flight
+	revokes  sync.WaitGroup
 }
 
 var (
@@ -65,7 +58,7 @@ var (
 // New returns a Backend over c. A nil c or a bad option makes every call
 // return an error wrapping ErrInvalid, without a request.
 func New(c Client, opts ...Option) *Backend {
-	b := &Backend{c: c, leases: map[leaseOf]lease{}}
+	b := &Backend{c: c, now: time.Now, pool: map[time.Duration][]lease{}}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&b.cfg)
@@ -87,13 +80,19 @@ func isNil(c Client) bool {
 }
 
 // Close stops every watch of the Backend and waits for them; later calls
-// return ErrClosed. It does not close the client, nor release locks.
+// return ErrClosed. It revokes the leases it kept for later locks (no key is
+// on them) and waits for the revokes it started, a few seconds at most when
+// etcd does not answer. It does not close the client, nor release locks.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	b.closed = true
+	pool := b.pool
+	b.pool, b.pooled = map[time.Duration][]lease{}, 0
 	b.mu.Unlock()
 	b.stop()
 	b.watches.Wait()
+	b.drainPool(pool)
+	b.revokes.Wait()
 	return nil
 }
 
@@ -145,25 +144,6 @@ func (b *Backend) checkLease(l backend.Lease, needTTL bool) (int64, error) {
 }
 
 func (b *Backend) token(createRev int64) int64 { return createRev + b.cfg.base }
-
-func (b *Backend) remember(key string, rev int64, l lease) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.leases[leaseOf{key, rev}] = l
-}
-
-func (b *Backend) forget(key string, rev int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.leases, leaseOf{key, rev})
-}
-
-func (b *Backend) known(key string, rev int64) (lease, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	l, ok := b.leases[leaseOf{key, rev}]
-	return l, ok
-}
 
 // revoke ends a lease this Backend granted and no longer needs; a failure
 // only leaves it to expire.

@@ -10,9 +10,14 @@
 // It uses etcd's KV, lease and watch APIs directly (not
 // clientv3/concurrency):
 //
-//   - One lease per held lock, granted before the acquiring transaction so
-//     that it runs from no earlier than the call; its TTL is the Locker's
-//     rounded up to whole seconds, and never below the server's minimum.
+//   - One lease per held lock, which lasts the Locker's TTL from no earlier
+//     than the call: its TTL is the Locker's rounded up to whole seconds,
+//     with a reuse window (a tenth of the TTL, at least a second), never
+//     below the server's minimum. A released lock's lease, which holds
+//     nothing then, is kept for the next lock while it still lasts that long
+//     from the next attempt, so an uncontended Lock+Unlock sends two
+//     transactions (no grant, no revoke); a holder that dies keeps its key up
+//     to the window longer. Close revokes the leases kept.
 //   - Acquire is one transaction: a free key is put with the lease (the
 //     owner in its value); a key the owner holds is re-entered; otherwise
 //     the holder's remaining lease is reported for the Locker's poll.

@@ -65,8 +65,9 @@ func TestRetriedReleaseNeverFreesNewerHolder(t *testing.T) {
 	assert.Zero(t, left)
 }
 
-// Held reports the holder's remaining lease, for the poll; the attempt's
-// own lease is revoked, not left to expire.
+// Held reports the holder's remaining lease (its TTL and the reuse window
+// at most), for the poll; the attempt's own lease is kept for the next
+// attempt, neither revoked nor left to expire unused.
 func TestHeldReportsRemainingLease(t *testing.T) {
 	s := server(t)
 	b, cli := driver(t, s)
@@ -77,10 +78,11 @@ func TestHeldReportsRemainingLease(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, backend.Held, g.Status)
 	assert.Greater(t, g.Remaining, 20*time.Second)
-	assert.LessOrEqual(t, g.Remaining, 30*time.Second)
+	assert.LessOrEqual(t, g.Remaining, etcdlock.LeaseTTL(30*time.Second))
 	leases, err := cli.Leases(ctx)
 	require.NoError(t, err)
-	assert.Len(t, leases.Leases, 1, "only the holder's lease is left")
+	assert.Len(t, leases.Leases, 2, "the holder's lease and the attempt's")
+	assert.Equal(t, 1, etcdlock.Pooled(b), "the attempt's, kept")
 }
 
 // The token base is added to every token and taken off again; a token not
