@@ -62,8 +62,8 @@ func (b *Backend) state(ctx context.Context, key string, kv *mvccpb.KeyValue) (b
 	if err != nil {
 		return backend.KeyState{}, fmt.Errorf("etcdlock: inspect %q: lease: %w", key, err)
 	}
-	st.Lease = left
-	if left > 0 {
+	if left >= 0 { // to the second: etcd tells no finer
+		st.Lease = left
 		st.RenewedAt = st.Now.Add(left - time.Duration(granted)*time.Second)
 	}
 	return st, nil
