@@ -41,7 +41,10 @@ type Backend struct {
 	closed  bool
 	running int // watches; for the tests
 	streams int // watches whose stream etcd created; for the tests
-	watches sync.WaitGroup
+	// compacted counts the watches that found their revision compacted;
+	// for the tests
+	compacted int
+	watches   sync.WaitGroup
 }
 
 // leaseOf names a holding: key and create revision.

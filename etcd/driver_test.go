@@ -32,7 +32,7 @@ func minLease(t *testing.T, c *etcdtest.Cluster) time.Duration {
 // owner's key, deleted behind its back, is taken again by the same owner id
 // under a new create revision; the first holding's Release, retried, finds
 // it not held and leaves it, as does its Extend.
-func TestRetriedReleaseNeverFreesNewerHolder(t *testing.T) {
+func TestStaleReleaseNeverFreesNewerHolding(t *testing.T) {
 	s := server(t)
 	b, cli := driver(t, s)
 	ctx := testCtx(t)

@@ -13,3 +13,11 @@ func Streams(b *Backend) int {
 	defer b.mu.Unlock()
 	return b.streams
 }
+
+// Compactions is the number of times one of b's watches found the revision
+// it resumed from compacted, and read the key afresh.
+func Compactions(b *Backend) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.compacted
+}
