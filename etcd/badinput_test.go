@@ -24,17 +24,35 @@ type noServer struct {
 
 func (noServer) Close() error { return nil }
 
+// badCase is a call with bad input and the sentinel its error must match.
+type badCase struct {
+	name string
+	want error
+	call func() error
+}
+
 // Bad input gets an error matching the documented sentinel at once, and no
 // request.
 func TestBadInput(t *testing.T) {
-	ctx := context.Background()
 	ok := etcdlock.New(noServer{})
+	for _, c := range append(badCases(ok), nulCases(ok)...) {
+		t.Run(c.name, func(t *testing.T) {
+			err := testutil.Safely(t, time.Second, c.call)
+			assert.ErrorIs(t, err, c.want)
+			if c.want == etcdlock.ErrInvalid {
+				assert.ErrorIs(t, err, mutex.ErrInvalid, "the contract's sentinel")
+			}
+		})
+	}
+	// A watch of a bad key is none; its stop is safe.
+	testutil.Safely(t, time.Second, func() error { _, stop := ok.Watch("", func() {}); stop(); return nil })
+}
+
+// badCases: bad configuration, empty or missing fields, bad numbers.
+func badCases(ok *etcdlock.Backend) []badCase {
+	ctx := context.Background()
 	l := backend.Lease{Key: "k", Owner: "o", Token: 5, TTL: time.Second}
-	cases := []struct {
-		name string
-		want error
-		call func() error
-	}{
+	return []badCase{
 		{"nil client", etcdlock.ErrInvalid, func() error {
 			_, err := etcdlock.New(nil).Acquire(ctx, attempt("k", "o"))
 			return err
@@ -78,6 +96,15 @@ func TestBadInput(t *testing.T) {
 			_, err := ok.ForceRelease(ctx, "k", backend.Force{Token: -1})
 			return err
 		}},
+	}
+}
+
+// nulCases: a NUL byte in a key (which the Locker passes on), a List
+// prefix or a cursor, for every method.
+func nulCases(ok *etcdlock.Backend) []badCase {
+	ctx := context.Background()
+	l := backend.Lease{Key: "k", Owner: "o", Token: 5, TTL: time.Second}
+	return []badCase{
 		{"release NUL in key", etcdlock.ErrInvalid, func() error { _, err := ok.Release(ctx, nul(l)); return err }},
 		{"extend NUL in key", etcdlock.ErrInvalid, func() error {
 			_, err := ok.Extend(ctx, []backend.Lease{l, nul(l)})
@@ -99,17 +126,6 @@ func TestBadInput(t *testing.T) {
 			return err
 		}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			err := testutil.Safely(t, time.Second, c.call)
-			assert.ErrorIs(t, err, c.want)
-			if c.want == etcdlock.ErrInvalid {
-				assert.ErrorIs(t, err, mutex.ErrInvalid, "the contract's sentinel")
-			}
-		})
-	}
-	// A watch of a bad key is none; its stop is safe.
-	testutil.Safely(t, time.Second, func() error { _, stop := ok.Watch("", func() {}); stop(); return nil })
 }
 
 // nul is l with a NUL byte in its key.
