@@ -38,15 +38,18 @@ type Backend struct {
 	now func() time.Time // time.Now; the tests' clock
 
 	// Lock order: mu alone.
-	mu       sync.Mutex
-	pool     map[time.Duration][]lease // leases that hold no key, by the TTL of the locks they are for (lease.go)
-	pooled   int                       // leases in pool
-	closed   bool
-	running  int // watches; for the tests
-	streams  int // watches whose stream etcd created; for the tests
-	watches  sync.WaitGroup
-	revoking int // revokes in flight
-	revokes  sync.WaitGroup
+	mu      sync.Mutex
+	pool    map[time.Duration][]lease // leases that hold no key, by the TTL of the locks they are for (lease.go)
+	pooled  int                       // leases in pool
+	closed  bool
+	running int // watches; for the tests
+	streams int // watches whose stream etcd created; for the tests
+	// compacted counts the watches that found their revision compacted;
+	// for the tests
+	compacted int
+	watches   sync.WaitGroup
+	revoking  int // revokes in flight
+	revokes   sync.WaitGroup
 }
 
 var (
@@ -154,17 +157,19 @@ func (b *Backend) revoke(ctx context.Context, id clientv3.LeaseID) {
 	_, _ = b.c.Revoke(ctx, id)
 }
 
-// leaseLeft is the lease's remaining time, 0 when unknown or gone.
+// leaseLeft is what the lease has left, in whole seconds rounded down
+// (etcd tells no finer): 0 for a lease alive for under a second, negative
+// for one gone, or no lease.
 func (b *Backend) leaseLeft(ctx context.Context, id clientv3.LeaseID) (left time.Duration, granted int64, err error) {
 	if id == clientv3.NoLease {
-		return 0, 0, nil
+		return -1, 0, nil
 	}
 	r, err := b.c.TimeToLive(ctx, id)
 	if err != nil {
 		return 0, 0, err
 	}
-	if r.TTL <= 0 {
-		return 0, r.GrantedTTL, nil
+	if r.TTL < 0 {
+		return -1, r.GrantedTTL, nil
 	}
 	return time.Duration(r.TTL) * time.Second, r.GrantedTTL, nil
 }

@@ -44,12 +44,14 @@
 //	nil client, negative WithTokenBase          ErrInvalid, from every call
 //	empty key or owner, a NUL in either,        ErrInvalid; nothing sent
 //	  TTL not positive, token not above the
-//	  base, List limit not positive
-//	a List cursor not under the prefix          backend.ErrBadCursor
+//	  base, List limit not positive, a NUL in
+//	  a List prefix
+//	a List cursor not one List handed out       backend.ErrBadCursor
 //	the Backend was closed                      ErrClosed; nothing sent
 //	etcd did not answer (the outcome unknown)   the client's error, wrapped
 //
-// Through a mutex.Locker these reach the caller as the Locker documents
-// (bad input as mutex.ErrInvalid before it gets here, etcd's errors as
-// mutex.ErrUnavailable).
+// ErrInvalid is backend.ErrInvalid, which is mutex.ErrInvalid: through a
+// mutex.Locker a refusal here (a key with a NUL byte, which the Locker
+// passes on) matches mutex.ErrInvalid as the Locker's own refusals do;
+// etcd's errors match mutex.ErrUnavailable.
 package etcdlock

@@ -29,3 +29,11 @@ func Pooled(b *Backend) int {
 // LeaseTTL is the TTL of the leases a Backend grants for locks of ttl,
 // before the server's minimum.
 func LeaseTTL(ttl time.Duration) time.Duration { return time.Duration(leaseSeconds(ttl)) * time.Second }
+
+// Compactions is the number of times one of b's watches found the revision
+// it resumed from compacted, and read the key afresh.
+func Compactions(b *Backend) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.compacted
+}

@@ -94,8 +94,9 @@ func (b *Backend) regrant(ctx context.Context, l backend.Lease, rev int64, h *ho
 	return backend.Renewed, nil
 }
 
-// TTL is what is left of l's lease (whole seconds, rounded down), or -1 when
-// l's owner and token do not hold the key.
+// TTL is what is left of l's lease (whole seconds, rounded down: 0 while
+// under a second is left), or -1 when l's owner and token do not hold the
+// key.
 func (b *Backend) TTL(ctx context.Context, l backend.Lease) (time.Duration, error) {
 	rev, err := b.checkLease(l, false)
 	if err != nil {
@@ -116,7 +117,7 @@ func (b *Backend) TTL(ctx context.Context, l backend.Lease) (time.Duration, erro
 	if err != nil {
 		return 0, fmt.Errorf("etcdlock: ttl %q: %w", l.Key, err)
 	}
-	if left <= 0 {
+	if left < 0 { // the lease ended since the read: the key went with it
 		return -1, nil
 	}
 	return left, nil

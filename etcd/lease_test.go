@@ -24,7 +24,7 @@ type counted struct {
 	calls map[string]int
 }
 
-func countedClient(t *testing.T, s *etcdtest.Server) *counted {
+func countedClient(t *testing.T, s *etcdtest.Cluster) *counted {
 	return &counted{Client: s.Client(t), calls: map[string]int{}}
 }
 
@@ -66,7 +66,7 @@ func (c *counted) KeepAliveOnce(ctx context.Context, id clientv3.LeaseID) (*clie
 }
 
 // countedDriver is a Backend over a counted client, closed at clean-up.
-func countedDriver(t *testing.T, s *etcdtest.Server) (*etcdlock.Backend, *counted) {
+func countedDriver(t *testing.T, s *etcdtest.Cluster) (*etcdlock.Backend, *counted) {
 	c := countedClient(t, s)
 	b := etcdlock.New(c)
 	t.Cleanup(func() { assert.NoError(t, b.Close()) })

@@ -58,7 +58,7 @@ func shown(info mutex.OwnerInfo) string {
 
 // etcdLocker is an application's Locker on s (the command's default
 // prefix), closed at t's clean-up.
-func etcdLocker(t *testing.T, s *etcdtest.Server, opts ...etcdlock.Option) *mutex.Locker {
+func etcdLocker(t *testing.T, s *etcdtest.Cluster, opts ...etcdlock.Option) *mutex.Locker {
 	t.Helper()
 	be := etcdlock.New(s.Client(t), opts...)
 	t.Cleanup(func() { assert.NoError(t, be.Close()) })
@@ -88,13 +88,13 @@ func TestLocksInspectRelease(t *testing.T) {
 	require.NoError(t, err)
 	tok := strconv.FormatInt(lk.Token(), 10)
 
-	out := ok(t, ctx, s.Endpoint, "locks")
+	out := ok(t, ctx, s.Members[0].Endpoint(), "locks")
 	assert.Regexp(t, `(?m)^KEY\s+STATE\s+TOKEN\s+OWNER\s+HELD FOR\s+LEASE LEFT\s+COUNT\s+WAITERS$`, out)
 	assert.Regexp(t, `(?m)^invoice-42\s+held\s+`+tok+`\s+`+regexp.QuoteMeta(shown(holderInfo))+`\s`, out)
 
-	checkListedJSON(t, ok(t, ctx, s.Endpoint, "locks", "--json"), lk)
+	checkListedJSON(t, ok(t, ctx, s.Members[0].Endpoint(), "locks", "--json"), lk)
 
-	out = ok(t, ctx, s.Endpoint, "inspect", "invoice-42")
+	out = ok(t, ctx, s.Members[0].Endpoint(), "inspect", "invoice-42")
 	for _, want := range []string{
 		`(?m)^etcd key\s+redfence:invoice-42$`,
 		`(?m)^state\s+held$`,
@@ -107,7 +107,7 @@ func TestLocksInspectRelease(t *testing.T) {
 		assert.Regexp(t, want, out)
 	}
 
-	out = ok(t, ctx, s.Endpoint, "release", "--token", tok, "--force", "--reason", "stuck after deploy", "--by", "ops", "--", "invoice-42")
+	out = ok(t, ctx, s.Members[0].Endpoint(), "release", "--token", tok, "--force", "--reason", "stuck after deploy", "--by", "ops", "--", "invoice-42")
 	floor := strconv.FormatInt(lk.Token()+1, 10)
 	assert.Contains(t, out, `released "invoice-42" by force`)
 	assert.Regexp(t, `(?m)^\s+token\s+`+tok+`: the holder's; its next renewal fails`, out)
@@ -120,7 +120,7 @@ func TestLocksInspectRelease(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the holder's lock context did not end after the forced release")
 	}
-	out = ok(t, ctx, s.Endpoint, "inspect", "invoice-42")
+	out = ok(t, ctx, s.Members[0].Endpoint(), "inspect", "invoice-42")
 	assert.Regexp(t, `(?m)^state\s+free: nobody holds it$`, out)
 	assert.Regexp(t, `(?m)^forced releases: 1, latest first$`, out)
 	assert.Regexp(t, `(?m)^\s+\S+\s+ops\s+stuck after deploy\s+`+tok+` → `+floor+`\s+`+regexp.QuoteMeta(shown(holderInfo))+`$`, out)
@@ -128,7 +128,7 @@ func TestLocksInspectRelease(t *testing.T) {
 	next, err := l.Lock(ctx, "invoice-42", mutex.WithTTL(3*time.Second))
 	require.NoError(t, err)
 	assert.Greater(t, next.Token(), lk.Token()+1, "a later token exceeds the floor")
-	o := run(ctx, nil, "--etcd", s.Endpoint, "release", "--token", tok, "--force", "--reason", "again", "--", "invoice-42")
+	o := run(ctx, nil, "--etcd", s.Members[0].Endpoint(), "release", "--token", tok, "--force", "--reason", "again", "--", "invoice-42")
 	assert.Equal(t, 1, o.code, o.stdout)
 	assert.Contains(t, o.stderr, tok)
 	assert.NoError(t, next.Context().Err(), "the old release line leaves the new holder alone")
@@ -166,13 +166,13 @@ func TestTokenBase(t *testing.T) {
 	tok := strconv.FormatInt(lk.Token(), 10)
 
 	based := []string{"--etcd-token-base", strconv.Itoa(base)}
-	assert.Regexp(t, `(?m)^token\s+`+tok+`$`, ok(t, ctx, s.Endpoint, append(based, "inspect", "job:1")...))
-	assert.Regexp(t, `(?m)^token\s+`+strconv.FormatInt(lk.Token()-base, 10)+`$`, ok(t, ctx, s.Endpoint, "inspect", "job:1"))
+	assert.Regexp(t, `(?m)^token\s+`+tok+`$`, ok(t, ctx, s.Members[0].Endpoint(), append(based, "inspect", "job:1")...))
+	assert.Regexp(t, `(?m)^token\s+`+strconv.FormatInt(lk.Token()-base, 10)+`$`, ok(t, ctx, s.Members[0].Endpoint(), "inspect", "job:1"))
 
-	o := run(ctx, nil, "--etcd", s.Endpoint, "release", "--token", tok, "--force", "--reason", "r", "job:1")
+	o := run(ctx, nil, "--etcd", s.Members[0].Endpoint(), "release", "--token", tok, "--force", "--reason", "r", "job:1")
 	assert.Equal(t, 1, o.code, "without the base the token names no holder: %s", o.stdout)
 	assert.NoError(t, lk.Context().Err())
-	out := ok(t, ctx, s.Endpoint, append(based, "release", "--token", tok, "--force", "--reason", "r", "job:1")...)
+	out := ok(t, ctx, s.Members[0].Endpoint(), append(based, "release", "--token", tok, "--force", "--reason", "r", "job:1")...)
 	assert.Regexp(t, `(?m)^\s+floor\s+`+strconv.FormatInt(lk.Token()+1, 10)+`:`, out)
 }
 
@@ -184,19 +184,19 @@ func TestChoosesTheStore(t *testing.T) {
 	_, err := etcdLocker(t, s).Lock(ctx, "k", mutex.WithTTL(3*time.Second))
 	require.NoError(t, err)
 
-	o := run(ctx, map[string]string{"ETCD_ENDPOINTS": s.Endpoint}, "locks")
+	o := run(ctx, map[string]string{"ETCD_ENDPOINTS": s.Members[0].Endpoint()}, "locks")
 	require.Equal(t, 0, o.code, o.stderr)
 	assert.Regexp(t, `(?m)^k\s+held\s`, o.stdout)
 
 	refused := testutil.RefusedAddr(t)
-	o = run(ctx, map[string]string{"ETCD_ENDPOINTS": s.Endpoint}, "--redis", "redis://"+refused, "locks")
+	o = run(ctx, map[string]string{"ETCD_ENDPOINTS": s.Members[0].Endpoint()}, "--redis", "redis://"+refused, "locks")
 	assert.Equal(t, 1, o.code)
 	assert.Contains(t, o.stderr, "cannot reach Redis at "+refused)
 
-	o = run(ctx, nil, "--redis", "redis://"+refused, "--etcd", s.Endpoint, "locks")
+	o = run(ctx, nil, "--redis", "redis://"+refused, "--etcd", s.Members[0].Endpoint(), "locks")
 	assert.Equal(t, 2, o.code)
 	assert.Contains(t, o.stderr, "redfence: flags name servers of two stores")
-	o = run(ctx, map[string]string{"ETCD_ENDPOINTS": s.Endpoint, "REDIS_URL": "redis://" + refused}, "locks")
+	o = run(ctx, map[string]string{"ETCD_ENDPOINTS": s.Members[0].Endpoint(), "REDIS_URL": "redis://" + refused}, "locks")
 	assert.Equal(t, 2, o.code)
 	assert.Contains(t, o.stderr, "redfence: the environment names servers of two stores")
 }
@@ -213,10 +213,10 @@ func TestUnreachableMember(t *testing.T) {
 	assert.Less(t, time.Since(start), 5*time.Second, "a refused connection is not waited for")
 
 	s := etcdtest.Start(t)
-	o = run(ctx, nil, "--etcd", s.Endpoint+",http://"+refused, "locks")
+	o = run(ctx, nil, "--etcd", s.Members[0].Endpoint()+",http://"+refused, "locks")
 	assert.Equal(t, 0, o.code, o.stderr)
 	assert.Equal(t, "no locks are held\n", o.stdout)
-	assert.Contains(t, o.stderr, "redfence: warning: cannot reach etcd at "+refused+": connection refused: the command goes on through "+strings.TrimPrefix(s.Endpoint, "http://")+"\n")
+	assert.Contains(t, o.stderr, "redfence: warning: cannot reach etcd at "+refused+": connection refused: the command goes on through "+strings.TrimPrefix(s.Members[0].Endpoint(), "http://")+"\n")
 }
 
 // Bad URLs are usage errors that name the fix, and never echo a password.

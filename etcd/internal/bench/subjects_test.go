@@ -51,9 +51,9 @@ func (s *countedStream) SendMsg(m any) error {
 
 // client is a client of srv whose requests c counts, closed at b's
 // clean-up.
-func client(b *testing.B, srv *etcdtest.Server, c *rtt) *clientv3.Client {
+func client(b *testing.B, srv *etcdtest.Cluster, c *rtt) *clientv3.Client {
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{srv.Endpoint},
+		Endpoints:   srv.Endpoints(),
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
 		DialOptions: []grpc.DialOption{
