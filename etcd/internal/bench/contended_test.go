@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redfence/redfence/etcd/internal/etcdtest"
+	"github.com/redfence/redfence/internal/benchkit"
 )
 
 // BenchmarkEtcdContended has g goroutines take one key in turn on one
@@ -85,20 +85,5 @@ func contend(b *testing.B, g int, subs []subject, c *rtt, key string) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	n := len(waits)
-	if n == 0 {
-		return
-	}
-	trips := c.n.Load() - before
-	slices.Sort(waits)
-	q := func(p float64) float64 {
-		return float64(waits[min(n-1, int(p*float64(n)))].Microseconds()) / 1000
-	}
-	b.ReportMetric(q(0.5), "p50-ms")
-	b.ReportMetric(q(0.99), "p99-ms")
-	b.ReportMetric(q(0.999), "p99.9-ms")
-	b.ReportMetric(float64(slices.Max(per))/float64(n), "busiest-share")
-	b.ReportMetric(float64(trips)/float64(n), "rtt/acq")
-	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "acq/s")
-	b.ReportMetric(0, "ns/op")
+	benchkit.ReportWaits(b, waits, per, c.n.Load()-before)
 }
