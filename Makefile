@@ -69,6 +69,19 @@ bench:
 	done
 	cd bench && $(GO) run ./report < rounds.txt
 
+# The etcd driver against concurrency.Mutex on one embedded etcd member
+# (etcd/internal/bench, in the etcd module so that bench/ never compiles
+# etcd): the same rounds and report as make bench. ETCD_BENCH=regexp narrows it.
+ETCD_BENCH ?= .
+.PHONY: bench-etcd
+bench-etcd:
+	@rm -f bench/etcd-rounds.txt
+	@for i in $$(seq 1 $(BENCH_ROUNDS)); do \
+		echo "### round $$i" | tee -a bench/etcd-rounds.txt; \
+		(cd etcd && $(GO) test -run '^$$' -bench '$(ETCD_BENCH)' -benchtime $(BENCH_TIME) -count 1 ./internal/bench) | tee -a bench/etcd-rounds.txt || exit 1; \
+	done
+	cd bench && $(GO) run ./report < etcd-rounds.txt
+
 # What one uncontended Lock+Unlock costs the Redis server, in instructions
 # (callgrind): repeatable where wall-clock numbers on a small VM are not.
 .PHONY: bench-server

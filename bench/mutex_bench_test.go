@@ -7,7 +7,6 @@ import (
 	"errors"
 	"os/exec"
 	"regexp"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redfence/redfence/internal/benchkit"
 	"github.com/redfence/redfence/mutex"
 )
 
@@ -221,17 +221,7 @@ func contend(ctx context.Context, b *testing.B, g int, subs []subject, admin *re
 		return
 	}
 	cmds, trips := commandCalls(ctx, admin)-cmdsBefore, rtt.n.Load()-rttBefore
-	slices.Sort(waits)
-	q := func(p float64) float64 {
-		return float64(waits[min(n-1, int(p*float64(n)))].Microseconds()) / 1000
-	}
-	b.ReportMetric(q(0.5), "p50-ms")
-	b.ReportMetric(q(0.99), "p99-ms")
-	b.ReportMetric(q(0.999), "p99.9-ms")
-	b.ReportMetric(float64(slices.Max(per))/float64(n), "busiest-share")
 	b.ReportMetric(float64(cmds)/float64(n), "cmds/acq")
-	b.ReportMetric(float64(trips)/float64(n), "rtt/acq")
 	b.ReportMetric(float64(gaveUp.Load())/float64(n), "give-ups/acq")
-	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "acq/s")
-	b.ReportMetric(0, "ns/op")
+	benchkit.ReportWaits(b, waits, per, trips)
 }

@@ -2,9 +2,11 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/redfence/redfence/mutex/backend"
@@ -15,13 +17,15 @@ import (
 // changed the count meanwhile.
 const reentryTries = 4
 
-// Acquire makes one attempt at a.Key: a lease of a.TTL (whole seconds,
-// rounded up, at least the server's minimum) granted first, so that it runs
-// from no earlier than the call, then one transaction: a free key is put
-// with that lease (token: its create revision + the token base); a key
-// a.Owner holds gets one more count and the new lease (same token); a key
-// another holds is reported Held with its lease's remaining time. The new
-// lease is revoked when not used. On error the outcome is unknown.
+// Acquire makes one attempt at a.Key, with a lease that lasts a.TTL from
+// no earlier than the call (whole seconds, rounded up, and a reuse window;
+// at least the server's minimum): one of the Backend's pooled leases that
+// covers it, or one granted first (lease.go says why a pooled one keeps
+// rule 2). Then one transaction: a free key is put with that lease (token:
+// its create revision + the token base); a key a.Owner holds gets one more
+// count and the lease (same token); a key another holds is reported Held
+// with its lease's remaining time. A lease not used goes back to the pool.
+// On error the outcome is unknown.
 func (b *Backend) Acquire(ctx context.Context, a backend.Attempt) (backend.Grant, error) {
 	if err := b.check(a.Key, a.Owner, true); err != nil {
 		return backend.Grant{}, err
@@ -29,20 +33,27 @@ func (b *Backend) Acquire(ctx context.Context, a backend.Attempt) (backend.Grant
 	if a.TTL <= 0 {
 		return backend.Grant{}, fmt.Errorf("%w: TTL %v is not positive", ErrInvalid, a.TTL)
 	}
-	g, err := b.c.Grant(ctx, leaseSeconds(a.TTL))
+	mine, pooled, err := b.leaseFor(ctx, a.TTL)
 	if err != nil {
 		return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: lease: %w", a.Key, err)
 	}
-	mine := lease{id: g.ID, ttl: g.TTL}
 	gr, used, err := b.acquire(ctx, a, mine)
+	if pooled && errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// A pooled lease gone (revoked by another client, a cluster
+		// restored): the transaction wrote nothing. Once more, granted now.
+		if mine, err = b.grant(ctx, a.TTL); err != nil {
+			return backend.Grant{}, fmt.Errorf("etcdlock: acquire %q: lease: %w", a.Key, err)
+		}
+		gr, used, err = b.acquire(ctx, a, mine)
+	}
 	if !used {
-		b.revoke(ctx, mine.id)
+		b.giveBack(mine, a.TTL)
 	}
 	return gr, err
 }
 
-// acquire runs the transaction with the granted lease mine; used says
-// whether the key may now be attached to it.
+// acquire runs the transaction with the lease mine; used says whether the
+// key may now be on it.
 func (b *Backend) acquire(ctx context.Context, a backend.Attempt, mine lease) (backend.Grant, bool, error) {
 	now := time.Now()
 	for range reentryTries {
@@ -55,8 +66,9 @@ func (b *Backend) acquire(ctx context.Context, a backend.Attempt, mine lease) (b
 			return backend.Grant{}, true, fmt.Errorf("etcdlock: acquire %q: %w", a.Key, err)
 		}
 		if r.Succeeded {
-			b.remember(a.Key, r.Header.Revision, mine)
-			return backend.Grant{Status: backend.Acquired, Token: b.token(r.Header.Revision)}, true, nil
+			rev := r.Header.Revision
+			h := b.newHold(a, rev, rev, mine, true)
+			return backend.Grant{Status: backend.Acquired, Token: b.token(rev), Handle: h}, true, nil
 		}
 		kvs := r.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 0 { // cannot be: the same transaction found the key
@@ -81,7 +93,7 @@ func (b *Backend) acquire(ctx context.Context, a backend.Attempt, mine lease) (b
 
 // reenter adds one count to a key a.Owner holds and moves it to the lease
 // mine (a.TTL from this call), if the key did not change since modRev; done
-// is false when it did.
+// is false when it did. The re-entering Lock's handle is mine.
 func (b *Backend) reenter(ctx context.Context, a backend.Attempt, modRev, createRev int64, h holding, mine lease) (backend.Grant, bool, error) {
 	h.count++
 	r, err := b.c.Txn(ctx).
@@ -94,9 +106,11 @@ func (b *Backend) reenter(ctx context.Context, a backend.Attempt, modRev, create
 	if !r.Succeeded {
 		return backend.Grant{}, false, nil
 	}
-	b.remember(a.Key, createRev, mine)
 	if prev := r.Responses[0].GetResponsePut().PrevKv; prev != nil {
-		b.revoke(ctx, clientv3.LeaseID(prev.Lease)) // holds nothing now
+		// Nothing is on it now. Another Lock of the owner may have it as
+		// its handle: its Extend finds it gone and puts the key on a new one.
+		b.revokeLater(clientv3.LeaseID(prev.Lease))
 	}
-	return backend.Grant{Status: backend.Reentered, Token: b.token(createRev)}, true, nil
+	hd := b.newHold(a, createRev, r.Header.Revision, mine, false)
+	return backend.Grant{Status: backend.Reentered, Token: b.token(createRev), Handle: hd}, true, nil
 }

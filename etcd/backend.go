@@ -35,25 +35,21 @@ type Backend struct {
 	ctx  context.Context
 	stop context.CancelFunc
 
+	now func() time.Time // time.Now; the tests' clock
+
 	// Lock order: mu alone.
 	mu      sync.Mutex
-	leases  map[leaseOf]lease // this Backend's view of its holders' leases
+	pool    map[time.Duration][]lease // leases that hold no key, by the TTL of the locks they are for (lease.go)
+	pooled  int                       // leases in pool
 	closed  bool
 	running int // watches; for the tests
 	streams int // watches whose stream etcd created; for the tests
-	watches sync.WaitGroup
-}
-
-// leaseOf names a holding: key and create revision.
-type leaseOf struct {
-	key string
-	rev int64
-}
-
-// lease is an etcd lease and the TTL the server granted it.
-type lease struct {
-	id  clientv3.LeaseID
-	ttl int64 // seconds
+	// compacted counts the watches that found their revision compacted;
+	// for the tests
+	compacted int
+	watches   sync.WaitGroup
+	revoking  int // revokes in flight
+	revokes   sync.WaitGroup
 }
 
 var (
@@ -65,7 +61,7 @@ var (
 // New returns a Backend over c. A nil c or a bad option makes every call
 // return an error wrapping ErrInvalid, without a request.
 func New(c Client, opts ...Option) *Backend {
-	b := &Backend{c: c, leases: map[leaseOf]lease{}}
+	b := &Backend{c: c, now: time.Now, pool: map[time.Duration][]lease{}}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&b.cfg)
@@ -87,13 +83,19 @@ func isNil(c Client) bool {
 }
 
 // Close stops every watch of the Backend and waits for them; later calls
-// return ErrClosed. It does not close the client, nor release locks.
+// return ErrClosed. It revokes the leases it kept for later locks (no key is
+// on them) and waits for the revokes it started, a few seconds at most when
+// etcd does not answer. It does not close the client, nor release locks.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	b.closed = true
+	pool := b.pool
+	b.pool, b.pooled = map[time.Duration][]lease{}, 0
 	b.mu.Unlock()
 	b.stop()
 	b.watches.Wait()
+	b.drainPool(pool)
+	b.revokes.Wait()
 	return nil
 }
 
@@ -146,25 +148,6 @@ func (b *Backend) checkLease(l backend.Lease, needTTL bool) (int64, error) {
 
 func (b *Backend) token(createRev int64) int64 { return createRev + b.cfg.base }
 
-func (b *Backend) remember(key string, rev int64, l lease) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.leases[leaseOf{key, rev}] = l
-}
-
-func (b *Backend) forget(key string, rev int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.leases, leaseOf{key, rev})
-}
-
-func (b *Backend) known(key string, rev int64) (lease, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	l, ok := b.leases[leaseOf{key, rev}]
-	return l, ok
-}
-
 // revoke ends a lease this Backend granted and no longer needs; a failure
 // only leaves it to expire.
 func (b *Backend) revoke(ctx context.Context, id clientv3.LeaseID) {
@@ -174,17 +157,19 @@ func (b *Backend) revoke(ctx context.Context, id clientv3.LeaseID) {
 	_, _ = b.c.Revoke(ctx, id)
 }
 
-// leaseLeft is the lease's remaining time, 0 when unknown or gone.
+// leaseLeft is what the lease has left, in whole seconds rounded down
+// (etcd tells no finer): 0 for a lease alive for under a second, negative
+// for one gone, or no lease.
 func (b *Backend) leaseLeft(ctx context.Context, id clientv3.LeaseID) (left time.Duration, granted int64, err error) {
 	if id == clientv3.NoLease {
-		return 0, 0, nil
+		return -1, 0, nil
 	}
 	r, err := b.c.TimeToLive(ctx, id)
 	if err != nil {
 		return 0, 0, err
 	}
-	if r.TTL <= 0 {
-		return 0, r.GrantedTTL, nil
+	if r.TTL < 0 {
+		return -1, r.GrantedTTL, nil
 	}
 	return time.Duration(r.TTL) * time.Second, r.GrantedTTL, nil
 }

@@ -24,17 +24,35 @@ type noServer struct {
 
 func (noServer) Close() error { return nil }
 
+// badCase is a call with bad input and the sentinel its error must match.
+type badCase struct {
+	name string
+	want error
+	call func() error
+}
+
 // Bad input gets an error matching the documented sentinel at once, and no
 // request.
 func TestBadInput(t *testing.T) {
-	ctx := context.Background()
 	ok := etcdlock.New(noServer{})
+	for _, c := range append(badCases(ok), nulCases(ok)...) {
+		t.Run(c.name, func(t *testing.T) {
+			err := testutil.Safely(t, time.Second, c.call)
+			assert.ErrorIs(t, err, c.want)
+			if c.want == etcdlock.ErrInvalid {
+				assert.ErrorIs(t, err, mutex.ErrInvalid, "the contract's sentinel")
+			}
+		})
+	}
+	// A watch of a bad key is none; its stop is safe.
+	testutil.Safely(t, time.Second, func() error { _, stop := ok.Watch("", func() {}); stop(); return nil })
+}
+
+// badCases: bad configuration, empty or missing fields, bad numbers.
+func badCases(ok *etcdlock.Backend) []badCase {
+	ctx := context.Background()
 	l := backend.Lease{Key: "k", Owner: "o", Token: 5, TTL: time.Second}
-	cases := []struct {
-		name string
-		want error
-		call func() error
-	}{
+	return []badCase{
 		{"nil client", etcdlock.ErrInvalid, func() error {
 			_, err := etcdlock.New(nil).Acquire(ctx, attempt("k", "o"))
 			return err
@@ -79,24 +97,71 @@ func TestBadInput(t *testing.T) {
 			return err
 		}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			err := testutil.Safely(t, time.Second, c.call)
-			assert.ErrorIs(t, err, c.want)
-		})
-	}
-	// A watch of a bad key is none; its stop is safe.
-	testutil.Safely(t, time.Second, func() error { _, stop := ok.Watch("", func() {}); stop(); return nil })
 }
 
-// Through a Locker, a nil client reaches the caller as the Locker's bad
-// input, not a panic.
+// nulCases: a NUL byte in a key (which the Locker passes on), a List
+// prefix or a cursor, for every method.
+func nulCases(ok *etcdlock.Backend) []badCase {
+	ctx := context.Background()
+	l := backend.Lease{Key: "k", Owner: "o", Token: 5, TTL: time.Second}
+	return []badCase{
+		{"release NUL in key", etcdlock.ErrInvalid, func() error { _, err := ok.Release(ctx, nul(l)); return err }},
+		{"extend NUL in key", etcdlock.ErrInvalid, func() error {
+			_, err := ok.Extend(ctx, []backend.Lease{l, nul(l)})
+			return err
+		}},
+		{"ttl NUL in key", etcdlock.ErrInvalid, func() error { _, err := ok.TTL(ctx, nul(l)); return err }},
+		{"abandon NUL in key", etcdlock.ErrInvalid, func() error { return ok.Abandon(ctx, "a\x00b", "o") }},
+		{"inspect NUL in key", etcdlock.ErrInvalid, func() error { _, err := ok.Inspect(ctx, "a\x00b"); return err }},
+		{"force NUL in key", etcdlock.ErrInvalid, func() error {
+			_, err := ok.ForceRelease(ctx, "a\x00b", backend.Force{})
+			return err
+		}},
+		{"list NUL in prefix", etcdlock.ErrInvalid, func() error {
+			_, err := ok.List(ctx, backend.ListRequest{Prefix: "p\x00", Count: 10})
+			return err
+		}},
+		{"list NUL in cursor", backend.ErrBadCursor, func() error {
+			_, err := ok.List(ctx, backend.ListRequest{Prefix: "p/", Cursor: "p/\x00audit", Count: 10})
+			return err
+		}},
+	}
+}
+
+// nul is l with a NUL byte in its key.
+func nul(l backend.Lease) backend.Lease {
+	l.Key = "a\x00b"
+	return l
+}
+
+// The driver's bad input is the contract's: one sentinel for the driver,
+// the backend package and the Locker.
+func TestErrInvalidIsTheContracts(t *testing.T) {
+	assert.Same(t, backend.ErrInvalid, etcdlock.ErrInvalid)
+	assert.Same(t, mutex.ErrInvalid, etcdlock.ErrInvalid)
+}
+
+// Through a Locker, a nil client and a key with a NUL byte (which the
+// Locker passes on) reach the caller as mutex.ErrInvalid, not a panic, and
+// send nothing.
 func TestBadInputThroughLocker(t *testing.T) {
-	l := mutex.NewWithBackend(etcdlock.New(nil))
-	defer func() { _ = l.Close() }()
-	err := testutil.Safely(t, time.Second, func() error {
-		_, err := l.TryLock(context.Background(), "k")
-		return err
-	})
-	assert.ErrorIs(t, err, etcdlock.ErrInvalid)
+	for name, b := range map[string]*etcdlock.Backend{"nil client": etcdlock.New(nil), "NUL in key": etcdlock.New(noServer{})} {
+		t.Run(name, func(t *testing.T) {
+			l := mutex.NewWithBackend(b)
+			defer func() { assert.NoError(t, l.Close()) }()
+			err := testutil.Safely(t, time.Second, func() error {
+				_, err := l.TryLock(context.Background(), "k\x00")
+				return err
+			})
+			assert.ErrorIs(t, err, mutex.ErrInvalid)
+			// A waiting Lock stops at the backend's refusal too: no ctx
+			// deadline would end its retries.
+			err = testutil.Safely(t, time.Second, func() error {
+				_, err := l.Lock(context.Background(), "k\x00")
+				return err
+			})
+			assert.ErrorIs(t, err, mutex.ErrInvalid)
+			assert.NotErrorIs(t, err, mutex.ErrUnavailable, "bad input is no outage")
+		})
+	}
 }

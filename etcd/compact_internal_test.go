@@ -14,7 +14,7 @@ import (
 // A watch resumed from a revision compacted meanwhile (as after a reconnect)
 // reads the key afresh: the delete it can no longer be told of still wakes
 // the waiter (etcd issue 9715 lost it).
-func TestCompactionDuringWaitLosesNoWaiter(t *testing.T) {
+func TestWatchFromCompactedRevisionReadsAfresh(t *testing.T) {
 	s := etcdtest.Start(t)
 	cli := s.Client(t)
 	b := New(cli)

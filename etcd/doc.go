@@ -10,9 +10,14 @@
 // It uses etcd's KV, lease and watch APIs directly (not
 // clientv3/concurrency):
 //
-//   - One lease per held lock, granted before the acquiring transaction so
-//     that it runs from no earlier than the call; its TTL is the Locker's
-//     rounded up to whole seconds, and never below the server's minimum.
+//   - One lease per held lock, which lasts the Locker's TTL from no earlier
+//     than the call: its TTL is the Locker's rounded up to whole seconds,
+//     with a reuse window (a tenth of the TTL, at least a second), never
+//     below the server's minimum. A released lock's lease, which holds
+//     nothing then, is kept for the next lock while it still lasts that long
+//     from the next attempt, so an uncontended Lock+Unlock sends two
+//     transactions (no grant, no revoke); a holder that dies keeps its key up
+//     to the window longer. Close revokes the leases kept.
 //   - Acquire is one transaction: a free key is put with the lease (the
 //     owner in its value); a key the owner holds is re-entered; otherwise
 //     the holder's remaining lease is reported for the Locker's poll.
@@ -39,12 +44,14 @@
 //	nil client, negative WithTokenBase          ErrInvalid, from every call
 //	empty key or owner, a NUL in either,        ErrInvalid; nothing sent
 //	  TTL not positive, token not above the
-//	  base, List limit not positive
-//	a List cursor not under the prefix          backend.ErrBadCursor
+//	  base, List limit not positive, a NUL in
+//	  a List prefix
+//	a List cursor not one List handed out       backend.ErrBadCursor
 //	the Backend was closed                      ErrClosed; nothing sent
 //	etcd did not answer (the outcome unknown)   the client's error, wrapped
 //
-// Through a mutex.Locker these reach the caller as the Locker documents
-// (bad input as mutex.ErrInvalid before it gets here, etcd's errors as
-// mutex.ErrUnavailable).
+// ErrInvalid is backend.ErrInvalid, which is mutex.ErrInvalid: through a
+// mutex.Locker a refusal here (a key with a NUL byte, which the Locker
+// passes on) matches mutex.ErrInvalid as the Locker's own refusals do;
+// etcd's errors match mutex.ErrUnavailable.
 package etcdlock

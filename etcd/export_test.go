@@ -1,5 +1,7 @@
 package etcdlock
 
+import "time"
+
 // Watching is the number of b's watches running.
 func Watching(b *Backend) int {
 	b.mu.Lock()
@@ -12,4 +14,26 @@ func Streams(b *Backend) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.streams
+}
+
+// SetClock makes b read the time from now; before any call.
+func SetClock(b *Backend, now func() time.Time) { b.now = now }
+
+// Pooled is the number of leases b keeps for later locks.
+func Pooled(b *Backend) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.pooled
+}
+
+// LeaseTTL is the TTL of the leases a Backend grants for locks of ttl,
+// before the server's minimum.
+func LeaseTTL(ttl time.Duration) time.Duration { return time.Duration(leaseSeconds(ttl)) * time.Second }
+
+// Compactions is the number of times one of b's watches found the revision
+// it resumed from compacted, and read the key afresh.
+func Compactions(b *Backend) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.compacted
 }

@@ -16,10 +16,11 @@ import (
 // its owner under its token (create revision) with a lease that now runs at
 // least its TTL (whole seconds, rounded up) from no earlier than the call;
 // Gone when not (nothing was changed); Unknown when etcd did not answer, with
-// the error. The lease this Backend granted is kept alive (KeepAliveOnce),
-// then the key is checked to still be on it; a lease too short for the TTL,
-// or one this Backend does not know, is replaced by a new one put on the key
-// in a transaction that compares owner and create revision.
+// the error. The lease the lock's handle names is kept alive
+// (KeepAliveOnce), then the key is checked to still be on it; a lease too
+// short for the TTL, or a lock without this Backend's handle, gets a new
+// lease put on the key in a transaction that compares owner and create
+// revision.
 func (b *Backend) Extend(ctx context.Context, leases []backend.Lease) ([]backend.Renewal, error) {
 	revs := make([]int64, len(leases))
 	for i, l := range leases {
@@ -42,8 +43,9 @@ func (b *Backend) Extend(ctx context.Context, leases []backend.Lease) ([]backend
 }
 
 func (b *Backend) extend(ctx context.Context, l backend.Lease, rev int64) (backend.Renewal, error) {
-	need := leaseSeconds(l.TTL)
-	if cur, ok := b.known(l.Key, rev); ok && cur.ttl >= need {
+	h := b.holdOf(l.Handle)
+	if cur, ok := b.current(h); ok && cur.ttl >= ceilSeconds(l.TTL) {
+		sent := b.now()
 		_, err := b.c.KeepAliveOnce(ctx, cur.id)
 		switch {
 		case err == nil:
@@ -55,43 +57,46 @@ func (b *Backend) extend(ctx context.Context, l backend.Lease, rev int64) (backe
 				return backend.Unknown, fmt.Errorf("etcdlock: extend %q: %w", l.Key, err)
 			}
 			if r.Succeeded {
+				b.renewed(h, cur.id, sent)
 				return backend.Renewed, nil
 			}
 		case !errors.Is(err, rpctypes.ErrLeaseNotFound):
 			return backend.Unknown, fmt.Errorf("etcdlock: extend %q: keep-alive: %w", l.Key, err)
 		}
 	}
-	return b.regrant(ctx, l, rev, need)
+	return b.regrant(ctx, l, rev, h)
 }
 
-// regrant puts the key of l on a new lease of need seconds, if l still holds
-// it.
-func (b *Backend) regrant(ctx context.Context, l backend.Lease, rev, need int64) (backend.Renewal, error) {
-	g, err := b.c.Grant(ctx, need)
+// regrant puts the key of l on a new lease for its TTL, if l still holds
+// it; h, when not nil, learns of the move.
+func (b *Backend) regrant(ctx context.Context, l backend.Lease, rev int64, h *hold) (backend.Renewal, error) {
+	g, err := b.grant(ctx, l.TTL)
 	if err != nil {
 		return backend.Unknown, fmt.Errorf("etcdlock: extend %q: lease: %w", l.Key, err)
 	}
 	r, err := b.c.Txn(ctx).
 		If(held(l.Key, l.Owner, rev)...).
-		Then(clientv3.OpPut(l.Key, "", clientv3.WithIgnoreValue(), clientv3.WithLease(g.ID), clientv3.WithPrevKV())).
+		Then(clientv3.OpPut(l.Key, "", clientv3.WithIgnoreValue(), clientv3.WithLease(g.id), clientv3.WithPrevKV())).
 		Commit()
 	if err != nil {
 		return backend.Unknown, fmt.Errorf("etcdlock: extend %q: %w", l.Key, err)
 	}
 	if !r.Succeeded {
-		b.revoke(ctx, g.ID)
-		b.forget(l.Key, rev)
+		b.giveBack(g, l.TTL) // nothing was put on it
 		return backend.Gone, nil
 	}
-	b.remember(l.Key, rev, lease{id: g.ID, ttl: g.TTL})
-	if prev := r.Responses[0].GetResponsePut().PrevKv; prev != nil && clientv3.LeaseID(prev.Lease) != g.ID {
-		b.revoke(ctx, clientv3.LeaseID(prev.Lease))
+	prev := r.Responses[0].GetResponsePut().PrevKv
+	hd, err := decode(prev.GetValue())
+	b.moved(h, g, l.TTL, r.Header.Revision, err == nil && hd.count == 1)
+	if prev != nil && clientv3.LeaseID(prev.Lease) != g.id {
+		b.revokeLater(clientv3.LeaseID(prev.Lease))
 	}
 	return backend.Renewed, nil
 }
 
-// TTL is what is left of l's lease (whole seconds, rounded down), or -1 when
-// l's owner and token do not hold the key.
+// TTL is what is left of l's lease (whole seconds, rounded down: 0 while
+// under a second is left), or -1 when l's owner and token do not hold the
+// key.
 func (b *Backend) TTL(ctx context.Context, l backend.Lease) (time.Duration, error) {
 	rev, err := b.checkLease(l, false)
 	if err != nil {
@@ -112,7 +117,7 @@ func (b *Backend) TTL(ctx context.Context, l backend.Lease) (time.Duration, erro
 	if err != nil {
 		return 0, fmt.Errorf("etcdlock: ttl %q: %w", l.Key, err)
 	}
-	if left <= 0 {
+	if left < 0 { // the lease ended since the read: the key went with it
 		return -1, nil
 	}
 	return left, nil

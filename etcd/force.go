@@ -67,7 +67,6 @@ func (b *Backend) force(ctx context.Context, key string, f backend.Force) (backe
 	if !t.Succeeded {
 		return backend.Forced{}, false, nil
 	}
-	b.forget(key, kv.CreateRevision)
 	b.revoke(ctx, clientv3.LeaseID(kv.Lease))
 	return out, true, nil
 }

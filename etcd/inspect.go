@@ -62,8 +62,8 @@ func (b *Backend) state(ctx context.Context, key string, kv *mvccpb.KeyValue) (b
 	if err != nil {
 		return backend.KeyState{}, fmt.Errorf("etcdlock: inspect %q: lease: %w", key, err)
 	}
-	st.Lease = left
-	if left > 0 {
+	if left >= 0 { // to the second: etcd tells no finer
+		st.Lease = left
 		st.RenewedAt = st.Now.Add(left - time.Duration(granted)*time.Second)
 	}
 	return st, nil
@@ -73,7 +73,8 @@ func (b *Backend) state(ctx context.Context, key string, kv *mvccpb.KeyValue) (b
 // key order from r.Cursor on ("" starts), and the cursor that goes on: the
 // next key, "" once there is none. One range read makes the page (r.Scans
 // is not needed: a range read skips no key). A cursor is a key; one not
-// under the prefix gets an error matching backend.ErrBadCursor. The
+// under the prefix, or with a NUL byte, gets an error matching
+// backend.ErrBadCursor; a prefix with a NUL byte is bad input. The
 // forced-release records beside the keys are not listed.
 func (b *Backend) List(ctx context.Context, r backend.ListRequest) (backend.ListPage, error) {
 	if err := b.usable(); err != nil {
@@ -83,6 +84,10 @@ func (b *Backend) List(ctx context.Context, r backend.ListRequest) (backend.List
 	switch {
 	case limit <= 0:
 		return backend.ListPage{}, fmt.Errorf("%w: count %d is not positive", ErrInvalid, limit)
+	case strings.IndexByte(prefix, 0) >= 0: // no lock key has one
+		return backend.ListPage{}, fmt.Errorf("%w: prefix %q has a NUL byte", ErrInvalid, prefix)
+	case strings.IndexByte(cursor, 0) >= 0: // List hands out lock keys alone
+		return backend.ListPage{}, fmt.Errorf("%w: %q has a NUL byte", backend.ErrBadCursor, cursor)
 	case cursor != "" && !strings.HasPrefix(cursor, prefix):
 		return backend.ListPage{}, fmt.Errorf("%w: %q is not under %q", backend.ErrBadCursor, cursor, prefix)
 	}

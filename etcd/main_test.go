@@ -20,25 +20,56 @@ import (
 func TestMain(m *testing.M) { testutil.Main(m) }
 
 // server is one embedded member per test: tests share no keys or revisions.
-func server(t *testing.T) *etcdtest.Server { return etcdtest.Start(t) }
+func server(t *testing.T) *etcdtest.Cluster { return etcdtest.Start(t) }
+
+// topologies are what the Locker's behaviour is tested on: one member, and
+// three on loopback (requests then go round the members, and a follower
+// forwards its writes to the leader).
+var topologies = []struct {
+	name    string
+	members int
+}{{"1 member", 1}, {"3 members", 3}}
+
+// onEach runs test on a cluster of its own of each topology, as subtests
+// run side by side: most of a test's time is spent waiting out leases.
+func onEach(t *testing.T, test func(t *testing.T, c *etcdtest.Cluster)) {
+	for _, tp := range topologies {
+		t.Run(tp.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, etcdtest.StartCluster(t, tp.members))
+		})
+	}
+}
 
 // driver is a Backend over a client of its own, closed at t's clean-up.
-func driver(t *testing.T, s *etcdtest.Server, opts ...etcdlock.Option) (*etcdlock.Backend, *clientv3.Client) {
+func driver(t *testing.T, c *etcdtest.Cluster, opts ...etcdlock.Option) (*etcdlock.Backend, *clientv3.Client) {
 	t.Helper()
-	cli := s.Client(t)
+	cli := c.Client(t)
+	return backendOn(t, cli, opts...), cli
+}
+
+// backendOn is a Backend over cli, closed at t's clean-up.
+func backendOn(t *testing.T, cli etcdlock.Client, opts ...etcdlock.Option) *etcdlock.Backend {
+	t.Helper()
 	b := etcdlock.New(cli, opts...)
 	t.Cleanup(func() { assert.NoError(t, b.Close()) })
-	return b, cli
+	return b
 }
 
 // locker is a Locker over a Backend of its own; both closed at clean-up.
-func locker(t *testing.T, s *etcdtest.Server, opts ...etcdlock.Option) (*mutex.Locker, *etcdlock.Backend, *clientv3.Client) {
+func locker(t *testing.T, c *etcdtest.Cluster, opts ...etcdlock.Option) (*mutex.Locker, *etcdlock.Backend, *clientv3.Client) {
 	t.Helper()
-	b, cli := driver(t, s, opts...)
+	b, cli := driver(t, c, opts...)
+	return lockerOn(t, b), b, cli
+}
+
+// lockerOn is a Locker over b (or a wrapper of it), closed at clean-up.
+func lockerOn(t *testing.T, b backendAll) *mutex.Locker {
+	t.Helper()
 	l := mutex.NewWithBackend(b, mutex.WithPrefix("t/"))
 	require.NoError(t, l.Err())
 	t.Cleanup(func() { assert.NoError(t, l.Close()) })
-	return l, b, cli
+	return l
 }
 
 func testCtx(t *testing.T) context.Context {

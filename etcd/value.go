@@ -66,12 +66,6 @@ func held(key, owner string, createRev int64) []clientv3.Cmp {
 	return append(ownedBy(key, owner), clientv3.Compare(clientv3.CreateRevision(key), "=", createRev))
 }
 
-// leaseSeconds is ttl in whole seconds, rounded up: a lease never shorter
-// than the Locker's deadline. The server raises it to its minimum.
-func leaseSeconds(ttl time.Duration) int64 {
-	return int64((ttl + time.Second - 1) / time.Second)
-}
-
 // auditPrefix is where key's forced releases are recorded, beside it: the
 // NUL keeps the records out of every listing of lock keys.
 func auditPrefix(key string) string { return key + "\x00audit\x00" }

@@ -104,6 +104,9 @@ func (b *Backend) watchFrom(ctx context.Context, key string, rev int64, wake fun
 	defer b.streaming(&progressed, false)
 	for resp := range b.c.Watch(wctx, key, clientv3.WithRev(rev), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()) {
 		if resp.CompactRevision != 0 {
+			b.mu.Lock()
+			b.compacted++
+			b.mu.Unlock()
 			return 0, true
 		}
 		if resp.Err() != nil {

@@ -221,6 +221,10 @@ func (a *acquisition) try() (lk *Lock, ended bool, err error) {
 // failed handles an attempt, sent at sent, that failed on the way to or on
 // the server.
 func (a *acquisition) failed(err error, sent time.Time) (*Lock, bool, error) {
+	if errors.Is(err, ErrInvalid) { // the backend refused the input: no retry helps
+		lk, err := a.end(nil, "invalid", err)
+		return lk, true, err
+	}
 	if a.ctx.Err() != nil {
 		// Cut short: an earlier attempt's failure, or the lack of an
 		// answer, still says why none succeeded. An attempt that went

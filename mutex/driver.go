@@ -89,7 +89,7 @@ func (l *Locker) attempt(a *acquisition, waiting bool, sent time.Time) (acquireR
 		err = l.lateGrant(sent, a.lc.ttl)
 	}
 	if err != nil {
-		if a.randomOwner && !errors.Is(err, backend.ErrGivenBack) {
+		if a.randomOwner && !errors.Is(err, backend.ErrGivenBack) && !errors.Is(err, ErrInvalid) {
 			l.abandon(a.lockKey, a.owner)
 		}
 		return res, err

@@ -226,6 +226,7 @@ func TestRedlockLockerRefused(t *testing.T) {
 	r := runner.New(l)
 	err = testutil.Safely(t, callBound, func() error { return r.Add("nightly", time.Minute, nop) })
 	assert.ErrorIs(t, err, runner.ErrInvalid)
+	assert.ErrorIs(t, err, runner.ErrNeedsRedis)
 	assert.ErrorContains(t, err, "Redlock")
-	assert.ErrorIs(t, testutil.Safely(t, callBound, func() error { return r.Run(context.Background()) }), runner.ErrInvalid)
+	assert.ErrorIs(t, testutil.Safely(t, callBound, func() error { return r.Run(context.Background()) }), runner.ErrNeedsRedis)
 }

@@ -82,7 +82,10 @@
 //
 //	situation                                              error
 //	nil locker, a Locker with a construction error,        ErrInvalid (from Add, Run, Last)
-//	  a Redlock Locker, a bad Option, a nil or zero Runner
+//	  a bad Option, a nil or zero Runner
+//	a Locker that lends no Redis client: Redlock's, or     ErrNeedsRedis and ErrInvalid (from Add,
+//	  one over etcd (the slots are counted on the Redis      Run, Last)
+//	  server's clock)
 //	empty job name or one over MaxNameLen (256) bytes,     ErrInvalid (from Add; names also from Last)
 //	  duplicate name, nil job
 //	interval outside [MinInterval, MaxInterval]            ErrInvalid (from Add)

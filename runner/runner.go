@@ -26,6 +26,13 @@ var (
 	// ErrShutdown is the cause of a job's context when Run's ctx ended and
 	// the shutdown timeout passed with the job still running.
 	ErrShutdown = errors.New("runner: shut down")
+	// ErrNeedsRedis is matched, with ErrInvalid, by the errors of a Runner
+	// built over a Locker that lends no Redis client (Locker.Client is
+	// nil): Redlock's, or one over etcd or another backend of
+	// mutex.NewWithBackend that is no mutex.ClientHolder. The runner
+	// counts slots on the Redis server's clock and keeps its claims and
+	// records in that one deployment.
+	ErrNeedsRedis = fmt.Errorf("%w: the Locker lends no Redis client", ErrInvalid)
 )
 
 // PanicError is the error a run that panicked ends with.
@@ -96,10 +103,11 @@ func (j *job) grid() grid {
 }
 
 // New returns a Runner whose jobs lock through locker and keep their slot
-// claims and last runs in the locker's Redis. A nil or broken locker, a
-// Redlock Locker (its masters hold no single copy of the claims) or a bad
-// option is reported by Add, Run and Last, wrapping ErrInvalid; New itself
-// does no I/O and never fails.
+// claims and last runs in the locker's Redis. A nil or broken locker or a
+// bad option is reported by Add, Run and Last, wrapping ErrInvalid, and so
+// is a Locker that lends no Redis client (ErrNeedsRedis too): Redlock's,
+// whose masters hold no single copy of the claims, or one over etcd. New
+// itself does no I/O and never fails.
 func New(locker *mutex.Locker, opts ...Option) *Runner {
 	r := &Runner{locker: locker, cfg: newConfig(opts)}
 	switch {
@@ -110,9 +118,9 @@ func New(locker *mutex.Locker, opts ...Option) *Runner {
 	case len(r.cfg.errs) > 0:
 		r.err = fmt.Errorf("%w: %w", ErrInvalid, errors.Join(r.cfg.errs...))
 	case locker.Client() == nil:
-		// Slot claims live in one Redis; on a Redlock Locker they would
-		// rest on one of its masters, silently.
-		r.err = fmt.Errorf("%w: a Locker with no single Redis deployment (Redlock, or a backend that is no mutex.ClientHolder): the runner keeps its slot claims in one Redis deployment; give it a Locker from mutex.New", ErrInvalid)
+		// Slot claims live in one Redis, on its clock; on a Redlock Locker
+		// they would rest on one of its masters, silently.
+		r.err = fmt.Errorf("%w (Redlock, etcd, or another backend that is no mutex.ClientHolder): the runner counts slots on the Redis server's clock and keeps its claims in that deployment; give it a Locker from mutex.New", ErrNeedsRedis)
 	default:
 		r.client = locker.Client()
 		r.ctxAware = bounded.Aware(r.client)

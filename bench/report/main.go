@@ -78,6 +78,36 @@ func main() {
 		fmt.Printf("%-55s %s\n", name, strings.Join(parts, "  "))
 	}
 
+	// Ratios across benchmarks of Uncontended and Fenced, when the rounds
+	// have them (make bench-etcd's have neither).
+	if hasPrefix(order, "Uncontended/", "Fenced/") {
+		crossRatios(rounds)
+	}
+
+	// BenchmarkPaired takes its ratio inside the benchmark, over alternating
+	// blocks of cycles: the steadiest figure on a noisy host.
+	// Its names say the pair: Paired/<mode>/<subject>-vs-<reference>.
+	fmt.Printf("\npaired ratios (alternating blocks inside one benchmark; per round, then median)\n\n")
+	// So does BenchmarkFencedPaired: FencedPaired/<mode>/<subject>-vs-<reference>.
+	for _, name := range order {
+		bench, pair, ok := strings.Cut(name, "/")
+		if !ok || !strings.HasPrefix(bench, "Paired") && !strings.HasSuffix(bench, "Paired") {
+			continue
+		}
+		if rs := collect(rounds, name, "x-ref"); len(rs) > 0 {
+			mode, subs, _ := strings.Cut(pair, "/")
+			sub, ref, _ := strings.Cut(subs, "-vs-")
+			fmt.Printf("%-40s %.2f × %s   (rounds: %s)\n", bench+"/"+mode+"/"+sub, median(rs), ref, join(rs))
+		}
+	}
+
+	latency(rounds, order)
+	etcdContended(rounds, order)
+}
+
+// crossRatios prints the ratios of BenchmarkUncontended's subjects and of
+// BenchmarkFenced's, each taken inside a round, and the CPU per cycle.
+func crossRatios(rounds []map[string]metrics) {
 	fmt.Printf("\nratios (per round, then median)\n\n")
 	for _, mode := range []string{"seq", "seq-busy", "parallel"} {
 		for _, sub := range []string{"redfence", "redislock", "redsync-1", "redlock-3", "redsync-3", "redlock-5", "redsync-5"} {
@@ -100,25 +130,39 @@ func main() {
 		ratio(rounds, "Uncontended/"+mode+"/redlock-5", "Uncontended/"+mode+"/redsync-5", "client-cpu-ns/op", "× redsync-5 client CPU")
 		ratio(rounds, "Uncontended/"+mode+"/redlock-5", "Uncontended/"+mode+"/redsync-5", "server-cpu-ns/op", "× redsync-5 server CPU")
 	}
+}
 
-	// BenchmarkPaired takes its ratio inside the benchmark, over alternating
-	// blocks of cycles: the steadiest figure on a noisy host.
-	// Its names say the pair: Paired/<mode>/<subject>-vs-<reference>.
-	fmt.Printf("\npaired ratios (alternating blocks inside one benchmark; per round, then median)\n\n")
-	// So does BenchmarkFencedPaired: FencedPaired/<mode>/<subject>-vs-<reference>.
-	for _, name := range order {
-		bench, pair, ok := strings.Cut(name, "/")
-		if !ok || !strings.HasPrefix(bench, "Paired") && !strings.HasSuffix(bench, "Paired") {
-			continue
-		}
-		if rs := collect(rounds, name, "x-ref"); len(rs) > 0 {
-			mode, subs, _ := strings.Cut(pair, "/")
-			sub, ref, _ := strings.Cut(subs, "-vs-")
-			fmt.Printf("%-40s %.2f × %s   (rounds: %s)\n", bench+"/"+mode+"/"+sub, median(rs), ref, join(rs))
+// hasPrefix says whether any name begins with one of prefixes.
+func hasPrefix(names []string, prefixes ...string) bool {
+	for _, n := range names {
+		for _, p := range prefixes {
+			if strings.HasPrefix(n, p) {
+				return true
+			}
 		}
 	}
+	return false
+}
 
-	latency(rounds, order)
+// etcdContended prints BenchmarkEtcdContended's redfence subjects
+// (EtcdContended/g=<g>/redfence-<n>, make bench-etcd) against
+// concurrency.Mutex's (…/mutex) in the same round: p99 wait and
+// acquisitions per second, per round, then the median.
+func etcdContended(rounds []map[string]metrics, order []string) {
+	header := false
+	for _, name := range order {
+		group, sub, ok := strings.Cut(strings.TrimPrefix(name, "EtcdContended/"), "/")
+		if !ok || !strings.HasPrefix(name, "EtcdContended/") || !strings.HasPrefix(sub, "redfence") {
+			continue
+		}
+		if !header {
+			fmt.Printf("\netcd, one key contended, against concurrency.Mutex (per round, then median)\n\n")
+			header = true
+		}
+		ref := "EtcdContended/" + group + "/mutex"
+		ratio(rounds, name, ref, "p99-ms", "× mutex p99")
+		ratio(rounds, name, ref, "acq/s", "× mutex acq/s")
+	}
 }
 
 // latency prints BenchmarkRedlockLatencyPaired

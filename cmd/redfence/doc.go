@@ -19,6 +19,13 @@
 // Redlock's independent masters. The command's Locker announces itself as
 // service "redfence-cli".
 //
+// This build reaches Redis only, and never compiles grpc or etcd. The etcd
+// module's build of the same command (etcd/cmd/redfence: from a clone,
+// cd etcd && go install ./cmd/redfence) takes
+// --etcd URL (the members of one cluster; default $ETCD_ENDPOINTS) and
+// --etcd-token-base besides --redis, for the locks of etcdlock Backends.
+// Both run internal/cli, over the Locker a store builds from the flags.
+//
 // # Forced release
 //
 // Only a lock's holder can release it; an operator's release is always a

@@ -36,7 +36,8 @@ var busyScript = redis.NewScript(busyLua)
 // of task ids by the server time (ms) each last found the key locked, which
 // expires BusyWindow after the last. A nil ctx, a nil or broken Locker, a
 // Redlock Locker (no single Redis holds the record) or an empty key is an
-// error wrapping ErrInvalid, without a round trip.
+// error wrapping ErrInvalid, without a round trip; so is a Locker that
+// lends no Redis client (Redlock, etcd).
 func Busy(ctx context.Context, locker *mutex.Locker, key string) (int, error) {
 	switch {
 	case ctx == nil:
@@ -46,7 +47,7 @@ func Busy(ctx context.Context, locker *mutex.Locker, key string) (int, error) {
 	case locker.Err() != nil:
 		return 0, fmt.Errorf("%w: %w", ErrInvalid, locker.Err())
 	case locker.Client() == nil:
-		return 0, fmt.Errorf("%w: a Redlock Locker keeps no busy record", ErrInvalid)
+		return 0, fmt.Errorf("%w: the Locker lends no Redis client (Redlock, etcd, …) to keep a busy record in", ErrInvalid)
 	case key == "":
 		return 0, fmt.Errorf("%w: empty key", ErrInvalid)
 	}

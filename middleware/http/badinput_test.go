@@ -237,7 +237,8 @@ func TestRedlockLockerRefused(t *testing.T) {
 	t.Cleanup(func() { _ = l.Close() })
 	_, err = httplock.New(l)
 	assert.ErrorIs(t, err, httplock.ErrInvalid)
+	assert.ErrorIs(t, err, httplock.ErrNeedsRedis)
 	assert.ErrorContains(t, err, "Redlock")
 	_, err = httplock.NewHandler(okHandler, l)
-	assert.ErrorIs(t, err, httplock.ErrInvalid)
+	assert.ErrorIs(t, err, httplock.ErrNeedsRedis)
 }

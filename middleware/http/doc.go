@@ -196,8 +196,9 @@
 // request goes to the origin:
 //
 //	situation                                              error
-//	nil locker, a Locker with a construction error,        ErrInvalid (New)
-//	  or a Redlock Locker
+//	nil locker, a Locker with a construction error         ErrInvalid (New)
+//	a Locker that lends no Redis client: Redlock's, or     ErrNeedsRedis and ErrInvalid (New)
+//	  one over etcd
 //	a bad option, see the ranges below                     ErrInvalid (New)
 //	NewHandler with a nil handler (typed nil included)     ErrInvalid
 //	New's middleware applied to a nil handler              panics with an error matching ErrInvalid

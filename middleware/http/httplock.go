@@ -29,13 +29,20 @@ var (
 	// ErrInvalid is matched by New's errors for a bad configuration.
 	ErrInvalid = errors.New("httplock: invalid configuration")
 
+	// ErrNeedsRedis is matched, with ErrInvalid, by New's error for a
+	// Locker that lends no Redis client (Locker.Client is nil): Redlock's,
+	// or one over etcd or another backend of mutex.NewWithBackend that is
+	// no mutex.ClientHolder. Shared responses live in one Redis deployment.
+	ErrNeedsRedis = fmt.Errorf("%w: the Locker lends no Redis client", ErrInvalid)
+
 	errNilHandler = fmt.Errorf("%w: nil handler", ErrInvalid)
 )
 
 // New returns middleware that collapses identical concurrent requests across
 // every replica sharing locker's Redis into one origin call. See the package
-// documentation for what is shared and when. A nil locker, a Redlock Locker
-// (its masters hold no single copy of the responses) or a bad option is
+// documentation for what is shared and when. A nil locker, a Locker that
+// lends no Redis client (ErrNeedsRedis: Redlock's, whose masters hold no
+// single copy of the responses, or one over etcd) or a bad option is
 // reported here, wrapping ErrInvalid; New does no I/O.
 //
 // The handlers the middleware makes share one view of Redis's health: after
@@ -83,7 +90,7 @@ func build(locker *mutex.Locker, opts []Option) (config, error) {
 	if locker.Client() == nil {
 		// Shared responses live in one Redis; on a Redlock Locker they
 		// would rest on one of its masters, silently.
-		return cfg, fmt.Errorf("%w: a Locker with no single Redis deployment (Redlock, or a backend that is no mutex.ClientHolder): httplock keeps shared responses in one Redis deployment; give it a Locker from mutex.New", ErrInvalid)
+		return cfg, fmt.Errorf("%w (Redlock, etcd, or another backend that is no mutex.ClientHolder): httplock keeps shared responses in one Redis deployment; give it a Locker from mutex.New", ErrNeedsRedis)
 	}
 	if len(cfg.errs) > 0 {
 		return cfg, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(cfg.errs...))

@@ -18,8 +18,10 @@
 //
 //  1. Tokens strictly increase per key across every holder, across
 //     processes, expiry and restarts.
-//  2. A lease runs from no earlier than the Acquire or Extend call was
-//     made, and the key is never granted to another owner before it ends.
+//  2. A lease lasts at least its TTL from when the Acquire or Extend call
+//     was made (one granted earlier, as a pooled etcd lease, must have
+//     that much left), and the key is never granted to another owner
+//     before it ends.
 //  3. Release and Extend change nothing unless owner and token match.
 //  4. Outcomes are told truthfully: an error means the outcome is unknown,
 //     never "held by another"; the Locker then frees what the attempt may
