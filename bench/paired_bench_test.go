@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/internal/benchkit"
 )
 
 // pairBlock is how many cycles one side of a pair runs before the other
@@ -84,21 +86,9 @@ func runPair(ctx context.Context, b *testing.B, sub, ref subject, mode string, p
 	if mode == "seq-busy" {
 		defer spin(b)()
 	}
-	var subT, refT time.Duration
-	cycles := 0
-	for i := 0; cycles < b.N; i++ {
-		if i%2 == 0 {
-			refT += block(ctx, b, ref, "ref", mode, par)
-			subT += block(ctx, b, sub, "sub", mode, par)
-		} else {
-			subT += block(ctx, b, sub, "sub", mode, par)
-			refT += block(ctx, b, ref, "ref", mode, par)
-		}
-		cycles += pairBlock * par
-	}
-	b.ReportMetric(float64(subT.Nanoseconds())/float64(cycles), "ns/op")
-	b.ReportMetric(float64(refT.Nanoseconds())/float64(cycles), "ref-ns/op")
-	b.ReportMetric(float64(subT)/float64(refT), "x-ref")
+	benchkit.Alternate(b, pairBlock*par,
+		func() time.Duration { return block(ctx, b, sub, "sub", mode, par) },
+		func() time.Duration { return block(ctx, b, ref, "ref", mode, par) })
 }
 
 // block runs pairBlock cycles of sub on each of par goroutines (distinct

@@ -29,3 +29,26 @@ func ReportWaits(b *testing.B, waits []time.Duration, per []int, trips int64) {
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "acq/s")
 	b.ReportMetric(0, "ns/op")
 }
+
+// Alternate runs ref's and sub's blocks in turns, which goes first
+// alternating too, until each ran b.N cycles (perBlock a block), so that
+// both cover the same seconds of a noisy host; it reports sub's ns/op,
+// ref's ref-ns/op and their ratio x-ref, and returns the cycles each ran.
+func Alternate(b *testing.B, perBlock int, sub, ref func() time.Duration) int {
+	var subT, refT time.Duration
+	cycles := 0
+	for i := 0; cycles < b.N && !b.Failed(); i++ {
+		if i%2 == 0 {
+			refT += ref()
+			subT += sub()
+		} else {
+			subT += sub()
+			refT += ref()
+		}
+		cycles += perBlock
+	}
+	b.ReportMetric(float64(subT.Nanoseconds())/float64(cycles), "ns/op")
+	b.ReportMetric(float64(refT.Nanoseconds())/float64(cycles), "ref-ns/op")
+	b.ReportMetric(float64(subT)/float64(refT), "x-ref")
+	return cycles
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redfence/redfence/etcd/internal/etcdtest"
+	"github.com/redfence/redfence/internal/benchkit"
 )
 
 // pairBlock is the cycles one side of a pair runs before the other's turn,
@@ -77,21 +78,9 @@ func runPair(ctx context.Context, b *testing.B, sub, ref subject, mode string, p
 	block(ctx, b, sub, "sub", mode, par)
 	subN, refN := sub.rtt.n.Load(), ref.rtt.n.Load()
 	b.ResetTimer()
-	var subT, refT time.Duration
-	cycles := 0
-	for i := 0; cycles < b.N && !b.Failed(); i++ {
-		if i%2 == 0 {
-			refT += block(ctx, b, ref, "ref", mode, par)
-			subT += block(ctx, b, sub, "sub", mode, par)
-		} else {
-			subT += block(ctx, b, sub, "sub", mode, par)
-			refT += block(ctx, b, ref, "ref", mode, par)
-		}
-		cycles += pairBlock * par
-	}
-	b.ReportMetric(float64(subT.Nanoseconds())/float64(cycles), "ns/op")
-	b.ReportMetric(float64(refT.Nanoseconds())/float64(cycles), "ref-ns/op")
-	b.ReportMetric(float64(subT)/float64(refT), "x-ref")
+	cycles := benchkit.Alternate(b, pairBlock*par,
+		func() time.Duration { return block(ctx, b, sub, "sub", mode, par) },
+		func() time.Duration { return block(ctx, b, ref, "ref", mode, par) })
 	b.ReportMetric(float64(sub.rtt.n.Load()-subN)/float64(cycles), "rtt/op")
 	b.ReportMetric(float64(ref.rtt.n.Load()-refN)/float64(cycles), "ref-rtt/op")
 }
