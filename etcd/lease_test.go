@@ -364,3 +364,39 @@ func TestReleaseAfterAWriteTheHandleMissed(t *testing.T) {
 		return withKeys == 0 && all == etcdlock.Pooled(b)
 	}, 10*time.Second, 10*time.Millisecond, "no lease with a key, none but those kept")
 }
+
+// Two holdings of one owner with different TTLs: the longer one's re-entry
+// moved the key to its lease; the shorter one's Extend, which finds the key
+// off its own lease, must not put it on a lease shorter than what the
+// longer one has left, nor may its Release: the longer holder's deadline
+// comes first.
+func TestExtendNeverShortensAnotherHoldingsLease(t *testing.T) {
+	s := server(t)
+	b, c := countedDriver(t, s)
+	ctx := testCtx(t)
+	short, err := b.Acquire(ctx, backend.Attempt{Key: "m", Owner: "o", TTL: 2 * time.Second})
+	require.NoError(t, err)
+	long, err := b.Acquire(ctx, backend.Attempt{Key: "m", Owner: "o", TTL: 30 * time.Second})
+	require.NoError(t, err)
+	require.Equal(t, backend.Reentered, long.Status)
+	left := func() int64 {
+		r, err := c.Client.Get(ctx, "m")
+		require.NoError(t, err)
+		require.Len(t, r.Kvs, 1)
+		ttl, err := c.Client.TimeToLive(ctx, clientv3.LeaseID(r.Kvs[0].Lease))
+		require.NoError(t, err)
+		return ttl.TTL
+	}
+	require.GreaterOrEqual(t, left(), int64(29), "the re-entry moved the key to the longer lease")
+
+	ls := backend.Lease{Key: "m", Owner: "o", Token: short.Token, TTL: 2 * time.Second, Handle: short.Handle}
+	got, err := b.Extend(ctx, []backend.Lease{ls})
+	require.NoError(t, err)
+	assert.Equal(t, []backend.Renewal{backend.Renewed}, got)
+	assert.GreaterOrEqual(t, left(), int64(29), "the shorter holding's Extend kept what the longer one has left")
+
+	n, err := b.Release(ctx, ls)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n)
+	assert.GreaterOrEqual(t, left(), int64(29), "the longer holding keeps its lease after the shorter one's release")
+}
