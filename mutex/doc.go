@@ -1,9 +1,13 @@
-// Package mutex is redfence's Redis lock.
+// Package mutex is redfence's lock.
 //
 // A Locker hands out locks on keys of one Redis deployment (New: standalone,
-// Sentinel or Cluster), or of N independent masters (NewRedlock). Every acquisition has a random owner id; release,
-// extend and renewal are Lua scripts that change nothing unless the whole
-// owner id and the whole token match.
+// Sentinel or Cluster), of N independent masters (NewRedlock), or of any
+// backend.Backend (NewWithBackend: the etcd module's etcdlock, for one).
+// The Redis code lives in the drivers mutex/backend/redisdriver and
+// mutex/backend/redlockdriver, which New and NewRedlock build and close.
+// Every acquisition has a random owner id; on Redis, release, extend and
+// renewal are Lua scripts that change nothing unless the whole owner id and
+// the whole token match.
 //
 // # What a lock guarantees, and under which assumptions
 //
