@@ -56,7 +56,7 @@ func (d *Driver) acquireOnce(ctx context.Context, lockKey string, a backend.Atte
 	keys := []string{lockKey}
 	args := make([]any, 0, 6)
 	args = append(args, a.Owner, a.TTL.Milliseconds())
-	if keyTTL := d.keyTTL(a.TTL); keyTTL != defaultKeyTTLMs || queued {
+	if keyTTL := d.keyTTL(a.TTL); keyTTL != redisproto.DefaultKeyTTLMs || queued {
 		args = append(args, keyTTL)
 	}
 	queueKey := ""

@@ -3,7 +3,6 @@ package redisdriver
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,13 +15,9 @@ import (
 	"github.com/redfence/redfence/mutex/internal/redisrt"
 )
 
-// DefaultFenceTTL is Config.FenceTTL's default. The acquire script knows it
-// too (defaultKeyTTLMs), so that the common call need not send it.
-const DefaultFenceTTL = time.Hour
-
-// defaultKeyTTLMs is the key TTL the acquire script uses when the call
-// leaves it out: DefaultFenceTTL in ms.
-const defaultKeyTTLMs = "3600000"
+// DefaultFenceTTL is Config.FenceTTL's default, which the acquire script
+// knows too, so that the common call need not send it.
+const DefaultFenceTTL = redisproto.DefaultFenceTTL
 
 // maxWaiterIDs bounds the Locker ids a Driver remembers (accept); beyond,
 // every release notification wakes its watchers.
@@ -45,12 +40,11 @@ type Config struct {
 type Driver struct {
 	*redisinspect.Inspector
 
-	client     redis.UniversalClient
-	prefix     string
-	cluster    bool
-	publish    string // PUBLISH, or SPUBLISH on Cluster
-	fenceTTL   time.Duration
-	fenceTTLMs string // keyTTL for leases up to half the fence TTL
+	client  redis.UniversalClient
+	prefix  string
+	cluster bool
+	publish string // PUBLISH, or SPUBLISH on Cluster
+	keyTTLs redisproto.KeyTTL
 
 	run       *redisrt.Runner
 	abandoned *redisrt.Abandoned // acquire calls given up on, by owner; releases without a handle
@@ -79,16 +73,15 @@ func New(client redis.UniversalClient, cfg Config) (*Driver, error) {
 	}
 	_, cluster := client.(*redis.ClusterClient)
 	d := &Driver{
-		client:     client,
-		prefix:     cfg.Prefix,
-		cluster:    cluster,
-		publish:    "PUBLISH",
-		fenceTTL:   cfg.FenceTTL,
-		fenceTTLMs: strconv.FormatInt(cfg.FenceTTL.Milliseconds(), 10),
-		run:        redisrt.NewRunner(redisrt.ContextAware(client)),
-		reload:     redisrt.NewReloader(client),
-		targets:    []redisrt.Target{{Name: "", Client: client}},
-		ids:        map[string]struct{}{},
+		client:  client,
+		prefix:  cfg.Prefix,
+		cluster: cluster,
+		publish: "PUBLISH",
+		keyTTLs: redisproto.NewKeyTTL(cfg.FenceTTL),
+		run:     redisrt.NewRunner(redisrt.ContextAware(client)),
+		reload:  redisrt.NewReloader(client),
+		targets: []redisrt.Target{{Name: "", Client: client}},
+		ids:     map[string]struct{}{},
 	}
 	if cluster {
 		d.publish = "SPUBLISH"
@@ -149,14 +142,9 @@ func (d *Driver) lockKey(key string) (string, error) {
 
 var errNoPrefix = fmt.Errorf("%w: key without the driver's prefix", backend.ErrInvalid)
 
-// keyTTL is how long the Redis key lives past its last use: the fencing
-// counter's life, and never shorter than the lease.
-func (d *Driver) keyTTL(lease time.Duration) string {
-	if lease <= d.fenceTTL/2 { // no lease*2: it must not overflow
-		return d.fenceTTLMs
-	}
-	return strconv.FormatInt((lease * 2).Milliseconds(), 10)
-}
+// keyTTL is how long the Redis key lives past its last use (the fencing
+// counter's life, never shorter than the lease), in ms.
+func (d *Driver) keyTTL(lease time.Duration) string { return d.keyTTLs.For(lease) }
 
 // targetsOf is where channel ch is subscribed: the one connection of a
 // standalone deployment, the channel's own sharded subscription on Cluster.

@@ -39,9 +39,6 @@ type Config struct {
 	Drift func(ttl time.Duration) time.Duration
 }
 
-// defaultFenceTTL is Config.FenceTTL's default (the acquire script's own).
-const defaultFenceTTL = time.Hour
-
 // Driver is Redlock over N ≥ 3 independent Redis masters: a backend.Backend,
 // a backend.Watcher and a backend.BulkReleaser. It is safe for concurrent
 // use. It owns goroutines (the release subscriber, calls still out to slow
@@ -52,8 +49,7 @@ type Driver struct {
 	addrs       []string // by node, for errors; "" where unknown (Sentinel)
 	quorum      int
 	prefix      string
-	fenceTTL    time.Duration
-	fenceTTLMs  string
+	keyTTLs     redisproto.KeyTTL
 	nodeTimeout time.Duration // 0: derived from the lease
 	now         func() time.Time
 	drift       func(ttl time.Duration) time.Duration
@@ -98,7 +94,7 @@ func New(clients []redis.UniversalClient, cfg Config) (*Driver, error) {
 		addrs:       addrs,
 		quorum:      len(clients)/2 + 1,
 		prefix:      cfg.Prefix,
-		fenceTTL:    cmp.Or(cfg.FenceTTL, defaultFenceTTL),
+		keyTTLs:     redisproto.NewKeyTTL(cmp.Or(cfg.FenceTTL, redisproto.DefaultFenceTTL)),
 		nodeTimeout: cfg.NodeTimeout,
 		now:         cfg.Now,
 		drift:       cfg.Drift,
@@ -111,7 +107,6 @@ func New(clients []redis.UniversalClient, cfg Config) (*Driver, error) {
 	if d.drift == nil {
 		d.drift = defaultDrift
 	}
-	d.fenceTTLMs = strconv.FormatInt(d.fenceTTL.Milliseconds(), 10)
 	d.restEpoch = d.now()
 	d.subs = d.newSubscriber()
 	d.Inspector = redisinspect.New(redisinspect.Config{
@@ -209,14 +204,9 @@ func (d *Driver) nodeTimeoutFor(ttl time.Duration) time.Duration {
 	return min(max(ttl/20, 5*time.Millisecond), 500*time.Millisecond)
 }
 
-// keyTTL is how long the Redis key lives past its last use: the fencing
-// counter's life, and never shorter than the lease.
-func (d *Driver) keyTTL(lease time.Duration) string {
-	if lease <= d.fenceTTL/2 { // no lease*2: it must not overflow
-		return d.fenceTTLMs
-	}
-	return strconv.FormatInt((lease * 2).Milliseconds(), 10)
-}
+// keyTTL is how long the Redis key lives past its last use (the fencing
+// counter's life, never shorter than the lease), in ms.
+func (d *Driver) keyTTL(lease time.Duration) string { return d.keyTTLs.For(lease) }
 
 // name is the Redis key of key, which arrives with the prefix on it
 // (checkKey).
