@@ -56,12 +56,16 @@ unit:
 
 # Side-by-side benchmarks (bench/ is its own module, so peers never enter
 # redfence's go.mod): BENCH_ROUNDS interleaved rounds of every benchmark, then
-# medians and per-round ratios. BENCH=regexp narrows it.
+# medians and per-round ratios; then the same for the etcd driver
+# (bench-etcd). BENCH=regexp narrows the Redis rounds, ETCD_BENCH the etcd
+# ones.
 BENCH ?= .
 BENCH_ROUNDS ?= 5
 BENCH_TIME ?= 1s
-.PHONY: bench
-bench:
+.PHONY: bench bench-redis
+bench: bench-redis bench-etcd
+
+bench-redis:
 	@rm -f bench/rounds.txt
 	@for i in $$(seq 1 $(BENCH_ROUNDS)); do \
 		echo "### round $$i" | tee -a bench/rounds.txt; \
