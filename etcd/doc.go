@@ -40,14 +40,11 @@
 //
 // # Server versions
 //
-// Tested against etcd v3.7.3 (embedded). Run servers of v3.5.14, v3.4.32 or
-// later (any v3.6 or v3.7): before v3.5.13 / v3.4.30 a leader stalled on a
-// slow disk could revoke every lease after it had lost the leadership (etcd
-// issue 15247, fixed by PR 16822), so holders lost their locks early; and
-// before v3.5.14 / v3.4.32 a lease's remaining time read during a leader
-// change could come back as about 292 years (PR 17704), which a waiter took
-// for the holder's time left and polled late (its watch still wakes it).
-// On every version a new leader restarts each lease's countdown from its
+// Tested against etcd v3.7.3 (embedded). Run servers of v3.5.13, v3.4.30 or
+// later (any v3.6 or v3.7): before those a leader stalled on a slow disk
+// could revoke every lease after it had lost the leadership (etcd issue
+// 15247, fixed by PR 16822), so holders lost their locks early. On every
+// version a new leader restarts each lease's countdown from its
 // full TTL (etcd issue 9395): a holder that stops renewing keeps its key
 // longer than its TTL, never shorter, so the Locker's local deadline stays
 // inside the lease.
