@@ -67,6 +67,20 @@ func NewWithBackend(b backend.Backend, opts ...Option) *Locker {
 	return l
 }
 
+// Backend returns the backend that holds the Locker's locks: the one given
+// to NewWithBackend, or the driver New or NewRedlock built (the Locker's:
+// its Close closes it). It is nil for a nil Locker and one built without a
+// backend. As database/sql's DB.Driver does, it lets adapters ask for
+// capabilities beyond locking (package runner: backend.SlotClaimer);
+// calling its lock methods directly bypasses the Locker's queue, leases and
+// renewal.
+func (l *Locker) Backend() backend.Backend {
+	if l == nil {
+		return nil
+	}
+	return l.drv.b
+}
+
 // name is key's name in the backend: the prefix on it.
 func (l *Locker) name(key string) string { return l.cfg.prefix + key }
 
