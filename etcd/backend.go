@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -22,9 +23,10 @@ type Client interface {
 
 // Backend holds redfence locks in etcd: one key per lock, with a lease of
 // its own, the key's create revision (+ WithTokenBase) as the fencing
-// token. It implements backend.Backend, backend.Watcher and
-// backend.Inspector; give it to mutex.NewWithBackend. It is safe for
-// concurrent use, by several Lockers too.
+// token. It implements backend.Backend, backend.Watcher,
+// backend.Inspector and backend.SlotClaimer (package runner's slot claims);
+// give it to mutex.NewWithBackend. It is safe for concurrent use, by several
+// Lockers too.
 //
 // The client is the caller's: the Backend never closes it. Close stops the
 // Backend's watches.
@@ -50,18 +52,22 @@ type Backend struct {
 	watches   sync.WaitGroup
 	revoking  int // revokes in flight
 	revokes   sync.WaitGroup
+	keep      map[time.Duration]lease // leases of slot claims and records, by their data's TTL (slots.go)
+
+	minLease atomic.Int64 // the server's least lease TTL, in seconds, once a grant showed it raised
 }
 
 var (
-	_ backend.Backend   = (*Backend)(nil)
-	_ backend.Watcher   = (*Backend)(nil)
-	_ backend.Inspector = (*Backend)(nil)
+	_ backend.Backend     = (*Backend)(nil)
+	_ backend.Watcher     = (*Backend)(nil)
+	_ backend.Inspector   = (*Backend)(nil)
+	_ backend.SlotClaimer = (*Backend)(nil)
 )
 
 // New returns a Backend over c. A nil c or a bad option makes every call
 // return an error wrapping ErrInvalid, without a request.
 func New(c Client, opts ...Option) *Backend {
-	b := &Backend{c: c, now: time.Now, pool: map[time.Duration][]lease{}}
+	b := &Backend{c: c, now: time.Now, pool: map[time.Duration][]lease{}, keep: map[time.Duration]lease{}}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&b.cfg)
@@ -85,7 +91,9 @@ func isNil(c Client) bool {
 // Close stops every watch of the Backend and waits for them; later calls
 // return ErrClosed. It revokes the leases it kept for later locks (no key is
 // on them) and waits for the revokes it started, a few seconds at most when
-// etcd does not answer. It does not close the client, nor release locks.
+// etcd does not answer. It does not close the client, nor release locks,
+// nor revoke the leases of slot claims and run records (slots.go), which
+// the other replicas rely on: they run out.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	b.closed = true

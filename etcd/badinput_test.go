@@ -52,7 +52,7 @@ func TestBadInput(t *testing.T) {
 func badCases(ok *etcdlock.Backend) []badCase {
 	ctx := context.Background()
 	l := backend.Lease{Key: "k", Owner: "o", Token: 5, TTL: time.Second}
-	return []badCase{
+	return append([]badCase{
 		{"nil client", etcdlock.ErrInvalid, func() error {
 			_, err := etcdlock.New(nil).Acquire(ctx, attempt("k", "o"))
 			return err
@@ -96,6 +96,30 @@ func badCases(ok *etcdlock.Backend) []badCase {
 			_, err := ok.ForceRelease(ctx, "k", backend.Force{Token: -1})
 			return err
 		}},
+	}, slotCases(ok)...)
+}
+
+// slotCases: the slot claims and records of package runner.
+func slotCases(ok *etcdlock.Backend) []badCase {
+	ctx := context.Background()
+	sc := backend.SlotClaim{Key: "k", Slot: 1, Claimer: "c", TTL: time.Minute}
+	claim := func(edit func(c *backend.SlotClaim)) func() error {
+		c := sc
+		edit(&c)
+		return func() error { _, err := ok.ClaimSlot(ctx, c); return err }
+	}
+	return []badCase{
+		{"claim empty key", etcdlock.ErrInvalid, claim(func(c *backend.SlotClaim) { c.Key = "" })},
+		{"claim NUL in key", etcdlock.ErrInvalid, claim(func(c *backend.SlotClaim) { c.Key = "a\x00b" })},
+		{"claim empty claimer", etcdlock.ErrInvalid, claim(func(c *backend.SlotClaim) { c.Claimer = "" })},
+		{"claim NUL in claimer", etcdlock.ErrInvalid, claim(func(c *backend.SlotClaim) { c.Claimer = "c\x00" })},
+		{"claim zero TTL", etcdlock.ErrInvalid, claim(func(c *backend.SlotClaim) { c.TTL = 0 })},
+		{"claim negative gap", etcdlock.ErrInvalid, claim(func(c *backend.SlotClaim) { c.Gap = -time.Second })},
+		{"put record empty key", etcdlock.ErrInvalid, func() error { return ok.PutRecord(ctx, "", nil, time.Minute) }},
+		{"put record NUL in key", etcdlock.ErrInvalid, func() error { return ok.PutRecord(ctx, "a\x00b", nil, time.Minute) }},
+		{"put record zero TTL", etcdlock.ErrInvalid, func() error { return ok.PutRecord(ctx, "k", nil, 0) }},
+		{"get record empty key", etcdlock.ErrInvalid, func() error { _, _, err := ok.GetRecord(ctx, ""); return err }},
+		{"get record NUL in key", etcdlock.ErrInvalid, func() error { _, _, err := ok.GetRecord(ctx, "a\x00b"); return err }},
 	}
 }
 

@@ -32,6 +32,26 @@
 //   - A forced release records who, when and why beside the key, where
 //     Inspect shows it; later tokens exceed the floor with no counter kept.
 //
+// # Slot claims for package runner
+//
+// The Backend is a backend.SlotClaimer, so that package runner runs jobs
+// over an etcd Locker with its claims and records in etcd. etcd has no clock
+// a client can read (a response carries a revision and a raft term, no
+// time), so the slot numbers come from each replica's clock, aligned with
+// the job's grid; what etcd adds is consensus. A claim is one transaction:
+// it writes slot N unless the stored slot is N or higher, so a slot is
+// claimed at most once cluster-wide, and never after a higher one, however
+// far apart the replicas' clocks are. The leader's clock counts only
+// leases: a claim with a gap of a second or more also puts a key on a lease
+// of that many whole seconds (rounded down, granted just before the claim;
+// left out when under the server's least lease TTL, which would lengthen
+// it), and the next claim needs that key gone. A new leader only lengthens
+// leases, so the gap never shortens. A claim whose reply was lost is found
+// by the same claimer's retry. Claims and records sit on leases of their
+// own that outlive Close (a removed job's keys run out), beside the key the
+// runner names, out of List. package runner says what this gives and what
+// it does not.
+//
 // What it assumes: a majority of the members up (without one no lock is
 // granted, renewed or released, and holders lose their locks when their
 // leases run out on the Locker's side); and, as with every lease, a holder
@@ -56,7 +76,8 @@
 //	empty key or owner, a NUL in either,        ErrInvalid; nothing sent
 //	  TTL not positive, token not above the
 //	  base, List limit not positive, a NUL in
-//	  a List prefix
+//	  a List prefix; a slot claim's empty
+//	  claimer or negative gap
 //	a List cursor not one List handed out       backend.ErrBadCursor
 //	the Backend was closed                      ErrClosed; nothing sent
 //	etcd did not answer (the outcome unknown)   the client's error, wrapped

@@ -37,3 +37,9 @@ func Compactions(b *Backend) int {
 	defer b.mu.Unlock()
 	return b.compacted
 }
+
+// ClaimKey, GapKey and RecordKey are where b keeps a slot claim, its gap
+// and a run record of key.
+func ClaimKey(key string) string  { return key + claimSuffix }
+func GapKey(key string) string    { return key + gateSuffix }
+func RecordKey(key string) string { return key + recordSuffix }

@@ -113,6 +113,9 @@ func (b *Backend) page(ctx context.Context, prefix, cursor string, limit int) ([
 	if prefix == "" {
 		end = "\x00" // every key
 	}
+	if from == "" {
+		from = "\x00" // etcd refuses an empty key; no key sorts before it
+	}
 	var kvs []*mvccpb.KeyValue
 	for {
 		r, err := b.c.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(int64(limit+1)))

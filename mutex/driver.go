@@ -52,9 +52,10 @@ func newDriver(b backend.Backend) driver {
 // The Locker does not close b: like a go-redis client given to New, b is
 // the caller's, and must stay usable until the Locker's Close and every
 // call of the Locker returned. Client returns the client b lends when it
-// implements ClientHolder, nil otherwise: then the adapters that keep data
-// next to their locks (httplock, runner) refuse such a Locker. A nil b
-// makes every call return an error wrapping ErrInvalid.
+// implements ClientHolder, nil otherwise: then httplock, which keeps its
+// responses in Redis, refuses such a Locker, and runner keeps its slot
+// claims in b if b is a backend.SlotClaimer (Backend), refusing the Locker
+// otherwise. A nil b makes every call return an error wrapping ErrInvalid.
 func NewWithBackend(b backend.Backend, opts ...Option) *Locker {
 	l := newLocker(opts)
 	if b == nil || isNilPointer(b) {
@@ -65,6 +66,20 @@ func NewWithBackend(b backend.Backend, opts ...Option) *Locker {
 	}
 	l.drv = newDriver(b)
 	return l
+}
+
+// Backend returns the backend that holds the Locker's locks: the one given
+// to NewWithBackend, or the driver New or NewRedlock built (the Locker's:
+// its Close closes it). It is nil for a nil Locker and one built without a
+// backend. As database/sql's DB.Driver does, it lets adapters ask for
+// capabilities beyond locking (package runner: backend.SlotClaimer);
+// calling its lock methods directly bypasses the Locker's queue, leases and
+// renewal.
+func (l *Locker) Backend() backend.Backend {
+	if l == nil {
+		return nil
+	}
+	return l.drv.b
 }
 
 // name is key's name in the backend: the prefix on it.

@@ -89,8 +89,9 @@ type ClientHolder interface {
 // Client returns the Redis client the Locker's backend lends adapters (see
 // ClientHolder): the one deployment of New, or what a NewWithBackend
 // backend's Client returned. It is nil for a nil Locker, for a Redlock
-// Locker and for a backend that is no ClientHolder; httplock and runner
-// refuse such a Locker when they are built.
+// Locker and for a backend that is no ClientHolder; httplock refuses such a
+// Locker when it is built, and so does runner unless the backend claims
+// slots itself (backend.SlotClaimer).
 func (l *Locker) Client() redis.UniversalClient {
 	if l == nil || l.drv.lend == nil {
 		return nil

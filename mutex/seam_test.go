@@ -398,6 +398,7 @@ func TestSeamPrefixAndClose(t *testing.T) {
 	assert.False(t, held, "Close released it")
 	assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrReleased)
 	assert.Nil(t, l.Client(), "no Redis client to lend adapters")
+	assert.Equal(t, backend.Backend(m), l.Backend(), "adapters reach the backend given, for its capabilities")
 }
 
 // A backend that fails is an outage, with its error; what the failed
@@ -437,9 +438,11 @@ func TestSeamNilBackend(t *testing.T) {
 			assert.ErrorIs(t, l.Err(), mutex.ErrInvalid)
 			_, err := l.TryLock(context.Background(), "k")
 			assert.ErrorIs(t, err, mutex.ErrInvalid)
+			assert.Nil(t, l.Backend())
 			assert.NoError(t, l.Close())
 		})
 	}
+	assert.Nil(t, (*mutex.Locker)(nil).Backend())
 	l := memLocker(t, newMemory())
 	_, err := l.TryLock(context.Background(), "k", mutex.WithReplicaAck(1, time.Second))
 	assert.ErrorIs(t, err, mutex.ErrInvalid)

@@ -22,6 +22,38 @@
 // replica miss its chance, never double it. This is what gocron's distributed
 // locker gets wrong (gocron #841): it locks on the replica's idea of the time.
 //
+// # On etcd
+//
+// A Locker that lends no Redis client but whose backend claims slots
+// (backend.SlotClaimer, reached through mutex.Locker.Backend; the etcd
+// module's etcdlock is one) keeps the claims and records in that backend; a
+// Locker that lends a Redis client always uses the script above. etcd has no
+// clock a client can read, so there the replica's own clock says which slot
+// it is and whether it is too late for it (past the grace it skips without
+// asking, and counts the slot as skipped late even if another replica ran
+// it). Uniqueness comes from consensus: each claim is one transaction that
+// takes slot N only if no slot N or higher was claimed, so a slot runs at
+// most once cluster-wide whatever the clocks say, and never after a higher
+// one. A claim whose reply was lost (a leader change) is found by this
+// Runner's retry within the slot's grace; otherwise an unknown outcome costs the
+// slot, never a second run.
+//
+// What etcd cannot give is Redis's common clock. A replica whose clock runs
+// ahead runs the slots it claims early, by its skew, and once it has claimed
+// a slot the others are refused every lower one until their clocks catch
+// up; one whose clock runs behind claims nothing the others passed. The one
+// time etcd counts is a lease's, on its leader's clock: a claim also closes
+// the job for the interval less the grace (half the interval, plus the
+// jitter), in whole seconds rounded down, so that two claims, and two runs,
+// are never closer than that, even when a replica's clock runs far ahead: it
+// loses its chances rather than running a slot right after another. A new
+// leader only lengthens leases, so the gap never shortens, and may make a
+// slot be skipped after an election. Gaps under a second, or under the
+// server's least lease TTL, are not kept. Claims are kept ten intervals and
+// a minute after the last one, as in Redis: a replica ahead of the others by
+// more than that, which then stops, leaves slots that they claim again when
+// their clocks reach them.
+//
 // # No overlap
 //
 // The claimer runs the slot holding the job's mutex.Lock, auto-renewed, so a
@@ -40,7 +72,7 @@
 // # Records
 //
 // The last run of each job (slot, replica, token, outcome, duration) is kept
-// in Redis: Last reads it. Panics in jobs are recovered and reported as
+// in Redis, or in the backend that claims the slots: Last reads it. Panics in jobs are recovered and reported as
 // *PanicError to WithErrorHook; the library does not log.
 //
 // # Telemetry
@@ -73,19 +105,19 @@
 //	redfence.runner.overlaps_prevented   counter    {slot}  redfence.job
 //	redfence.runner.lock_losses          counter    {run}   redfence.job
 //	redfence.runner.lag                  histogram  s       redfence.job; from the slot's start
-//	                                                          (server clock) to the run's start
+//	                                                          (on the clock that counts slots)
+//	                                                          to the run's start
 //
 // # Errors
 //
 // Bad input is reported while the runner is built, by Add (a broken Runner
-// also by Run and Last), and never reaches Redis:
+// also by Run and Last), and never reaches Redis or the backend:
 //
 //	situation                                              error
 //	nil locker, a Locker with a construction error,        ErrInvalid (from Add, Run, Last)
 //	  a bad Option, a nil or zero Runner
-//	a Locker that lends no Redis client: Redlock's, or     ErrNeedsRedis and ErrInvalid (from Add,
-//	  one over etcd (the slots are counted on the Redis      Run, Last)
-//	  server's clock)
+//	a Locker that lends no Redis client and whose          ErrNeedsRedis and ErrInvalid (from Add,
+//	  backend claims no slots: Redlock's                     Run, Last)
 //	empty job name or one over MaxNameLen (256) bytes,     ErrInvalid (from Add; names also from Last)
 //	  duplicate name, nil job
 //	interval outside [MinInterval, MaxInterval]            ErrInvalid (from Add)
@@ -97,8 +129,8 @@
 //	a run still going past the shutdown timeout            its ctx's cause is ErrShutdown
 //	a run whose lock was lost                              its ctx's cause is mutex.ErrLockLost
 //	a job that panicked                                    *PanicError, to WithErrorHook
-//	Redis failing while claiming, locking or recording     to WithErrorHook; the loop goes on. The
-//	                                                         error wraps the client's, and the cause
+//	Redis or the backend failing while claiming,           to WithErrorHook; the loop goes on. The
+//	  locking or recording                                   error wraps the client's, and the cause
 //	                                                         of the call's ctx ("no result from Redis
 //	                                                         within" the claim's bound, say)
 //

@@ -28,7 +28,8 @@ func callTimeout(every time.Duration) time.Duration {
 
 // clock tracks the offset between the replica's clock and the Redis server's,
 // measured at every claim, so that local timers fire at the server's slot
-// boundaries whatever the local clock says.
+// boundaries whatever the local clock says. Over a backend.SlotClaimer the
+// offset stays 0: the replica's clock counts the slots.
 type clock struct {
 	now    func() time.Time
 	offset time.Duration // server - local
@@ -97,13 +98,28 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// claim runs the claim script and updates the clock offset.
+// claimTTL is how long a job's last claim is kept: ten intervals and a
+// minute, then the job's key goes away (a removed job leaves nothing).
+func claimTTL(every time.Duration) time.Duration { return 10*every + time.Minute }
+
+// claim claims the current slot, if it is no later than grace into it:
+// status 1 claimed, 0 claimed already (by anyone), -1 too late (skipped).
+// Through the Redis client when the Locker lends one, otherwise through its
+// backend's SlotClaimer.
 func (r *Runner) claim(ctx context.Context, j *job, g grid, clk *clock, grace time.Duration) (status int, slot int64, err error) {
+	if r.slots != nil {
+		return r.claimSlot(ctx, j, g, clk, grace)
+	}
+	return r.claimRedis(ctx, j, g, clk, grace)
+}
+
+// claimRedis runs the claim script and updates the clock offset.
+func (r *Runner) claimRedis(ctx context.Context, j *job, g grid, clk *clock, grace time.Duration) (status int, slot int64, err error) {
 	bound := callTimeout(j.every)
 	cctx, cancel := context.WithTimeoutCause(ctx, bound, fmt.Errorf("runner: no result from Redis within %v", bound))
 	defer cancel()
 	sent := clk.now()
-	args := []any{j.every.Milliseconds(), grace.Milliseconds(), (10 * j.every).Milliseconds() + 60_000}
+	args := []any{j.every.Milliseconds(), grace.Milliseconds(), claimTTL(j.every).Milliseconds()}
 	if g.offset != 0 || g.loc != nil {
 		args = append(args, g.offset)
 	}
@@ -255,7 +271,7 @@ func (r *Runner) report(j *job, run Run, err error) {
 	}
 }
 
-// record keeps the run in Redis for Last.
+// record keeps the run for Last, in Redis or the backend.
 func (r *Runner) record(ctx context.Context, j *job, run Run, outcome string, runErr error, started time.Time) {
 	lr := LastRun{Slot: run.Slot, Replica: run.Replica, Token: run.Token, Attempts: run.Attempt,
 		Outcome: outcome, Started: started, Duration: time.Since(started)}
@@ -269,7 +285,11 @@ func (r *Runner) record(ctx context.Context, j *job, run Run, outcome string, ru
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout(j.every))
 	defer cancel()
 	ttl := max(24*time.Hour, 10*j.every)
-	err = r.bounded(rctx, func(ctx context.Context) error { return r.client.Set(ctx, r.key(j.name, "last"), b, ttl).Err() })
+	if r.slots != nil {
+		err = r.slots.PutRecord(rctx, r.key(j.name, "last"), b, ttl)
+	} else {
+		err = r.bounded(rctx, func(ctx context.Context) error { return r.client.Set(ctx, r.key(j.name, "last"), b, ttl).Err() })
+	}
 	if err != nil {
 		r.report(j, run, fmt.Errorf("runner: record last run of %q: %w", j.name, cause.Wrap(rctx, err)))
 	}

@@ -65,8 +65,8 @@ func WithReplicaID(id string) Option {
 	})
 }
 
-// WithPrefix sets the prefix of the runner's own Redis keys (slot claims and
-// last runs); job locks use the Locker's prefix. Default "redfence:runner:".
+// WithPrefix sets the prefix of the runner's own keys (slot claims and last
+// runs, in Redis or the backend); job locks use the Locker's prefix. Default "redfence:runner:".
 // As with mutex.WithPrefix, it must not contain '{' or '}', which would put
 // every job's keys in one Cluster hash slot.
 func WithPrefix(p string) Option {
@@ -78,10 +78,11 @@ func WithPrefix(p string) Option {
 	})
 }
 
-// WithClock replaces the replica's clock (time.Now); nil is an error. The
-// runner reads it only to turn the server's slot boundaries into local
-// timers; slots themselves come from the Redis server's clock. For tests of
-// clock skew.
+// WithClock replaces the replica's clock (time.Now); nil is an error. Over
+// Redis the runner reads it only to turn the server's slot boundaries into
+// local timers, and slots themselves come from the Redis server's clock;
+// over a backend that claims slots (etcd) it counts the slots too. For
+// tests of clock skew.
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(c *config) {
 		if now == nil {
@@ -92,8 +93,8 @@ func WithClock(now func() time.Time) Option {
 }
 
 // WithErrorHook is called, from the job's goroutine, for every run that ends
-// in an error (a panic included, as *PanicError) and for Redis errors while
-// claiming (with a zero Run). It must not block for long. Default, and for
+// in an error (a panic included, as *PanicError) and for errors of Redis or
+// the backend while claiming (with a zero Run). It must not block for long. Default, and for
 // nil: none.
 func WithErrorHook(fn func(name string, run Run, err error)) Option {
 	return optionFunc(func(c *config) { c.onError = fn })

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/redfence/redfence/internal/bounded"
 	"github.com/redfence/redfence/internal/cause"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend"
 )
 
 var (
@@ -27,12 +29,12 @@ var (
 	// the shutdown timeout passed with the job still running.
 	ErrShutdown = errors.New("runner: shut down")
 	// ErrNeedsRedis is matched, with ErrInvalid, by the errors of a Runner
-	// built over a Locker that lends no Redis client (Locker.Client is
-	// nil): Redlock's, or one over etcd or another backend of
-	// mutex.NewWithBackend that is no mutex.ClientHolder. The runner
-	// counts slots on the Redis server's clock and keeps its claims and
-	// records in that one deployment.
-	ErrNeedsRedis = fmt.Errorf("%w: the Locker lends no Redis client", ErrInvalid)
+	// built over a Locker with nowhere to keep its slot claims: one that
+	// lends no Redis client (Locker.Client is nil) and whose backend
+	// claims no slots (it is no backend.SlotClaimer). Redlock's is one:
+	// its masters hold no single copy of the claims. etcd's claims slots.
+	// (The name dates from when Redis was the claims' only home.)
+	ErrNeedsRedis = fmt.Errorf("%w: the Locker lends no Redis client and its backend claims no slots", ErrInvalid)
 )
 
 // PanicError is the error a run that panicked ends with.
@@ -44,13 +46,13 @@ func (e *PanicError) Error() string { return fmt.Sprintf("runner: job panicked: 
 
 // Limits on what Add accepts.
 const (
-	// MinInterval is the shortest interval: below it, one Redis round trip
+	// MinInterval is the shortest interval: below it, one round trip
 	// per replica per tick stops being small next to the interval.
 	MinInterval = 10 * time.Millisecond
 	// MaxInterval is the longest interval: the claim and record lifetimes
 	// derived from it (ten intervals) stay far from overflowing a Duration.
 	MaxInterval = 365 * 24 * time.Hour
-	// MaxNameLen is the longest job name, in bytes: every Redis key derived
+	// MaxNameLen is the longest job name, in bytes: every key derived
 	// from a name (its lock, its slot claim, its last run) stays well under
 	// the key limits of mutex.
 	MaxNameLen = 256
@@ -58,11 +60,14 @@ const (
 
 // Run describes one run of a job, passed to the job.
 type Run struct {
-	Name    string
-	Slot    time.Time // the slot's start, on the Redis server's clock
-	Token   int64     // fencing token of the job's lock for this run: pass it to fenced
-	Attempt int       // 1, or more with WithRetries
-	Replica string    // this replica's id
+	Name string
+	// Slot is the slot's start, on the clock that counts the slots: the
+	// Redis server's, or this replica's over a backend that claims slots
+	// (etcd; see the package doc).
+	Slot    time.Time
+	Token   int64  // fencing token of the job's lock for this run: pass it to fenced
+	Attempt int    // 1, or more with WithRetries
+	Replica string // this replica's id
 }
 
 // Job is the work run at each slot. ctx ends when the run's timeout passes,
@@ -74,10 +79,15 @@ type Job func(ctx context.Context, run Run) error
 // exactly one replica. It is safe for concurrent use.
 type Runner struct {
 	locker *mutex.Locker
-	client redis.UniversalClient
-	cfg    config
-	err    error
-	tel    *telemetry
+	client redis.UniversalClient // claims by script, on the Redis server's clock
+	// slots, when client is nil: claims and records through the Locker's
+	// backend, slots on this replica's clock; claimer names this Runner's
+	// claims there.
+	slots   backend.SlotClaimer
+	claimer string
+	cfg     config
+	err     error
+	tel     *telemetry
 
 	ctxAware bool           // the client applies ctx deadlines to its sockets
 	calls    sync.WaitGroup // bounded calls still out to a hung Redis (bounded)
@@ -103,11 +113,12 @@ func (j *job) grid() grid {
 }
 
 // New returns a Runner whose jobs lock through locker and keep their slot
-// claims and last runs in the locker's Redis. A nil or broken locker or a
-// bad option is reported by Add, Run and Last, wrapping ErrInvalid, and so
-// is a Locker that lends no Redis client (ErrNeedsRedis too): Redlock's,
-// whose masters hold no single copy of the claims, or one over etcd. New
-// itself does no I/O and never fails.
+// claims and last runs in the locker's Redis (Locker.Client), or, for a
+// Locker without one, in its backend when that is a backend.SlotClaimer
+// (etcd's: see the package doc). A nil or broken locker or a bad option is
+// reported by Add, Run and Last, wrapping ErrInvalid, and so is a Locker
+// with neither (ErrNeedsRedis too): Redlock's, whose masters hold no single
+// copy of the claims. New itself does no I/O and never fails.
 func New(locker *mutex.Locker, opts ...Option) *Runner {
 	r := &Runner{locker: locker, cfg: newConfig(opts)}
 	switch {
@@ -117,13 +128,18 @@ func New(locker *mutex.Locker, opts ...Option) *Runner {
 		r.err = fmt.Errorf("%w: %w", ErrInvalid, locker.Err())
 	case len(r.cfg.errs) > 0:
 		r.err = fmt.Errorf("%w: %w", ErrInvalid, errors.Join(r.cfg.errs...))
-	case locker.Client() == nil:
-		// Slot claims live in one Redis, on its clock; on a Redlock Locker
-		// they would rest on one of its masters, silently.
-		r.err = fmt.Errorf("%w (Redlock, etcd, or another backend that is no mutex.ClientHolder): the runner counts slots on the Redis server's clock and keeps its claims in that deployment; give it a Locker from mutex.New", ErrNeedsRedis)
-	default:
+	case locker.Client() != nil:
 		r.client = locker.Client()
 		r.ctxAware = bounded.Aware(r.client)
+	default:
+		// The backend must keep the claims itself. Redlock's cannot: they
+		// would rest on one of its masters, silently.
+		sc, ok := locker.Backend().(backend.SlotClaimer)
+		if !ok {
+			r.err = fmt.Errorf("%w (Redlock, or another backend that is neither a mutex.ClientHolder nor a backend.SlotClaimer): give it a Locker from mutex.New, or one over etcd", ErrNeedsRedis)
+			break
+		}
+		r.slots, r.claimer = sc, rand.Text()
 	}
 	r.tel = newTelemetry(r.cfg.tp, r.cfg.mp)
 	return r
@@ -229,7 +245,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 }
 
-// LastRun is the record of a job's most recent run, kept in Redis.
+// LastRun is the record of a job's most recent run, kept beside the slot
+// claims (in Redis, or the backend's).
 type LastRun struct {
 	Slot     time.Time     `json:"slot"`
 	Replica  string        `json:"replica"`
@@ -256,12 +273,9 @@ func (r *Runner) Last(ctx context.Context, name string) (LastRun, error) {
 	case len(name) > MaxNameLen:
 		return LastRun{}, fmt.Errorf("%w: job name of %d bytes exceeds %d", ErrInvalid, len(name), MaxNameLen)
 	}
-	b, err := r.client.Get(ctx, r.key(name, "last")).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return LastRun{}, ErrNoRun
-	}
+	b, err := r.lastRecord(ctx, name)
 	if err != nil {
-		return LastRun{}, fmt.Errorf("runner: last run of %q: %w", name, cause.Wrap(ctx, err))
+		return LastRun{}, err
 	}
 	var lr LastRun
 	if err := json.Unmarshal(b, &lr); err != nil {
@@ -270,15 +284,34 @@ func (r *Runner) Last(ctx context.Context, name string) (LastRun, error) {
 	return lr, nil
 }
 
+// lastRecord reads name's record of its last run, or ErrNoRun.
+func (r *Runner) lastRecord(ctx context.Context, name string) ([]byte, error) {
+	var b []byte
+	var err error
+	found := true
+	if r.slots != nil {
+		b, found, err = r.slots.GetRecord(ctx, r.key(name, "last"))
+	} else if b, err = r.client.Get(ctx, r.key(name, "last")).Bytes(); errors.Is(err, redis.Nil) {
+		found, err = false, nil
+	}
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("runner: last run of %q: %w", name, cause.Wrap(ctx, err))
+	case !found:
+		return nil, ErrNoRun
+	}
+	return b, nil
+}
+
 // check returns the error every call of r returns: r is nil, was not made
-// by New (a zero Runner has no Redis to talk to), or was built badly.
+// by New (a zero Runner has nowhere to claim slots), or was built badly.
 func (r *Runner) check() error {
 	switch {
 	case r == nil:
 		return fmt.Errorf("%w: nil Runner", ErrInvalid)
 	case r.err != nil:
 		return r.err
-	case r.client == nil:
+	case r.client == nil && r.slots == nil:
 		return fmt.Errorf("%w: Runner not made by New", ErrInvalid)
 	}
 	return nil

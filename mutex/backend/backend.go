@@ -5,7 +5,8 @@
 // renewal, the loss signal and telemetry); a Backend keeps the locks
 // themselves. Capabilities beyond Backend are optional interfaces (Watcher,
 // HandOffer, Queuer, ReplicaAcker, BulkReleaser, Inspector), which the
-// Locker detects once, when it is built, and does without when absent.
+// Locker detects once, when it is built, and does without when absent;
+// and SlotClaimer, which package runner asks for, not the Locker.
 //
 // The drivers in this repository: backend/redisdriver (one Redis
 // deployment, what mutex.New builds), backend/redlockdriver (Redlock over
