@@ -47,7 +47,7 @@ func (w *World) client(ctx context.Context, id int, l *mutex.Locker) {
 			w.history = append(w.history, porcupine.Operation{ClientId: id, Call: call, Return: ret, Output: rmw{read}})
 			w.mu.Unlock()
 		}
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Release)
 		_ = lk.Unlock(uctx) // ErrNotHeld after a loss is expected here
 		cancel()
 	}

@@ -36,6 +36,9 @@ type Config struct {
 	// holds the lock: longer than the store keeps the lock without renewal.
 	// Default 2×TTL.
 	Stall time.Duration
+	// Release bounds each Unlock; default 1 s. A release that fails leaves
+	// the key to its lease (after the Locker's one retry in the background).
+	Release time.Duration
 }
 
 // World is one chaos run: the clients' Lockers and the setup's faults (set
@@ -77,6 +80,9 @@ func New(t *testing.T, reg Register, cfg Config) *World {
 	}
 	if cfg.Stall <= 0 {
 		cfg.Stall = 2 * cfg.TTL
+	}
+	if cfg.Release <= 0 {
+		cfg.Release = time.Second
 	}
 	return &World{t: t, reg: reg, cfg: cfg, start: time.Now(),
 		stalls: make([]atomic.Bool, Clients), counts: map[string]int{}}
