@@ -98,8 +98,14 @@ demo:
 	$(GO) run ./examples/stampede
 
 # The reliability suite for CHAOS_DURATION per setup (single node, Redlock,
-# Sentinel); make test runs a bounded version.
+# Sentinel, the other stores; then etcd, in its module); make test runs a
+# bounded version. Both runs go on when one fails; the target fails if either
+# did (pipefail: the filter alone would always succeed).
 CHAOS_DURATION ?= 4m
+CHAOS_FILTER = grep -E '^(=== RUN|--- |ok|FAIL|PASS)|^\s+\S+\.go:[0-9]+: |Error'
 .PHONY: chaos
 chaos:
-	$(GO) test -race -count=1 -timeout 60m -v -run Chaos ./chaos -chaos.duration=$(CHAOS_DURATION) 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|chaos_test.go|Error'
+	@set -o pipefail; status=0; \
+	$(GO) test -race -count=1 -timeout 60m -v -run Chaos ./chaos -chaos.duration=$(CHAOS_DURATION) 2>&1 | $(CHAOS_FILTER) || status=1; \
+	(cd etcd && $(GO) test -race -count=1 -timeout 60m -v -run Chaos ./internal/chaos -chaos.duration=$(CHAOS_DURATION)) 2>&1 | $(CHAOS_FILTER) || status=1; \
+	exit $$status

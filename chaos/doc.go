@@ -16,6 +16,11 @@
 // stores fenced supports: MySQL/MariaDB and SQLite (sqlfence) and Redis
 // (redisfence).
 //
+// The harness (the client loop, the fault loop, the PostgreSQL register, the
+// checks and the failure artefacts) is internal/chaoskit, which the etcd
+// module's suite (etcd/internal/chaos) shares; this package holds the Redis
+// setups.
+//
 // `make test` runs a bounded version; `make chaos` runs it for
 // CHAOS_DURATION per setup (go test ./chaos -chaos.duration=10m).
 package chaos

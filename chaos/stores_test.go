@@ -15,6 +15,7 @@ import (
 
 	"github.com/redfence/redfence/fenced/redisfence"
 	"github.com/redfence/redfence/fenced/sqlfence"
+	"github.com/redfence/redfence/internal/chaoskit"
 	"github.com/redfence/redfence/internal/testutil"
 )
 
@@ -26,10 +27,12 @@ import (
 func TestChaosStores(t *testing.T) {
 	for _, store := range []struct {
 		name string
-		reg  func(t *testing.T) register
+		reg  func(t *testing.T) chaoskit.Register
 	}{
-		{"mysql", func(t *testing.T) register { return newSQLRegister(t, testutil.MySQL(t), sqlfence.MySQL, "mysql") }},
-		{"sqlite", func(t *testing.T) register {
+		{"mysql", func(t *testing.T) chaoskit.Register {
+			return newSQLRegister(t, testutil.MySQL(t), sqlfence.MySQL, "mysql")
+		}},
+		{"sqlite", func(t *testing.T) chaoskit.Register {
 			db, err := sql.Open("sqlite", testutil.SQLiteDSN(t))
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = db.Close() })
@@ -40,8 +43,8 @@ func TestChaosStores(t *testing.T) {
 		t.Run(store.name, func(t *testing.T) {
 			w := newWorldOn(t, store.reg(t))
 			singleNode(t, w)
-			w.run(runFor(8 * time.Second))
-			w.check("store-" + store.name)
+			w.Run(8 * time.Second)
+			w.Check("store-" + store.name)
 		})
 	}
 }
@@ -79,7 +82,7 @@ func newSQLRegister(t *testing.T, db *sql.DB, d sqlfence.Dialect, name string) *
 	return &sqlRegister{db: db, guard: g, table: table, dialect: d}
 }
 
-func (r *sqlRegister) rmw(ctx context.Context, token int64) (read int64, err error) {
+func (r *sqlRegister) RMW(ctx context.Context, token int64) (read int64, err error) {
 	forUpdate := " FOR UPDATE"
 	if r.dialect == sqlfence.SQLite {
 		forUpdate = "" // the fence's write lock already covers the database
@@ -97,7 +100,7 @@ func (r *sqlRegister) rmw(ctx context.Context, token int64) (read int64, err err
 	return read, err
 }
 
-func (r *sqlRegister) accepted(ctx context.Context) ([]int64, error) {
+func (r *sqlRegister) Accepted(ctx context.Context) ([]int64, error) {
 	rows, err := r.db.QueryContext(ctx, `SELECT token FROM `+r.table+`_accepted ORDER BY seq`)
 	if err != nil {
 		return nil, err
@@ -114,7 +117,7 @@ func (r *sqlRegister) accepted(ctx context.Context) ([]int64, error) {
 	return out, rows.Err()
 }
 
-func (r *sqlRegister) value(ctx context.Context) (v int64, err error) {
+func (r *sqlRegister) Value(ctx context.Context) (v int64, err error) {
 	err = r.db.QueryRowContext(ctx, `SELECT v FROM `+r.table+` WHERE id = 1`).Scan(&v)
 	return v, err
 }
@@ -127,13 +130,13 @@ type redisRegister struct {
 	v, ok string
 }
 
-func newRedisRegister(t *testing.T) register {
+func newRedisRegister(t *testing.T) chaoskit.Register {
 	c, _ := testutil.Redis(t)
 	tag := redisfence.Tag("register")
 	return &redisRegister{c: c, fence: redisfence.New(c), v: "register:" + tag, ok: "accepted:" + tag}
 }
 
-func (r *redisRegister) rmw(ctx context.Context, token int64) (read int64, err error) {
+func (r *redisRegister) RMW(ctx context.Context, token int64) (read int64, err error) {
 	err = r.fence.Do(ctx, "register", token, []string{r.v}, func(ctx context.Context, tx *redis.Tx, pipe redis.Pipeliner) error {
 		read = 0
 		v, err := tx.Get(ctx, r.v).Int64()
@@ -148,7 +151,7 @@ func (r *redisRegister) rmw(ctx context.Context, token int64) (read int64, err e
 	return read, err
 }
 
-func (r *redisRegister) accepted(ctx context.Context) ([]int64, error) {
+func (r *redisRegister) Accepted(ctx context.Context) ([]int64, error) {
 	vals, err := r.c.LRange(ctx, r.ok, 0, -1).Result()
 	if err != nil {
 		return nil, err
@@ -162,7 +165,7 @@ func (r *redisRegister) accepted(ctx context.Context) ([]int64, error) {
 	return out, nil
 }
 
-func (r *redisRegister) value(ctx context.Context) (int64, error) {
+func (r *redisRegister) Value(ctx context.Context) (int64, error) {
 	v, err := r.c.Get(ctx, r.v).Int64()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil

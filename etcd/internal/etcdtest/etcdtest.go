@@ -1,7 +1,7 @@
 // Package etcdtest starts embedded etcd clusters (go.etcd.io/etcd/server/v3/embed)
 // on free loopback ports in a test's temporary directory, for the tests and
 // examples of package etcdlock: one member, or three, whose leader and
-// members a test can find, kill and restart, and clients that reach them
+// members a test can find, kill, pause and restart, and clients that reach them
 // directly or through a proxy that can stall. Nothing has to be installed.
 package etcdtest
 

@@ -1,7 +1,6 @@
 package etcdtest
 
 import (
-	"io"
 	"net"
 	"sync"
 	"time"
@@ -10,7 +9,9 @@ import (
 // gate is a member's client address: a loopback TCP forwarder to the
 // member's own client listener that can go down (listener and every
 // connection closed, so that clients see refused dials and reset streams, as
-// when a process dies) and come up again on the same address.
+// when a process dies) and come up again on the same address, and that can
+// hold its traffic (connections accepted, bytes read but not forwarded until
+// it lets go, as when a process is stopped).
 //
 // Why not the member's own port: embed.Etcd.Close drains the gRPC server
 // gracefully, waiting up to its request timeout (over 5 s) for the clients'
@@ -21,7 +22,9 @@ type gate struct {
 	target string // the member's client listener
 
 	mu    sync.Mutex
+	cond  *sync.Cond   // signalled when held flips or ln changes
 	ln    net.Listener // nil while down
+	held  bool         // hold: forward nothing
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup // accept loop and forwarders
 }
@@ -33,6 +36,7 @@ func newGate(target string) (*gate, error) {
 		return nil, err
 	}
 	g := &gate{addr: ln.Addr().String(), conns: map[net.Conn]struct{}{}}
+	g.cond = sync.NewCond(&g.mu)
 	g.open(ln, target)
 	return g, nil
 }
@@ -55,8 +59,8 @@ func (g *gate) open(ln net.Listener, target string) {
 	go g.accept(ln)
 }
 
-// down closes the listener and every connection, and waits for the gate's
-// goroutines. It is safe to call while down.
+// down closes the listener and every connection, ends a hold, and waits for
+// the gate's goroutines. It is safe to call while down.
 func (g *gate) down() {
 	g.mu.Lock()
 	if g.ln != nil {
@@ -66,8 +70,30 @@ func (g *gate) down() {
 	for c := range g.conns {
 		_ = c.Close()
 	}
+	g.held = false
+	g.cond.Broadcast()
 	g.mu.Unlock()
 	g.wg.Wait()
+}
+
+// hold stops forwarding (on) or forwards again what it held and what comes
+// (off). Connections stay open and new ones are accepted meanwhile.
+func (g *gate) hold(on bool) {
+	g.mu.Lock()
+	g.held = on
+	g.cond.Broadcast()
+	g.mu.Unlock()
+}
+
+// pass waits while the gate holds and reports whether a connection that ln
+// accepted may still forward: false once the gate went down since.
+func (g *gate) pass(ln net.Listener) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for g.held && g.ln == ln {
+		g.cond.Wait()
+	}
+	return g.ln == ln
 }
 
 func (g *gate) accept(ln net.Listener) {
@@ -120,11 +146,31 @@ func (g *gate) serve(ln net.Listener, down net.Conn) {
 	}
 	defer g.untrack(up)
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(up, down); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(down, up); done <- struct{}{} }()
+	go func() { g.pump(ln, up, down); done <- struct{}{} }()
+	go func() { g.pump(ln, down, up); done <- struct{}{} }()
 	<-done
 	// One direction ended: end the other.
 	_ = up.Close()
 	_ = down.Close()
 	<-done
+}
+
+// pump copies src to dst, holding each chunk while the gate holds, until
+// either side fails or the gate goes down.
+func (g *gate) pump(ln net.Listener, dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if !g.pass(ln) {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }

@@ -14,11 +14,18 @@ const leaderPoll = 5 * time.Millisecond
 // readyWithin.
 func (c *Cluster) Leader(t testing.TB) *Member {
 	t.Helper()
-	m, err := c.leader(time.Now().Add(readyWithin))
+	m, err := c.WaitLeader()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// WaitLeader is Leader for a goroutine other than the test's, which must
+// not call t.Fatal: it returns an error when no leader is agreed on within
+// readyWithin.
+func (c *Cluster) WaitLeader() (*Member, error) {
+	return c.leader(time.Now().Add(readyWithin))
 }
 
 // Follower returns a running member that is not the leader.

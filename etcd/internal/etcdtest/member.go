@@ -156,6 +156,35 @@ func (m *Member) Kill() {
 	e.Close()
 }
 
+// Pause stops the member as SIGSTOP stops a process, which a member
+// embedded in the test's process cannot be: its gates hold their bytes (its
+// clients' connections and its peers' connections to it accept and read but
+// forward nothing), and its raft transport drops what it would send and
+// what arrives on the streams it opened (etcd's test hook
+// EtcdServer.PauseSending). Unlike a stopped process its timers still run: a
+// paused leader steps down once it hears no quorum (CheckQuorum), but
+// nothing it does reaches anyone. Resume ends the pause, and so does Kill;
+// pausing a killed member does nothing.
+func (m *Member) Pause() {
+	e := m.etcd()
+	if e == nil {
+		return
+	}
+	m.gate.hold(true)
+	m.peerGate.hold(true)
+	e.Server.PauseSending()
+}
+
+// Resume ends a pause: the member sends again and its gates forward what
+// they held, then what comes.
+func (m *Member) Resume() {
+	if e := m.etcd(); e != nil {
+		e.Server.ResumeSending()
+	}
+	m.peerGate.hold(false)
+	m.gate.hold(false)
+}
+
 // Restart runs m, a killed member of c, again on its data directory and
 // ports, and returns once it rejoined the cluster (which needs a majority
 // running) and they agree on a leader. Its client URL is the one it had.

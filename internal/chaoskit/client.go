@@ -1,0 +1,54 @@
+package chaoskit
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/redfence/redfence/fenced"
+	"github.com/redfence/redfence/mutex"
+)
+
+// client is one worker: lock, maybe stall (a GC pause past the lease), a
+// fenced read-modify-write, unlock.
+func (w *World) client(ctx context.Context, id int, l *mutex.Locker) {
+	for ctx.Err() == nil {
+		// A real pause stops the whole process, renewal included; here only
+		// this goroutine sleeps, so a stalling turn runs without renewal.
+		stall := w.stalls[id].Swap(false)
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		lk, err := l.Lock(lctx, "register", mutex.WithTTL(w.cfg.TTL), mutex.WithAutoRenew(!stall))
+		cancel()
+		if err != nil {
+			w.lockErrs.Add(1)
+			continue
+		}
+		if w.holders.Add(1) > 1 {
+			w.overlaps.Add(1)
+		}
+		if stall {
+			// The pause ignores lk.Context(), as a stopped process would.
+			w.stalled.Add(1)
+			time.Sleep(w.cfg.Stall)
+		}
+		call := time.Since(w.start).Nanoseconds()
+		read, err := w.reg.RMW(context.WithoutCancel(ctx), lk.Token())
+		ret := time.Since(w.start).Nanoseconds()
+		w.holders.Add(-1)
+		switch {
+		case errors.Is(err, fenced.ErrStaleToken):
+			w.stale.Add(1) // rejected before fn: no effect on the register
+		case err != nil:
+			w.t.Errorf("client %d: fenced write: %v", id, err)
+		default:
+			w.mu.Lock()
+			w.history = append(w.history, porcupine.Operation{ClientId: id, Call: call, Return: ret, Output: rmw{read}})
+			w.mu.Unlock()
+		}
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Release)
+		_ = lk.Unlock(uctx) // ErrNotHeld after a loss is expected here
+		cancel()
+	}
+}

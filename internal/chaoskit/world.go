@@ -1,0 +1,143 @@
+// Package chaoskit is the harness of redfence's reliability suites (the
+// chaos package, and the etcd module's internal/chaos): Clients clients,
+// each with its own Locker, repeatedly lock, do a fenced read-modify-write
+// of a register, and unlock, while a fault loop injects the setup's faults
+// at random; Check then judges what happened. A setup brings the Lockers,
+// the faults and the register; the loop, the checks and the failure
+// artefacts are the same for every setup.
+package chaoskit
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/redfence/redfence/mutex"
+)
+
+// Clients is how many clients a run has: each setup gives the World one
+// Locker per client.
+const Clients = 4
+
+// Config is what differs between setups and runs.
+type Config struct {
+	// Long is the suite's -chaos.duration: how long each setup runs under
+	// faults, and what makes a run long (Check then also asserts that the
+	// stalls showed); 0 is make test's bounded run.
+	Long time.Duration
+	// TTL is the lease every Lock asks for; default 300 ms.
+	TTL time.Duration
+	// Stall is how long a stalling client sleeps while it believes it
+	// holds the lock: longer than the store keeps the lock without renewal.
+	// Default 2×TTL.
+	Stall time.Duration
+	// Release bounds each Unlock; default 1 s. A release that fails leaves
+	// the key to its lease (after the Locker's one retry in the background).
+	Release time.Duration
+}
+
+// World is one chaos run: the clients' Lockers and the setup's faults (set
+// them before Run), the register, and what was observed.
+type World struct {
+	Lockers []*mutex.Locker // one per client, Clients of them
+	Faults  []Fault
+
+	t   *testing.T
+	reg Register
+	cfg Config
+
+	mu      sync.Mutex // guards history and counts
+	history []porcupine.Operation
+	counts  map[string]int // faults injected, by name
+	start   time.Time
+
+	holders  atomic.Int32  // clients that believe they hold the lock now
+	overlaps atomic.Int64  // acquisitions made while another client still believed it held the lock
+	stalled  atomic.Int64  // critical sections that stalled past the lease
+	stale    atomic.Int64  // writes the fence rejected
+	lockErrs atomic.Int64  // Lock calls that timed out or failed
+	stalls   []atomic.Bool // per client: stall in the next critical section
+}
+
+// Fault is one kind of fault a setup injects: Apply injects it and returns
+// what heals it (a no-op for faults that heal themselves). Apply and heal run
+// on the fault loop's goroutine, one fault at a time: report failures with
+// t.Errorf, never t.Fatal.
+type Fault struct {
+	Name  string
+	Apply func(rng *rand.Rand) (heal func())
+}
+
+// New is a run over reg.
+func New(t *testing.T, reg Register, cfg Config) *World {
+	if cfg.TTL <= 0 {
+		cfg.TTL = 300 * time.Millisecond
+	}
+	if cfg.Stall <= 0 {
+		cfg.Stall = 2 * cfg.TTL
+	}
+	if cfg.Release <= 0 {
+		cfg.Release = time.Second
+	}
+	return &World{t: t, reg: reg, cfg: cfg, start: time.Now(),
+		stalls: make([]atomic.Bool, Clients), counts: map[string]int{}}
+}
+
+// StallFault makes a random client stall in its next critical section for
+// Config.Stall, without renewal, as a process paused by a long GC or a
+// stopped VM would.
+func (w *World) StallFault() Fault {
+	return Fault{"client stall past the lease", func(rng *rand.Rand) func() {
+		w.stalls[rng.IntN(Clients)].Store(true)
+		return func() {}
+	}}
+}
+
+// Run runs the clients and the fault loop for Config.Long, or for bounded
+// when Long is 0, and returns once every client and the last fault's heal
+// are done.
+func (w *World) Run(bounded time.Duration) {
+	d := bounded
+	if w.cfg.Long > 0 {
+		d = w.cfg.Long
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, l := range w.Lockers {
+		wg.Go(func() { w.client(ctx, i, l) })
+	}
+	wg.Go(func() { w.inject(ctx, uint64(time.Now().UnixNano())) })
+	wg.Wait()
+}
+
+// inject applies a random fault every 200-600 ms, heals it after 100-900 ms.
+func (w *World) inject(ctx context.Context, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	for {
+		t := time.NewTimer(time.Duration(200+rng.IntN(400)) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		f := w.Faults[rng.IntN(len(w.Faults))]
+		heal := f.Apply(rng)
+		w.mu.Lock()
+		w.counts[f.Name]++
+		w.mu.Unlock()
+		t = time.NewTimer(time.Duration(100+rng.IntN(800)) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		heal()
+	}
+}
