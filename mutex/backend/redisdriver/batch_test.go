@@ -170,8 +170,8 @@ func TestAcquireAllBadInput(t *testing.T) {
 	cl := testutil.RedisCluster(t, 3)
 	d := newDriver(t, cl.Client)
 	ks := sameSlot(t, "bad", 2)
-	other := key(t, "other")
-	for other = key(t, "x"); clusterslot.Of(redisKey(other)) == clusterslot.Of(redisKey(ks[0])); other += "x" {
+	other := key(t, "x")
+	for ; clusterslot.Of(redisKey(other)) == clusterslot.Of(redisKey(ks[0])); other += "x" {
 	}
 	mixed := attempts(ks, "a", false)
 	mixed[1].Owner = "b"
