@@ -19,39 +19,43 @@ import (
 	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
-// multiSetup is a deployment LockAll runs on: Lockers over it, and the
-// servers whose raw keys say whether a key is held anywhere.
+// multiSetup is a deployment LockAll runs on: its servers, whose raw keys
+// say whether a key is held anywhere, and Lockers over them.
 type multiSetup struct {
 	name    string
-	lockers func(t *testing.T, n int) ([]*mutex.Locker, []redis.UniversalClient)
+	servers func(t *testing.T) []redis.UniversalClient
+	redlock bool
 }
 
 var multiSetups = []multiSetup{
-	{"standalone", func(t *testing.T, n int) ([]*mutex.Locker, []redis.UniversalClient) {
+	{name: "standalone", servers: func(t *testing.T) []redis.UniversalClient {
 		c, _ := testutil.Redis(t)
-		return lockersOn(t, n, func() *mutex.Locker { return mutex.New(c) }), []redis.UniversalClient{c}
+		return []redis.UniversalClient{c}
 	}},
-	{"cluster", func(t *testing.T, n int) ([]*mutex.Locker, []redis.UniversalClient) {
-		c := testutil.RedisCluster(t, 3).Client
-		return lockersOn(t, n, func() *mutex.Locker { return mutex.New(c) }), []redis.UniversalClient{c}
+	{name: "cluster", servers: func(t *testing.T) []redis.UniversalClient {
+		return []redis.UniversalClient{testutil.RedisCluster(t, 3).Client}
 	}},
-	{"redlock", func(t *testing.T, n int) ([]*mutex.Locker, []redis.UniversalClient) {
+	{name: "redlock", redlock: true, servers: func(t *testing.T) []redis.UniversalClient {
 		clients, _ := redlockNodes(t, 3)
-		return lockersOn(t, n, func() *mutex.Locker {
-			l, err := mutex.NewRedlock(clients)
-			require.NoError(t, err)
-			return l
-		}), clients
+		return clients
 	}},
 }
 
-func lockersOn(t *testing.T, n int, build func() *mutex.Locker) []*mutex.Locker {
+func (s multiSetup) locker(t *testing.T, servers []redis.UniversalClient, opts ...mutex.Option) *mutex.Locker {
+	if s.redlock {
+		return newRedlock(t, servers, opts...)
+	}
+	return newLocker(t, servers[0], opts...)
+}
+
+// lockers starts the deployment and n Lockers over it.
+func (s multiSetup) lockers(t *testing.T, n int) ([]*mutex.Locker, []redis.UniversalClient) {
+	servers := s.servers(t)
 	ls := make([]*mutex.Locker, n)
 	for i := range ls {
-		ls[i] = build()
-		t.Cleanup(func() { assert.NoError(t, ls[i].Close()) })
+		ls[i] = s.locker(t, servers)
 	}
-	return ls
+	return ls, servers
 }
 
 // heldOn lists the keys of l that a majority of servers hold (raw values
