@@ -58,6 +58,12 @@ func newLocks(caller context.Context, l *Locker, locks []*Lock) *Locks {
 	for i, lk := range locks {
 		ls.stops[i] = context.AfterFunc(lk.ctx, func() { ls.cancel(keyCause(lk)) })
 	}
+	for _, lk := range locks {
+		if lk.ctx.Err() != nil { // lost while the call waited for later keys: ended at once
+			ls.cancel(keyCause(lk))
+			break
+		}
+	}
 	return ls
 }
 

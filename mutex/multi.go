@@ -16,14 +16,15 @@ import (
 // with Lock's acquisition (takeGroup); on failure, what it took is given
 // back before it returns (fail).
 type multi struct {
-	l      *Locker
-	caller context.Context // the locks' contexts carry its values
-	ctx    context.Context // caller's, with the call's span
-	span   trace.Span
-	start  time.Time
-	wait   bool // LockAll, not TryLockAll
-	lc     lockConfig
-	locks  []*Lock // taken so far, in order
+	l         *Locker
+	caller    context.Context // the locks' contexts carry its values
+	ctx       context.Context // caller's, with the call's span
+	span      trace.Span
+	start     time.Time
+	wait      bool // LockAll, not TryLockAll
+	lc        lockConfig
+	locks     []*Lock // taken so far, in order
+	reentered int     // of locks, those re-entered through the caller's context
 }
 
 // takeGroup takes the keys of one group: those held through the caller's
@@ -42,6 +43,7 @@ func (m *multi) takeGroup(keys []string) error {
 	for _, k := range keys {
 		if lk := heldIn(m.ctx, l, k); lk != nil && lk.reenter() {
 			m.locks = append(m.locks, lk)
+			m.reentered++
 			continue
 		}
 		rest = append(rest, k)
@@ -234,7 +236,11 @@ func (lk *Lock) giveBack(ctx context.Context) error {
 
 func (m *multi) succeed() *Locks {
 	ls := newLocks(m.caller, m.l, m.locks)
-	m.end("acquired", nil)
+	outcome := "acquired"
+	if m.reentered == len(m.locks) {
+		outcome = "reentered"
+	}
+	m.end(outcome, nil)
 	return ls
 }
 
