@@ -66,9 +66,18 @@ func TestLockAllTelemetry(t *testing.T) {
 	assert.Equal(t, waited.SpanContext().SpanID(), spans["redfence.Lock"][0].Parent().SpanID())
 	assert.Len(t, spans["redfence.Unlock"], 2, "one per key, under UnlockAll")
 
+	sums, hist := collect(t, reader)
+	assert.EqualValues(t, 3, sums["redfence.lock.acquisitions"], "one per call, not per key")
+	assert.EqualValues(t, 3, hist["redfence.lock.acquire.duration"])
+	assert.EqualValues(t, 0, sums["redfence.lock.held"], "nothing held at the end")
+	assert.EqualValues(t, 2, hist["redfence.lock.hold.duration"], "one per key held")
+}
+
+// collect reads reader's sums and histogram counts, by instrument.
+func collect(t *testing.T, reader *sdkmetric.ManualReader) (sums map[string]int64, hist map[string]uint64) {
 	var rm metricdata.ResourceMetrics
-	require.NoError(t, reader.Collect(ctx, &rm))
-	sums, hist := map[string]int64{}, map[string]uint64{}
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	sums, hist = map[string]int64{}, map[string]uint64{}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			switch d := m.Data.(type) {
@@ -83,8 +92,5 @@ func TestLockAllTelemetry(t *testing.T) {
 			}
 		}
 	}
-	assert.EqualValues(t, 3, sums["redfence.lock.acquisitions"], "one per call, not per key")
-	assert.EqualValues(t, 3, hist["redfence.lock.acquire.duration"])
-	assert.EqualValues(t, 0, sums["redfence.lock.held"], "nothing held at the end")
-	assert.EqualValues(t, 2, hist["redfence.lock.hold.duration"], "one per key held")
+	return sums, hist
 }

@@ -127,14 +127,7 @@ func transfers(t *testing.T, lockers []*mutex.Locker, accounts []string, workers
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(w), 37))
 			for range rounds {
-				perm := r.Perm(len(accounts))[:2+r.IntN(2)]
-				keys := make([]string, len(perm))
-				for i, p := range perm {
-					keys[i] = accounts[p]
-				}
-				if r.IntN(4) == 0 {
-					keys = append(keys, keys[r.IntN(len(keys))])
-				}
+				keys := pick(r, accounts)
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				ls, err := l.LockAll(ctx, keys)
 				if !assert.NoError(t, err, "every call returns with its keys within its deadline") {
@@ -173,6 +166,20 @@ func transfers(t *testing.T, lockers []*mutex.Locker, accounts []string, workers
 	assert.Equal(t, int64(1000*len(accounts)), sum, "money is conserved")
 	assert.Zero(t, overlaps.Load(), "two holders of one key at once")
 	assert.Zero(t, backwards.Load(), "a key's token did not grow")
+}
+
+// pick is a transfer's keys: two or three accounts in a random order, now
+// and then one of them twice.
+func pick(r *rand.Rand, accounts []string) []string {
+	perm := r.Perm(len(accounts))[:2+r.IntN(2)]
+	keys := make([]string, len(perm))
+	for i, p := range perm {
+		keys[i] = accounts[p]
+	}
+	if r.IntN(4) == 0 {
+		keys = append(keys, keys[r.IntN(len(keys))])
+	}
+	return keys
 }
 
 // 16 workers over 2 Lockers, random transfers among 8 accounts, keys in a
