@@ -75,15 +75,29 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 		return nil, err
 	}
 	a := &acquisition{l: l, caller: ctx, key: key, wait: wait, lc: newLockConfig(opts)}
-	lc := &a.lc
+	if err := l.checkLock(&a.lc); err != nil {
+		return nil, err
+	}
+	return a.begin(ctx, spanName)
+}
+
+// checkLock refuses a call's bad options.
+func (l *Locker) checkLock(lc *lockConfig) error {
 	if lc.err != nil {
-		return nil, lc.err
+		return lc.err
 	}
 	if lc.replicas > 0 && l.drv.ra == nil {
-		return nil, invalid("WithReplicaAck applies to a single Redis deployment (New) alone; this Locker's servers have no replicas to wait for")
+		return invalid("WithReplicaAck applies to a single Redis deployment (New) alone; this Locker's servers have no replicas to wait for")
 	}
+	return nil
+}
+
+// begin runs a checked call, its span a child of spanCtx's (the caller's
+// ctx, or a LockAll's, which ends when the caller's does).
+func (a *acquisition) begin(spanCtx context.Context, spanName string) (*Lock, error) {
+	l, key, lc := a.l, a.key, &a.lc
 	a.start = time.Now()
-	a.ctx, a.span = l.tel.startSpan(ctx, spanName, key, 0)
+	a.ctx, a.span = l.tel.startSpan(spanCtx, spanName, key, 0)
 	if lk := heldIn(a.ctx, l, key); lk != nil && lk.reenter() {
 		return a.end(lk, "reentered", nil)
 	}
@@ -99,7 +113,7 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	if l.drv.ho != nil && lc.replicas == 0 {
 		handoffTo = lc // a local Unlock may hand the lock straight to us
 	}
-	w, err := l.enqueue(key, wait, a.owner, handoffTo)
+	w, err := l.enqueue(key, a.wait, a.owner, handoffTo)
 	if err != nil {
 		return a.end(nil, "closed", err)
 	}
@@ -134,6 +148,7 @@ type acquisition struct {
 	key         string
 	lockKey     string
 	wait        bool       // Lock, not TryLock
+	inner       bool       // one key of a LockAll, which records the metrics
 	lc          lockConfig // the call's options, allocated with the acquisition
 	owner       string
 	randomOwner bool // owner is ours to change: a fresh one per attempt
@@ -336,6 +351,9 @@ func (a *acquisition) end(lk *Lock, outcome string, err error) (*Lock, error) {
 		}
 	}
 	endSpan(a.span, outcome, err)
+	if a.inner {
+		return lk, err
+	}
 	bg := context.Background()
 	o := a.l.tel.outcomeAttrs(outcome)
 	a.l.tel.acquireDur.Record(bg, wait.Seconds(), o.record...)

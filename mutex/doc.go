@@ -64,6 +64,25 @@
 // Two acquisitions with the same WithOwner id re-enter in Redis, in one
 // process or several. Each Unlock takes one count; the last releases.
 //
+// # Several keys at once
+//
+// LockAll(ctx, keys) holds a set of keys as one lock (a transfer's two
+// accounts): each key its own lock and fencing token, as Lock would give
+// it; one context (Locks.Context) that ends when any key is lost, naming
+// it; renewal of every key in the Locker's batches; one Unlock. Keys are
+// deduplicated and taken in one order every Locker of the backend shares:
+// by group, then key, where the group depends on the key alone (the
+// Cluster hash slot; one group on a standalone or Sentinel deployment).
+// A call waits for a key only while holding keys before it, so LockAll
+// calls never deadlock, whatever order their keys came in. A group's keys
+// go in one script, all or none; when it finds one held they are taken
+// one at a time, each with Lock's waiting. Redlock and the other backends
+// without a backend.Batcher take every key one at a time, in key order
+// (one Redlock round per key). A call that fails, is cancelled or meets
+// Close releases the keys it took before it returns. TryLockAll takes
+// them all or none at once; DoAll is LockAll, fn, Unlock. At most MaxKeys
+// keys per call.
+//
 // # Renewal
 //
 // On by default: one goroutine per Locker extends all its locks every TTL/3 in
@@ -180,6 +199,13 @@
 //	                           error.type; Redlock: events redlock.acquire (redfence.redlock.votes,
 //	                           .quorum, .nodes, .validity in seconds) and redlock.token
 //	                           (redfence.redlock.agreed, .confirmed, redfence.token)
+//	redfence.LockAll         redfence.keys (how many), redfence.wait, redfence.outcome (as Lock's);
+//	redfence.TryLockAll        an event redfence.group per group attempt (redfence.keys,
+//	                           redfence.outcome: acquired, held, error); keys taken one at a
+//	                           time are child redfence.Lock / redfence.TryLock spans
+//	redfence.ExtendAll       redfence.keys, redfence.outcome (extended, not_held, error)
+//	redfence.UnlockAll       redfence.keys, redfence.outcome (released, not_held, error); a
+//	                           redfence.Unlock child span per key
 //	redfence.Extend          redfence.key, redfence.token, redfence.outcome (extended, not_held, error)
 //	redfence.Unlock          redfence.key, redfence.token, redfence.outcome (released, handed_off,
 //	                           not_held, error)
@@ -195,6 +221,10 @@
 //	redfence.lock.hold.duration      histogram      s              -
 //	redfence.lock.held               updowncounter  {lock}         -
 //	redfence.lock.forced_releases    counter        {release}      redfence.reason
+//
+// A LockAll or TryLockAll counts in the acquisition metrics once, as a
+// Lock does, whatever its number of keys; each key held counts in
+// redfence.lock.held, its hold and its loss.
 //
 // redfence.reason says how a lock was lost ("lease deadline passed",
 // "renewal found the lock gone", ...: a short fixed set), or, on forced
@@ -213,16 +243,18 @@
 //	bad argument or option, nil or typed-nil client,     ErrInvalid (nothing is sent to Redis)
 //	  nil ctx, Redlock of < 3 or repeated nodes
 //	TryLock: another owner holds the key                 ErrNotAcquired (Redlock: a *QuorumError)
+//	  (TryLockAll: one of the keys; nothing is taken)      the error names the key
 //	TryLock: Redis refused, failed or did not answer     ErrUnavailable, wrapping the server's error
 //	  (Redlock: too few nodes answered)                    (Redlock: a *QuorumError, node by node)
-//	Lock: ctx ended first                                ErrNotAcquired and ctx.Err(), joined; also
+//	Lock, LockAll: ctx ended first                       ErrNotAcquired and ctx.Err(), joined; also
 //	                                                       ErrUnavailable and the server's error when
 //	                                                       the last attempts failed or went unanswered
 //	a call on a closed Locker                            ErrClosed
 //	Unlock, Extend or TTL of a lock no longer held       ErrNotHeld (nothing is changed)
 //	Unlock, Extend or TTL failing on the server          the server's error (Redlock Extend:
 //	                                                       ErrUnavailable, node by node)
-//	context.Cause(lk.Context()) after a loss / release   ErrLockLost / ErrReleased
+//	context.Cause(lk.Context()) after a loss / release   ErrLockLost / ErrReleased (Locks: naming the key)
+//	Locks.Unlock when a key was lost                     ErrNotHeld (the other keys are released)
 //	WithReplicaAck: too few replicas acknowledged        ErrNotAcquired and a *ReplicaAckError
 //	ForceRelease of a key not held (or held under        ErrNotHeld (nothing is changed)
 //	  another token than the one given)
@@ -236,7 +268,7 @@
 // in the way. ErrUnavailable means an outage, so that an adapter can retry a
 // busy key quietly and report a down server.
 //
-// Limits: keys of 1 to MaxKeyLen bytes; leases (WithTTL, Extend) from MinTTL
+// Limits: keys of 1 to MaxKeyLen bytes, 1 to MaxKeys of them per LockAll; leases (WithTTL, Extend) from MinTTL
 // to MaxTTL; owner ids of 1 to 512 bytes; WithFenceTTL at least 1s. A grant
 // that arrives after its lease ran out is given back, never returned.
 package mutex

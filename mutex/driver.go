@@ -21,6 +21,7 @@ type driver struct {
 	ra   backend.ReplicaAcker // nil: WithReplicaAck is refused
 	br   backend.BulkReleaser // nil: Close releases one lock at a time
 	in   backend.Inspector    // nil: Inspect, List, ForceRelease unsupported
+	ba   backend.Batcher      // nil: LockAll takes every key on its own
 	lend ClientHolder         // nil: no client for the adapters
 	own  io.Closer            // a driver the Locker built (New, NewRedlock): Close closes it
 }
@@ -33,6 +34,7 @@ func newDriver(b backend.Backend) driver {
 	d.ra, _ = b.(backend.ReplicaAcker)
 	d.br, _ = b.(backend.BulkReleaser)
 	d.in, _ = b.(backend.Inspector)
+	d.ba, _ = b.(backend.Batcher)
 	d.lend = lendOnce(b)
 	return d
 }

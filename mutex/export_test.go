@@ -72,3 +72,20 @@ func AcquireSHA() string { return redisproto.AcquireScript.Hash() }
 
 // ReadsReplicas is readsReplicas: inspection's choice of EVALSHA for c.
 func ReadsReplicas(c redis.UniversalClient) bool { return redisproto.ReadsReplicas(c) }
+
+// OrderOf is the order LockAll takes keys in, their groups flattened.
+func OrderOf(l *Locker, keys []string) []string {
+	var out []string
+	for _, g := range l.order(keys) {
+		out = append(out, g...)
+	}
+	return out
+}
+
+// GroupOf is key's group in l's backend (backend.Batcher), -1 without one.
+func GroupOf(l *Locker, key string) int {
+	if l.drv.ba == nil {
+		return -1
+	}
+	return l.drv.ba.Group(l.name(key))
+}

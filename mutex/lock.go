@@ -138,7 +138,12 @@ func (lk *Lock) Context() context.Context {
 // first. Call cancel when the work is over. A nil ctx joins nothing: the
 // lock's context alone.
 func (lk *Lock) Join(ctx context.Context) (context.Context, context.CancelFunc) {
-	jctx, cancel := context.WithCancelCause(lk.Context())
+	return join(lk.Context(), ctx)
+}
+
+// join is Join of a lock's context (a Lock's or a Locks') and ctx.
+func join(lockCtx, ctx context.Context) (context.Context, context.CancelFunc) {
+	jctx, cancel := context.WithCancelCause(lockCtx)
 	if ctx == nil {
 		return jctx, func() { cancel(context.Canceled) }
 	}

@@ -312,3 +312,15 @@ func (r *renewer) retrySoon(lk *Lock) {
 	lk.nextRenew = lk.retryAt
 	lk.mu.Unlock()
 }
+
+// claim takes lk out of the locks Close would release, so that its holder
+// releases it itself; false once Close has begun, which releases it.
+func (r *renewer) claim(lk *Lock) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return false
+	}
+	delete(r.locks, lk)
+	return true
+}

@@ -82,18 +82,23 @@ func (m *memory) Acquire(_ context.Context, a backend.Attempt) (backend.Grant, e
 	if m.grant != nil {
 		return *m.grant, nil
 	}
+	return m.acquireLocked(a), nil
+}
+
+// acquireLocked is one attempt, under m.mu.
+func (m *memory) acquireLocked(a backend.Attempt) backend.Grant {
 	if k := m.held(a.Key); k != nil {
 		if k.owner != a.Owner {
-			return backend.Grant{Status: backend.Held, Remaining: time.Until(k.until)}, nil
+			return backend.Grant{Status: backend.Held, Remaining: time.Until(k.until)}
 		}
 		k.count++
 		k.until = time.Now().Add(a.TTL)
-		return backend.Grant{Status: backend.Reentered, Token: k.token}, nil
+		return backend.Grant{Status: backend.Reentered, Token: k.token}
 	}
 	m.last++
 	now := time.Now()
 	m.locks[a.Key] = &memLock{owner: a.Owner, token: m.last, count: 1, until: now.Add(a.TTL), since: now}
-	return backend.Grant{Status: backend.Acquired, Token: m.last}, nil
+	return backend.Grant{Status: backend.Acquired, Token: m.last}
 }
 
 func (m *memory) Release(_ context.Context, l backend.Lease) (int64, error) {

@@ -27,6 +27,7 @@ const (
 // Attribute keys on spans and metrics.
 const (
 	attrKey       = attribute.Key("redfence.key")
+	attrKeys      = attribute.Key("redfence.keys") // how many, on a call over several keys
 	attrToken     = attribute.Key("redfence.token")
 	attrAttempts  = attribute.Key("redfence.attempts")
 	attrWait      = attribute.Key("redfence.wait") // seconds
@@ -208,6 +209,19 @@ func (t *telemetry) startSpan(ctx context.Context, name, key string, token int64
 		if token > 0 {
 			span.SetAttributes(attrToken.Int64(token))
 		}
+	}
+	return ctx, span
+}
+
+// startKeysSpan starts the span of a call over several keys (LockAll,
+// Locks' methods) with their number, as startSpan does for one key.
+func (t *telemetry) startKeysSpan(ctx context.Context, name string, keys int) (context.Context, trace.Span) {
+	if t.global && isUnsetGlobal(otel.GetTracerProvider()) {
+		return ctx, noop.Span{}
+	}
+	ctx, span := t.tracer.Start(ctx, name, t.spanOpts...)
+	if span.IsRecording() {
+		span.SetAttributes(attrKeys.Int(keys))
 	}
 	return ctx, span
 }

@@ -139,6 +139,36 @@ func (w wire) run(t *testing.T, newL func(...mutex.Option) *mutex.Locker) {
 	require.NoError(t, braces.Unlock(ctx))
 }
 
+// The keys of a LockAll hold what a Lock of each would: the same value, a
+// token each, and a key TTL past the lease; released, the token alone.
+func TestWireFormatLockAll(t *testing.T) {
+	for _, s := range multiSetups {
+		t.Run(s.name, func(t *testing.T) {
+			servers := s.servers(t)
+			w := wire{servers: servers}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			a := s.locker(t, servers, mutex.WithPrefix("wire:"), mutex.WithOwnerInfo(mutex.OwnerInfo{Host: "host-a", PID: 7, Service: "svc"}))
+			ls, err := a.LockAll(ctx, []string{"m2", "m1"}, mutex.WithTTL(30*time.Second), mutex.WithAutoRenew(false))
+			require.NoError(t, err)
+			w.expect(t, ctx, "held", map[string]string{
+				"wire:{m1}": fmt.Sprintf(`string %d 1 \d{16}\+30000 0 %s`, ls.Token("m1"), ownerA),
+				"wire:{m2}": fmt.Sprintf(`string %d 1 \d{16}\+30000 0 %s`, ls.Token("m2"), ownerA),
+			})
+			for _, c := range servers {
+				pttl, err := c.PTTL(ctx, "wire:{m1}").Result()
+				require.NoError(t, err)
+				assert.Greater(t, pttl, 30*time.Second, "the fencing counter outlives the lease")
+			}
+			require.NoError(t, ls.Unlock(ctx))
+			w.expect(t, ctx, "released", map[string]string{
+				"wire:{m1}": fmt.Sprintf(`string %d`, ls.Token("m1")),
+				"wire:{m2}": fmt.Sprintf(`string %d`, ls.Token("m2")),
+			})
+		})
+	}
+}
+
 // expect waits until every server holds exactly want's keys, each value
 // matching its pattern whole (see dump), and fails with what they held.
 func (w wire) expect(t *testing.T, ctx context.Context, what string, want map[string]string) {

@@ -8,7 +8,9 @@
 // key's channel: PUBLISH, or sharded SPUBLISH on Cluster), a HandOffer (the
 // handoff script releases and grants in one round trip), a Queuer (a
 // sorted set of waiting Lockers per key, for fair turns), a ReplicaAcker
-// (WAIT) and a BulkReleaser (one pipeline).
+// (WAIT), a BulkReleaser (one pipeline) and a Batcher (one script takes
+// the keys of one hash slot, all or none: every key of a standalone or
+// Sentinel deployment, a slot's keys on Cluster).
 //
 // Deadlines: every call returns by its context's deadline even when the
 // client was built without ContextTimeoutEnabled (go-redis then waits its

@@ -185,4 +185,7 @@ func (d *Driver) accept(payload string) bool {
 	return ok || len(d.ids) >= maxWaiterIDs
 }
 
-var errUnexpectedHandoff = errors.New("mutex: unexpected reply from the handoff script")
+var (
+	errUnexpectedHandoff    = errors.New("mutex: unexpected reply from the handoff script")
+	errUnexpectedAcquireAll = errors.New("mutex: unexpected reply from the acquire_all script")
+)

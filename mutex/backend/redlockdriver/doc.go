@@ -6,8 +6,13 @@
 // and backend.BulkReleaser.
 //
 // Redlock has no HandOffer (an Unlock releases and wakes the next local
-// waiter), no Queuer (no fair queue across Lockers: the local FIFO only)
-// and no ReplicaAcker (the nodes have no replicas by design).
+// waiter), no Queuer (no fair queue across Lockers: the local FIFO only),
+// no ReplicaAcker (the nodes have no replicas by design) and no Batcher:
+// mutex.LockAll takes a Redlock Locker's keys one at a time, in key order,
+// each a Redlock acquisition of its own. A script per node over several
+// keys would need a quorum, an agreed token and a give-back per key
+// within one validity, for one round trip saved per key; the ordered path
+// keeps every key's rules as they are.
 //
 // # Acquisition
 //

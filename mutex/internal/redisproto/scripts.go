@@ -9,6 +9,7 @@ import (
 	"context"
 	_ "embed"
 	"slices"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -35,6 +36,8 @@ var (
 	forceLua string
 	//go:embed lua/inspect.lua
 	inspectLua string
+	//go:embed lua/acquire_all.lua
+	acquireAllLua string
 
 	AcquireScript = redis.NewScript(acquireLua)
 	ReleaseScript = redis.NewScript(releaseLua)
@@ -45,7 +48,13 @@ var (
 	HandoffScript = redis.NewScript(handoffLua)
 	ForceScript   = redis.NewScript(forceLua)
 	InspectScript = redis.NewScript(inspectLua)
+	// AcquireAllScript is acquire_all.lua with acquire.lua as its function
+	// acquire: one text for the acquisition of a key, alone or in a group.
+	AcquireAllScript = redis.NewScript(strings.Replace(acquireAllLua, acquireMarker, acquireLua, 1))
 )
+
+// acquireMarker is the line of acquire_all.lua that acquire.lua replaces.
+const acquireMarker = "--[[acquire.lua]]"
 
 // Call is one call of a script: its keys and arguments.
 type Call struct {

@@ -124,3 +124,19 @@ func replyInt(v any) (int64, error) {
 	}
 	return 0, fmt.Errorf("unexpected %T", v)
 }
+
+// ParseAcquireAll reads acquire_all.lua's reply for n keys: each key's
+// acquire.lua reply, in order, and busy -1 when it took them all; nil and
+// the index of a key another owner holds when it took none.
+func ParseAcquireAll(reply any, n int) (each []any, busy int, err error) {
+	r, ok := reply.([]any)
+	if ok && len(r) == 3 && r[0] == int64(0) {
+		if i, ok := r[1].(int64); ok && i >= 1 && int(i) <= n {
+			return nil, int(i) - 1, nil
+		}
+	}
+	if ok && len(r) == n+1 && r[0] == int64(1) {
+		return r[1:], -1, nil
+	}
+	return nil, -1, fmt.Errorf("mutex: unexpected reply from the acquire_all script: %v", reply)
+}

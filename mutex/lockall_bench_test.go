@@ -1,0 +1,51 @@
+package mutex_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/mutex"
+)
+
+// BenchmarkLockAll is an uncontended transfer's locking on one standalone
+// server: LockAll of two keys (one script) and Unlock, against two Locks in
+// order and their Unlocks (two scripts each way).
+func BenchmarkLockAll(b *testing.B) {
+	c, _ := testutil.Redis(b)
+	l := mutex.New(c)
+	defer l.Close()
+	ctx := context.Background()
+	keys := []string{"from", "to"}
+	b.Run("LockAll", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			ls, err := l.LockAll(ctx, keys)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := ls.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("two Locks", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			a, err := l.Lock(ctx, keys[0])
+			if err != nil {
+				b.Fatal(err)
+			}
+			z, err := l.Lock(ctx, keys[1])
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := z.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := a.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
