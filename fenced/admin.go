@@ -38,9 +38,10 @@ func (g *Guard) Raise(ctx context.Context, resource string, token int64) (highes
 		return 0, fmt.Errorf("fenced: begin: %w", err)
 	}
 	defer rollback(ctx, tx) // a no-op once committed
-	if highest, err = g.record(ctx, tx, "raise", resource, token, span); err != nil {
+	if highest, err = g.record(ctx, tx, "raise", resource, token); err != nil {
 		return 0, err
 	}
+	span.SetAttributes(attrOutcome.String(outcomeOf(token, highest)), attrHighest.Int64(highest))
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("fenced: commit: %w", err)
 	}

@@ -32,6 +32,25 @@
 // error matching ErrStaleToken (a *StaleTokenError carrying the highest
 // token). An equal token is accepted: the same holder may write twice.
 //
+// # Several resources: DoAll
+//
+// A write that spans resources, a transfer between two accounts each under
+// its own lock, is fenced on all of them in one transaction by
+// Guard.DoAll (or CheckAll, in a transaction of your own): one Claim per
+// resource, with that resource's token. The guard records the claims
+// sorted by resource, as bytes, each resource once, whatever order the
+// caller lists them in, so any two such transactions lock the fence rows
+// they share in the same order and wait for each other instead of
+// deadlocking there; writes that fn makes to rows of its claimed
+// resources alone are then serialised behind those locks too. The first
+// stale claim in that order refuses the whole transaction before fn runs,
+// with the *StaleTokenError a Do with that claim alone would return
+// (naming its resource), and records nothing. Each recorded claim is
+// declared as Do's, so a protected table accepts the rows of every
+// claimed resource in that transaction and refuses those of any other.
+// The fence costs one statement per resource; nothing changed in the
+// fence table, the declaration or the triggers.
+//
 // # Every writer: Protect
 //
 // The guard stops the writers that call it. Guard.Protect makes a table
@@ -84,13 +103,15 @@
 //
 // # Errors
 //
-// Do, Check, Raise, Fences, Migrate, Protect and Unprotect report each situation with the error
-// on its right; errors.Is finds the sentinels through any wrapping:
+// Do, DoAll, Check, CheckAll, Raise, Fences, Migrate, Protect and Unprotect report each
+// situation with the error on its right (DoAll and CheckAll as Do and
+// Check); errors.Is finds the sentinels through any wrapping:
 //
 //	Situation                                        Error
 //	bad argument, option or Guard (see below)        ErrInvalid, before any round trip
 //	ctx already done                                 ctx.Err(), wrapped, before any round trip
-//	token lower than the highest recorded            ErrStaleToken, a *StaleTokenError (not from Raise)
+//	token lower than the highest recorded            ErrStaleToken, a *StaleTokenError (not from Raise);
+//	                                                   DoAll, CheckAll: the first stale claim's
 //	Check after a read in its transaction (Do over   ErrCheckNotFirst; nothing recorded: roll back,
 //	  a pgx.Tx: a read in the enclosing one)           begin again with Check first
 //	fence table missing                              ErrNotMigrated: call Guard.Migrate
@@ -113,8 +134,9 @@
 // Bad arguments are: a nil or typed-nil database, a nil or zero Guard, a
 // nil ctx, fn or tx, a bad WithTable name, a Fences limit outside 1 to
 // MaxFences, a WithLockTimeout of zero or less, an empty resource
-// expression, and a resource (or a Fences prefix, which may be empty) or
-// token outside these limits:
+// expression, no claims or one resource claimed with two different
+// tokens (DoAll, CheckAll; the error names the claim), and a resource (or
+// a Fences prefix, which may be empty) or token outside these limits:
 //
 //   - resource: 1 to MaxResourceLen (1024) bytes of valid UTF-8 without NUL
 //     bytes, which PostgreSQL text cannot hold;
@@ -129,13 +151,17 @@
 // sent to PostgreSQL are pgx's to trace (a pgx tracer makes CLIENT spans of
 // them).
 //
-//	span                   attributes
-//	redfence.fenced.Do     redfence.resource, redfence.token, redfence.outcome (accepted, stale,
-//	redfence.fenced.Check    error), redfence.highest (the highest token recorded, once checked);
-//	redfence.fenced.Raise    status Error on errors other than a stale token
+//	span                      attributes
+//	redfence.fenced.Do        redfence.resource, redfence.token, redfence.outcome (accepted, stale,
+//	redfence.fenced.Check       error), redfence.highest (the highest token recorded, once checked);
+//	redfence.fenced.Raise       status Error on errors other than a stale token
+//	redfence.fenced.DoAll     redfence.resources, redfence.tokens (the claims in the order recorded),
+//	redfence.fenced.CheckAll    redfence.outcome; when stale, redfence.resource and redfence.highest
+//	                            of the stale claim; status as above
 //
 //	instrument             kind     unit     attributes
-//	redfence.fence.checks  counter  {check}  redfence.outcome (accepted, stale); Do and Check only
+//	redfence.fence.checks  counter  {check}  redfence.outcome (accepted, stale); Do, Check and
+//	                                           each claim DoAll and CheckAll record
 //
 // # Tables
 //

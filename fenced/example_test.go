@@ -205,3 +205,69 @@ func ExampleGuard_Protect() {
 	// raw insert refused: true
 	// guarded insert: <nil>
 }
+
+// A transfer writes two accounts, each under its own lock and token: one
+// transaction fenced on both. A stale token for either refuses the whole
+// transfer before it runs.
+func ExampleGuard_DoAll() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	defer rdb.Close()
+	locker := mutex.New(rdb)
+	defer locker.Close()
+
+	guard := fenced.New(pool)
+	if err := guard.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS accounts (id int PRIMARY KEY, balance bigint NOT NULL)`); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO accounts VALUES (45, 100), (46, 100) ON CONFLICT (id) DO UPDATE SET balance = 100`); err != nil {
+		log.Fatal(err)
+	}
+	transfer := func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance + CASE id WHEN 45 THEN -10 ELSE 10 END WHERE id IN (45, 46)`)
+		return err
+	}
+
+	from, err := locker.Lock(ctx, "account:45")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer from.Unlock(ctx)
+	to, err := locker.Lock(ctx, "account:46")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer to.Unlock(ctx)
+
+	// Listed in any order: the guard records them in one, so that
+	// transfers the other way never deadlock with this one.
+	claims := []fenced.Claim{{Resource: "account:46", Token: to.Token()}, {Resource: "account:45", Token: from.Token()}}
+	fmt.Println("transfer:", guard.DoAll(ctx, claims, transfer))
+
+	// A holder of account:46 whose lock was since taken over holds a lower token.
+	claims[0].Token = to.Token() - 1
+	err = guard.DoAll(ctx, claims, transfer)
+	var stale *fenced.StaleTokenError
+	if errors.As(err, &stale) {
+		fmt.Println("refused: stale token for", stale.Resource)
+	}
+
+	var balances string
+	if err := pool.QueryRow(ctx, `SELECT string_agg(id || '=' || balance, ' ' ORDER BY id) FROM accounts WHERE id IN (45, 46)`).Scan(&balances); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(balances)
+	// Output:
+	// transfer: <nil>
+	// refused: stale token for account:46
+	// 45=90 46=110
+}

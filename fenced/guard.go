@@ -124,10 +124,16 @@ func (g *Guard) Migrate(ctx context.Context) error {
 // ErrCheckNotFirst without calling fn (see Check).
 //
 // fn must do all its writes through tx, and must not commit or roll it back.
-func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ctx context.Context, tx pgx.Tx) error) (err error) {
+func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	if err := g.validate(ctx, resource, token); err != nil {
 		return err
 	}
+	return g.do(ctx, "Do", []Claim{{Resource: resource, Token: token}}, fn)
+}
+
+// do is Do and DoAll once their claims are valid and in canonical order:
+// op names the caller.
+func (g *Guard) do(ctx context.Context, op string, claims []Claim, fn func(ctx context.Context, tx pgx.Tx) error) (err error) {
 	if fn == nil {
 		return invalid("nil fn")
 	}
@@ -136,8 +142,7 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 	}
 	// INTERNAL: the span wraps fn, the caller's code; the round trips to
 	// PostgreSQL beneath it are pgx's to trace.
-	ctx, span := g.tel.tracer.Start(ctx, "redfence.fenced.Do", trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(attrResource.String(resource), attrToken.Int64(token)))
+	ctx, span := g.start(ctx, op, claims)
 	defer func() { endSpan(span, err) }()
 
 	tx, err := g.db.Begin(ctx)
@@ -151,11 +156,11 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 		}
 	}()
 	if g.nested { // the enclosing transaction may have read
-		if err := g.readFirst(ctx, tx, "Do", resource); err != nil {
+		if err := g.readFirst(ctx, tx, op, claims); err != nil {
 			return err
 		}
 	}
-	if err := g.check(ctx, tx, resource, token, span); err != nil {
+	if err := g.check(ctx, tx, claims, span); err != nil {
 		return err
 	}
 	if err := fn(ctx, tx); err != nil {
@@ -202,7 +207,7 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 //
 // Bad arguments and a done ctx are reported as by Do, before any round
 // trip; a nil tx (typed nil included) is ErrInvalid too.
-func (g *Guard) Check(ctx context.Context, tx pgx.Tx, resource string, token int64) (err error) {
+func (g *Guard) Check(ctx context.Context, tx pgx.Tx, resource string, token int64) error {
 	if err := g.validate(ctx, resource, token); err != nil {
 		return err
 	}
@@ -212,25 +217,30 @@ func (g *Guard) Check(ctx context.Context, tx pgx.Tx, resource string, token int
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("fenced: %w", cause.Wrap(ctx, err))
 	}
-	ctx, span := g.tel.tracer.Start(ctx, "redfence.fenced.Check", trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(attrResource.String(resource), attrToken.Int64(token)))
+	return g.checkIn(ctx, "Check", tx, []Claim{{Resource: resource, Token: token}})
+}
+
+// checkIn is Check and CheckAll once their claims are valid and in
+// canonical order: op names the caller.
+func (g *Guard) checkIn(ctx context.Context, op string, tx pgx.Tx, claims []Claim) (err error) {
+	ctx, span := g.start(ctx, op, claims)
 	defer func() { endSpan(span, err) }()
-	if err := g.readFirst(ctx, tx, "check", resource); err != nil {
+	if err := g.readFirst(ctx, tx, "check", claims); err != nil {
 		return err
 	}
-	return g.check(ctx, tx, resource, token, span)
+	return g.check(ctx, tx, claims, span)
 }
 
 // readFirst returns an error matching ErrCheckNotFirst when tx read a
 // table other than the fence table before the fence (see pgfirst); op
 // names the caller in errors.
-func (g *Guard) readFirst(ctx context.Context, tx pgx.Tx, op, resource string) error {
+func (g *Guard) readFirst(ctx context.Context, tx pgx.Tx, op string, claims []Claim) error {
 	var read bool
 	if err := tx.QueryRow(ctx, pgfirst.ReadBefore, g.table).Scan(&read); err != nil {
-		return fmt.Errorf("fenced: %s %q: %w", op, clip(resource), err)
+		return fmt.Errorf("fenced: %s %s: %w", op, fence.Names(claims), err)
 	}
 	if read {
-		return fmt.Errorf("%w: %s %q: the transaction read a table before it", ErrCheckNotFirst, op, clip(resource))
+		return fmt.Errorf("%w: %s %s: the transaction read a table before it", ErrCheckNotFirst, op, fence.Names(claims))
 	}
 	return nil
 }
@@ -262,17 +272,25 @@ func (g *Guard) validate(ctx context.Context, resource string, token int64) erro
 	return fence.ValidateToken(token)
 }
 
-// check records token for resource in tx and counts the outcome; a stale
-// token is a *StaleTokenError.
-func (g *Guard) check(ctx context.Context, tx pgx.Tx, resource string, token int64, span trace.Span) error {
-	highest, err := g.record(ctx, tx, "check", resource, token, span)
-	if err != nil {
-		return err
+// check records each claim's token in tx, in claims' order, and counts
+// the outcomes; the first stale token stops it with a *StaleTokenError.
+func (g *Guard) check(ctx context.Context, tx pgx.Tx, claims []Claim, span trace.Span) error {
+	var highest int64
+	for _, c := range claims {
+		var err error
+		if highest, err = g.record(ctx, tx, "check", c.Resource, c.Token); err != nil {
+			return err
+		}
+		outcome := outcomeOf(c.Token, highest)
+		g.tel.checks.Add(ctx, 1, metric.WithAttributes(attrOutcome.String(outcome)))
+		if outcome == "stale" {
+			span.SetAttributes(attrOutcome.String(outcome), attrResource.String(c.Resource), attrHighest.Int64(highest))
+			return &StaleTokenError{Resource: c.Resource, Token: c.Token, Highest: highest}
+		}
 	}
-	outcome := outcomeOf(token, highest)
-	g.tel.checks.Add(ctx, 1, metric.WithAttributes(attrOutcome.String(outcome)))
-	if outcome == "stale" {
-		return &StaleTokenError{Resource: resource, Token: token, Highest: highest}
+	span.SetAttributes(attrOutcome.String("accepted"))
+	if len(claims) == 1 { // of several, no one highest token
+		span.SetAttributes(attrHighest.Int64(highest))
 	}
 	return nil
 }
@@ -282,7 +300,7 @@ func (g *Guard) check(ctx context.Context, tx pgx.Tx, resource string, token int
 // errors. The upsert locks the resource's row (also when its WHERE is
 // false), so the SELECT that follows on the stale path reads the row as it
 // stands under our lock.
-func (g *Guard) record(ctx context.Context, tx pgx.Tx, op, resource string, token int64, span trace.Span) (int64, error) {
+func (g *Guard) record(ctx context.Context, tx pgx.Tx, op, resource string, token int64) (int64, error) {
 	var highest int64
 	var declared string
 	err := tx.QueryRow(ctx, g.upsert, resource, token).Scan(&highest, &declared)
@@ -297,7 +315,6 @@ func (g *Guard) record(ctx context.Context, tx pgx.Tx, op, resource string, toke
 	default:
 		return 0, fmt.Errorf("fenced: %s %q: %w", op, clip(resource), cause.Wrap(ctx, err))
 	}
-	span.SetAttributes(attrOutcome.String(outcomeOf(token, highest)), attrHighest.Int64(highest))
 	return highest, nil
 }
 
@@ -334,7 +351,30 @@ const (
 	attrToken    = attribute.Key("redfence.token")
 	attrHighest  = attribute.Key("redfence.highest")
 	attrOutcome  = attribute.Key("redfence.outcome")
+	// DoAll's and CheckAll's, in canonical order.
+	attrResources = attribute.Key("redfence.resources")
+	attrTokens    = attribute.Key("redfence.tokens")
 )
+
+func claimAttrs(claims []Claim) []attribute.KeyValue {
+	resources := make([]string, len(claims))
+	tokens := make([]int64, len(claims))
+	for i, c := range claims {
+		resources[i], tokens[i] = c.Resource, c.Token
+	}
+	return []attribute.KeyValue{attrResources.StringSlice(resources), attrTokens.Int64Slice(tokens)}
+}
+
+// start begins the span of op, named redfence.fenced.<op>: with the
+// resource and token of Do's or Check's one claim, the lists of all for
+// DoAll and CheckAll.
+func (g *Guard) start(ctx context.Context, op string, claims []Claim) (context.Context, trace.Span) {
+	attrs := []attribute.KeyValue{attrResource.String(claims[0].Resource), attrToken.Int64(claims[0].Token)}
+	if op == "DoAll" || op == "CheckAll" {
+		attrs = claimAttrs(claims)
+	}
+	return g.tel.tracer.Start(ctx, "redfence.fenced."+op, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+}
 
 func endSpan(span trace.Span, err error) {
 	if err != nil && !errors.Is(err, ErrStaleToken) {

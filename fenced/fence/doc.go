@@ -1,7 +1,8 @@
 // Package fence holds what every redfence fence shares, whatever stores the
 // tokens: the errors a guard returns (ErrStaleToken and *StaleTokenError,
-// ErrInvalid, ErrNotMigrated, ErrCheckNotFirst) and the limits on a
-// resource and a token.
+// ErrInvalid, ErrNotMigrated, ErrCheckNotFirst), the limits on a
+// resource and a token, and a multi-resource write's Claim with the one
+// order every guard records claims in (Canonical).
 //
 // The guards re-export these (fenced.ErrStaleToken is fence.ErrStaleToken,
 // fenced.StaleTokenError is fence.StaleTokenError, and so in sqlfence), so

@@ -3,6 +3,7 @@ package fence_test
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,6 +51,42 @@ func TestValidate(t *testing.T) {
 			}
 			if !errors.Is(tc.err, fence.ErrInvalid) || !strings.Contains(tc.err.Error(), tc.msg) {
 				t.Fatalf("want ErrInvalid with %q, got %v", tc.msg, tc.err)
+			}
+		})
+	}
+}
+
+func TestCanonical(t *testing.T) {
+	in := []fence.Claim{{"b", 2}, {"a", 1}, {"c", 3}, {"a", 1}, {"é", 4}, {"B", 5}}
+	keep := slices.Clone(in)
+	got, err := fence.Canonical(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []fence.Claim{{"B", 5}, {"a", 1}, {"b", 2}, {"c", 3}, {"é", 4}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v: sorted as bytes, each resource once", got, want)
+	}
+	if !slices.Equal(in, keep) {
+		t.Fatalf("the caller's claims were modified: %v", in)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		claims []fence.Claim
+		msg    string
+	}{
+		{"nil", nil, "no claims"},
+		{"empty", []fence.Claim{}, "no claims"},
+		{"empty resource", []fence.Claim{{"a", 1}, {"", 1}}, "empty resource (claim 1)"},
+		{"negative token", []fence.Claim{{"a", 1}, {"b", -1}}, "negative token -1 (claim 1)"},
+		{"NUL", []fence.Claim{{"a\x00", 1}}, "NUL byte"},
+		{"two tokens for one resource", []fence.Claim{{"b", 1}, {"a", 3}, {"b", 2}}, `resource "b" claimed with two tokens, 1 and 2`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := fence.Canonical(tc.claims)
+			if !errors.Is(err, fence.ErrInvalid) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("want ErrInvalid with %q, got %v", tc.msg, err)
 			}
 		})
 	}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redfence/redfence/fenced/fence"
 	"github.com/redfence/redfence/internal/cause"
 )
 
@@ -80,40 +82,54 @@ func (f *Fence) Do(ctx context.Context, resource string, token int64, keys []str
 	if fn == nil {
 		return invalid("nil fn")
 	}
-	w := write{resource: resource, token: token, fence: fenceKey(f.cfg.prefix, resource), keys: keys, fn: fn}
-	if err := sameSlot(w.fence, resource, keys); err != nil {
+	w := write{claims: []Claim{{Resource: resource, Token: token}}, fences: []string{fenceKey(f.cfg.prefix, resource)}, keys: keys, fn: fn}
+	if err := sameSlot(w.fences[0], resource, keys); err != nil {
 		return err
 	}
+	return f.run(ctx, &w)
+}
+
+// run is Do and DoAll once w is valid: it makes attempts until one is not
+// lost to a WATCH race, or f's attempts are spent.
+func (f *Fence) run(ctx context.Context, w *write) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redisfence: %w", cause.Wrap(ctx, err))
 	}
-	w.watch = make([]string, 0, 1+len(keys))
+	w.watch = make([]string, 0, len(w.fences)+len(w.keys))
 	if !f.mutation.skipFenceWatch {
-		w.watch = append(w.watch, w.fence)
+		w.watch = append(w.watch, w.fences...)
 	}
-	w.watch = append(w.watch, keys...)
+	w.watch = append(w.watch, w.keys...)
 	for attempt := 1; ; attempt++ {
-		lost, err := f.try(ctx, &w)
+		lost, err := f.try(ctx, w)
 		if !lost {
 			return err
 		}
 		if attempt == f.cfg.attempts {
-			return fmt.Errorf("%w: resource %q, %d attempts: %w", ErrContended, clip(resource), attempt, redis.TxFailedErr)
+			return fmt.Errorf("%w: %s, %d attempts: %w", ErrContended, w, attempt, redis.TxFailedErr)
 		}
 		if err := sleep(ctx, backoff(attempt)); err != nil {
-			return fmt.Errorf("%w: resource %q, %d attempts, then: %w", ErrContended, clip(resource), attempt, cause.Wrap(ctx, err))
+			return fmt.Errorf("%w: %s, %d attempts, then: %w", ErrContended, w, attempt, cause.Wrap(ctx, err))
 		}
 	}
 }
 
-// write is one call of Do.
+// write is one call of Do or DoAll.
 type write struct {
-	resource string
-	token    int64
-	fence    string   // the fence key
-	keys     []string // the caller's
-	watch    []string // the fence key and keys
-	fn       func(ctx context.Context, tx *redis.Tx, pipe redis.Pipeliner) error
+	claims []Claim  // in canonical order
+	fences []string // their fence keys
+	keys   []string // the caller's
+	watch  []string // the fence keys and keys
+	fn     func(ctx context.Context, tx *redis.Tx, pipe redis.Pipeliner) error
+}
+
+// String names w's resources in errors: `resource "a"`, or
+// `resources "a" and 2 more`.
+func (w *write) String() string {
+	if len(w.claims) == 1 {
+		return fmt.Sprintf("resource %q", clip(w.claims[0].Resource))
+	}
+	return "resources " + fence.Names(w.claims)
 }
 
 // try makes one attempt. lost reports that the EXEC found a WATCHed key
@@ -141,7 +157,7 @@ func (f *Fence) try(ctx context.Context, w *write) (lost bool, err error) {
 	case ran:
 		return lost, cause.Wrap(ctx, err)
 	case werr != nil: // the client's own WATCH
-		return false, fmt.Errorf("redisfence: resource %q: watch: %w", clip(w.resource), cause.Wrap(ctx, werr))
+		return false, fmt.Errorf("redisfence: %s: watch: %w", w, cause.Wrap(ctx, werr))
 	}
 	return false, nil
 }
@@ -159,12 +175,14 @@ func (f *Fence) attempt(ctx context.Context, tx *redis.Tx, w *write) (lost bool,
 			unwatch(ctx, tx)
 		}
 	}()
-	st, err := f.readFence(ctx, tx, w, &armed)
+	st, err := f.readFences(ctx, tx, w, &armed)
 	if err != nil {
 		return false, nil, err
 	}
-	if w.token < st.highest {
-		return false, nil, &StaleTokenError{Resource: w.resource, Token: w.token, Highest: st.highest}
+	for i, c := range w.claims {
+		if c.Token < st[i].highest {
+			return false, nil, &StaleTokenError{Resource: c.Resource, Token: c.Token, Highest: st[i].highest}
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return false, nil, fmt.Errorf("redisfence: %w", err)
@@ -179,7 +197,12 @@ func (f *Fence) attempt(ctx context.Context, tx *redis.Tx, w *write) (lost bool,
 	if err := ctx.Err(); err != nil {
 		return false, nil, fmt.Errorf("redisfence: %w", err)
 	}
-	set := f.record(ctx, q.Pipeliner, w, st)
+	var sets []*redis.StatusCmd
+	for i := range w.claims {
+		if set := f.record(ctx, q.Pipeliner, w.fences[i], w.claims[i].Token, st[i]); set != nil {
+			sets = append(sets, set)
+		}
+	}
 	_, err = q.Pipeliner.Exec(ctx)
 	if err == nil || errors.Is(err, redis.TxFailedErr) || redis.IsExecAbortError(err) {
 		armed = false // EXEC ran, or was refused: either way the WATCH is over
@@ -189,11 +212,12 @@ func (f *Fence) attempt(ctx context.Context, tx *redis.Tx, w *write) (lost bool,
 		return false, nil, nil
 	case errors.Is(err, redis.TxFailedErr):
 		return true, nil, nil
-	case set == nil || set.Err() == nil: // EXEC ran, and a command of fn's failed inside it
-		return false, nil, fmt.Errorf("redisfence: resource %q: token %d recorded and the other commands applied, but one failed (Redis does not roll back): %w",
-			clip(w.resource), w.token, err)
+	case !slices.ContainsFunc(sets, func(s *redis.StatusCmd) bool { return s.Err() != nil }):
+		// EXEC ran, and a command of fn's failed inside it
+		return false, nil, fmt.Errorf("redisfence: %s: %s recorded and the other commands applied, but one failed (Redis does not roll back): %w",
+			w, w.tokens(), err)
 	}
-	return false, nil, fmt.Errorf("redisfence: resource %q: exec: %w", clip(w.resource), err)
+	return false, nil, fmt.Errorf("redisfence: %s: exec: %w", w, err)
 }
 
 // fenceState is the fence key as Do read it, after the WATCH: any change
@@ -209,9 +233,9 @@ type fenceState struct {
 // write to the key breaks the WATCH of every other writer of the resource,
 // and writers sharing a token would make each other retry. It never
 // shortens the key's life. The queued command, or nil.
-func (f *Fence) record(ctx context.Context, pipe redis.Pipeliner, w *write, st fenceState) *redis.StatusCmd {
+func (f *Fence) record(ctx context.Context, pipe redis.Pipeliner, key string, token int64, st fenceState) *redis.StatusCmd {
 	ttl := f.cfg.ttl
-	if st.highest == w.token {
+	if st.highest == token {
 		left := st.pttl - time.Since(st.read)
 		// With a TTL: a key rewritten gets 1.5 × ttl and is rewritten again
 		// below 1.25 × ttl, so it keeps at least ttl after the last accepted
@@ -221,18 +245,18 @@ func (f *Fence) record(ctx context.Context, pipe redis.Pipeliner, w *write, st f
 		}
 	}
 	if ttl == 0 || st.pttl == -1 { // a key without expiry keeps none
-		return pipe.Set(ctx, w.fence, w.token, 0)
+		return pipe.Set(ctx, key, token, 0)
 	}
-	return pipe.Set(ctx, w.fence, w.token, max(ttl+ttl/2, st.pttl))
+	return pipe.Set(ctx, key, token, max(ttl+ttl/2, st.pttl))
 }
 
-// readFence WATCHes (on a *redis.Client, in one round trip with the read)
-// and reads the fence key.
-func (f *Fence) readFence(ctx context.Context, tx *redis.Tx, w *write, armed *bool) (fenceState, error) {
+// readFences WATCHes (on a *redis.Client, in one round trip with the
+// reads) and reads w's fence keys, one state per claim.
+func (f *Fence) readFences(ctx context.Context, tx *redis.Tx, w *write, armed *bool) ([]fenceState, error) {
 	var (
 		watch *redis.StatusCmd
-		get   *redis.StringCmd
-		pttl  *redis.DurationCmd
+		get   = make([]*redis.StringCmd, len(w.fences))
+		pttl  = make([]*redis.DurationCmd, len(w.fences))
 	)
 	if f.oneTrip {
 		*armed = len(w.watch) > 0
@@ -247,28 +271,42 @@ func (f *Fence) readFence(ctx context.Context, tx *redis.Tx, w *write, armed *bo
 			watch = redis.NewStatusCmd(ctx, args...)
 			_ = p.Process(ctx, watch)
 		}
-		get = p.Get(ctx, w.fence)
-		pttl = p.PTTL(ctx, w.fence)
+		for i, key := range w.fences {
+			get[i], pttl[i] = p.Get(ctx, key), p.PTTL(ctx, key)
+		}
 		return nil
 	})
-	st := fenceState{highest: -1, read: time.Now()}
 	if watch != nil && watch.Err() != nil {
-		return st, fmt.Errorf("redisfence: resource %q: watch: %w", clip(w.resource), watch.Err())
+		return nil, fmt.Errorf("redisfence: %s: watch: %w", w, watch.Err())
 	}
+	st := make([]fenceState, len(w.fences))
+	for i := range w.fences {
+		var err error
+		if st[i], err = fenceOf(w.claims[i].Resource, w.fences[i], get[i], pttl[i]); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// fenceOf is the state of resource's fence key, key, from the replies
+// to its GET and PTTL.
+func fenceOf(resource, key string, get *redis.StringCmd, pttl *redis.DurationCmd) (fenceState, error) {
+	st := fenceState{highest: -1, read: time.Now()}
 	v, err := get.Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		st.pttl = -2
 		return st, nil // no fence yet: every token is accepted
 	case err != nil:
-		return st, fmt.Errorf("redisfence: resource %q: read fence: %w", clip(w.resource), err)
+		return st, fmt.Errorf("redisfence: resource %q: read fence: %w", clip(resource), err)
 	}
 	st.highest, err = strconv.ParseInt(v, 10, 64)
 	if err != nil || st.highest < 0 {
-		return st, fmt.Errorf("redisfence: resource %q: fence key %q holds %q, which is not a token", clip(w.resource), clip(w.fence), clip(v))
+		return st, fmt.Errorf("redisfence: resource %q: fence key %q holds %q, which is not a token", clip(resource), clip(key), clip(v))
 	}
 	if st.pttl, err = pttl.Result(); err != nil {
-		return st, fmt.Errorf("redisfence: resource %q: read fence: %w", clip(w.resource), err)
+		return st, fmt.Errorf("redisfence: resource %q: read fence: %w", clip(resource), err)
 	}
 	return st, nil
 }

@@ -1,7 +1,7 @@
 // Package redisfence is fenced for data kept in Redis: a Fence applies a
-// caller's writes to the keys of one resource only if their fencing token
-// is not lower than the highest recorded for the resource, and records the
-// token in the same MULTI/EXEC as the writes.
+// caller's writes to the keys of one resource (or several, DoAll) only if
+// their fencing token is not lower than the highest recorded for the
+// resource, and records the token in the same MULTI/EXEC as the writes.
 //
 // Locks are advisory; tokens are authoritative. A lock holder can pause
 // past its lease and write after another process took the lock; when every
@@ -58,6 +58,30 @@
 // not checked: a Cluster refuses one outside the slot (CROSSSLOT, nothing
 // applied), a single server applies it.
 //
+// # Several resources: DoAll
+//
+// Fence.DoAll applies one write that spans resources, a transfer between
+// two accounts each under its own lock, only if none of the claims (a
+// resource and its token, each) is stale: it WATCHes every claimed
+// resource's fence key, reads them all, refuses the whole write before fn
+// on the first stale claim (sorted by resource, each once, as every
+// fenced store orders claims) with that claim's *StaleTokenError, and
+// records every token that needs it in the MULTI/EXEC that applies fn's
+// commands. Redis takes no locks, so the order of the claims costs no
+// deadlock; a lost WATCH race is retried as in Do.
+//
+// One MULTI runs in one hash slot, and a resource's fence key lives in the
+// slot of the resource itself. A standalone server or a Sentinel primary
+// (a *redis.Client) has no slots: DoAll takes any resources together. Over
+// a client that routes by key (a Cluster) every claimed resource's fence
+// key must share one slot, which distinct resources do only by chance;
+// DoAll refuses resources in two slots with ErrInvalid, naming them,
+// before any round trip. No Redis transaction spans slots: on a Cluster,
+// data written together belongs under one resource, or in a SQL store
+// fenced by fenced or sqlfence. Each key given to DoAll must share the
+// slot of one claimed resource's fence key, on every deployment (put that
+// resource's Tag in it).
+//
 // # What it assumes
 //
 // One Redis deployment holds both the data and the fence: a standalone
@@ -104,13 +128,14 @@
 //
 // # Errors
 //
-// Do reports each situation with the error on its right; errors.Is finds
-// the sentinels through any wrapping:
+// Do and DoAll report each situation with the error on its right;
+// errors.Is finds the sentinels through any wrapping:
 //
 //	Situation                                        Error
 //	bad argument, option or Fence (see below)        ErrInvalid, before any round trip
 //	ctx already done                                 ctx.Err(), wrapped, before any round trip
-//	token lower than the highest recorded            ErrStaleToken, a *StaleTokenError
+//	token lower than the highest recorded            ErrStaleToken, a *StaleTokenError (DoAll: the
+//	                                                   first stale claim's; nothing applied)
 //	every attempt lost a WATCH race                  ErrContended, wrapping redis.TxFailedErr
 //	ctx ended while Do waited to try again           ErrContended, wrapping ctx.Err()
 //	fn returned an error                             that error, as it is
@@ -129,8 +154,11 @@
 //
 // Bad arguments are: a nil or typed-nil client, a nil or zero Fence, a nil
 // ctx or fn, a bad option (WithPrefix, WithFenceTTL, WithAttempts say which),
-// a key outside the fence key's hash slot, and a resource or token outside
-// these limits:
+// a key outside the fence key's hash slot (DoAll: outside every claimed
+// fence's slot), no claims or one resource claimed with two different
+// tokens (DoAll; the error names the claim), claimed resources whose fences
+// are in two slots over a client that routes by key, and a resource or
+// token outside these limits:
 //
 //   - resource: 1 to MaxResourceLen (1024) bytes of valid UTF-8 without NUL
 //     bytes, as for every fenced store;

@@ -103,3 +103,52 @@ func ExampleFence_Do() {
 	// stale token: true
 	// owner: B
 }
+
+// A transfer between two balances, each under its own lock and token, in
+// one MULTI/EXEC fenced on both. On one server (here) any resources go
+// together; on a Cluster their fence keys must share a slot.
+func ExampleFence_DoAll() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	defer rdb.Close()
+	locker := mutex.New(rdb)
+	defer locker.Close()
+	fence := redisfence.New(rdb)
+
+	from, to := "account:44", "account:45"
+	fromKey, toKey := "balance:"+redisfence.Tag(from), "balance:"+redisfence.Tag(to)
+	if err := rdb.MSet(ctx, fromKey, 100, toKey, 100).Err(); err != nil {
+		log.Fatal(err)
+	}
+	a, err := locker.Lock(ctx, from)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer a.Unlock(ctx)
+	b, err := locker.Lock(ctx, to)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Unlock(ctx)
+
+	claims := []redisfence.Claim{{Resource: from, Token: a.Token()}, {Resource: to, Token: b.Token()}}
+	err = fence.DoAll(ctx, claims, []string{fromKey, toKey},
+		func(ctx context.Context, tx *redis.Tx, pipe redis.Pipeliner) error {
+			n, err := tx.Get(ctx, fromKey).Int64()
+			if err != nil {
+				return err
+			}
+			if n < 10 {
+				return errors.New("insufficient funds")
+			}
+			pipe.DecrBy(ctx, fromKey, 10)
+			pipe.IncrBy(ctx, toKey, 10)
+			return nil
+		})
+	fmt.Println("err:", err)
+	fmt.Println("balances:", rdb.MGet(ctx, fromKey, toKey).Val())
+	// Output:
+	// err: <nil>
+	// balances: [90 110]
+}

@@ -69,15 +69,10 @@ func New(client Watcher, opts ...Option) *Fence {
 // check returns the ErrInvalid Do reports for a Fence it cannot use, a nil
 // ctx, or a resource or token outside the limits.
 func (f *Fence) check(ctx context.Context, resource string, token int64) error {
+	if err := f.usable(ctx); err != nil {
+		return err
+	}
 	switch {
-	case f == nil:
-		return invalid("nil Fence")
-	case f.err != nil:
-		return f.err
-	case f.client == nil:
-		return invalid("zero Fence: make one with New")
-	case ctx == nil:
-		return invalid("nil context")
 	case resource == "":
 		return invalid("empty resource")
 	case len(resource) > MaxResourceLen:
@@ -88,6 +83,22 @@ func (f *Fence) check(ctx context.Context, resource string, token int64) error {
 		return invalid("resource is not valid UTF-8")
 	case token < 0:
 		return invalid("negative token %d", token)
+	}
+	return nil
+}
+
+// usable returns the ErrInvalid Do and DoAll report for a Fence they
+// cannot use or a nil ctx.
+func (f *Fence) usable(ctx context.Context) error {
+	switch {
+	case f == nil:
+		return invalid("nil Fence")
+	case f.err != nil:
+		return f.err
+	case f.client == nil:
+		return invalid("zero Fence: make one with New")
+	case ctx == nil:
+		return invalid("nil context")
 	}
 	return nil
 }

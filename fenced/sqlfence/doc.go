@@ -86,6 +86,25 @@
 // fails at once with SQLITE_BUSY or SQLITE_BUSY_SNAPSHOT. Call Check first,
 // or open the database with _txlock=immediate.
 //
+// # Several resources
+//
+// DoAll (and CheckAll, in a transaction of your own) fences one
+// transaction on several resources, a Claim each with its own token, as
+// fenced.Guard.DoAll does: the claims are recorded sorted by resource, as
+// bytes, each once, whatever order the caller lists them in, so two such
+// transactions take the fence rows they share in one order and never
+// deadlock there (PostgreSQL and MySQL lock one row per resource; SQLite's
+// first record takes the database's write lock for all of them); the
+// first stale claim in that order refuses the whole transaction before
+// fn runs, with that claim's *StaleTokenError. On PostgreSQL each claim is
+// declared as Do's, so a table under fenced.Guard.Protect accepts the rows
+// of every claimed resource. The fence tables are unchanged.
+//
+// On MySQL, CheckAll locks every claimed fence row before it compares any
+// with the transaction's snapshot; Check after Check would take the
+// snapshot at the first and could refuse a later resource whose previous
+// holder committed while that Check waited (ErrCheckNotFirst).
+//
 // # Retrying
 //
 // A transaction the database ends to break a deadlock, or that waited too
@@ -112,7 +131,8 @@
 //	Situation                                        Error
 //	bad argument, option, dialect or Guard           ErrInvalid, before any round trip
 //	ctx already done                                 ctx.Err(), wrapped, before any round trip
-//	token lower than the highest recorded            ErrStaleToken, a *StaleTokenError
+//	token lower than the highest recorded            ErrStaleToken, a *StaleTokenError (DoAll,
+//	                                                   CheckAll: the first stale claim's)
 //	Check after a read that may be stale             ErrCheckNotFirst; nothing recorded: roll back,
 //	  (see Check: per dialect)                         begin again with Check first
 //	fence table missing                              ErrNotMigrated, wrapping the driver's error
@@ -132,8 +152,9 @@
 // beside the driver's error.
 //
 // Bad arguments are: a nil or typed-nil database, a Dialect other than the
-// three, a nil or zero Guard, a nil ctx, fn or tx, a bad WithTable name, a
-// resource that is empty, longer than MaxResourceLen (1024) bytes, not
+// three, a nil or zero Guard, a nil ctx, fn or tx, a bad WithTable name, no
+// claims or one resource claimed with two different tokens (DoAll,
+// CheckAll; the error names the claim), a resource that is empty, longer than MaxResourceLen (1024) bytes, not
 // valid UTF-8 or holds a NUL byte, and a negative token (tokens run from 0
 // to math.MaxInt64; the fence tables check token >= 0 too).
 //
@@ -146,8 +167,12 @@
 // (redisfence makes neither spans nor metrics):
 // INTERNAL spans redfence.fenced.Do and redfence.fenced.Check with the
 // attributes redfence.resource, redfence.token, redfence.outcome (accepted,
-// stale, error) and redfence.highest, and the counter redfence.fence.checks
-// ({check}) by redfence.outcome. The statements are the driver's to trace.
+// stale, error) and redfence.highest; redfence.fenced.DoAll and
+// redfence.fenced.CheckAll with redfence.resources and redfence.tokens (the
+// claims in the order recorded), redfence.outcome, and, when a claim is
+// stale, its redfence.resource and redfence.highest; and the counter
+// redfence.fence.checks ({check}) by redfence.outcome, one per claim
+// recorded. The statements are the driver's to trace.
 //
 // # Tables
 //

@@ -43,40 +43,56 @@ func (d Dialect) firstSQL(parts []string) firstSQL {
 }
 
 // readFirst returns an error matching ErrCheckNotFirst when tx read, before
-// Check, what a write committed since may have changed. On MySQL it leaves
-// the fence row locked, as the fence would.
-func (g *Guard) readFirst(ctx context.Context, tx *sql.Tx, resource string, token int64) error {
-	var stale bool
+// Check or CheckAll, what a write committed since may have changed. On
+// MySQL it leaves the claims' fence rows locked, as the fence would.
+func (g *Guard) readFirst(ctx context.Context, tx *sql.Tx, claims []Claim) error {
+	var stale string // the resource found stale
 	var err error
 	switch g.dialect {
 	case Postgres:
-		err = tx.QueryRowContext(ctx, g.first.readBefore, g.first.table).Scan(&stale)
+		var read bool
+		err = tx.QueryRowContext(ctx, g.first.readBefore, g.first.table).Scan(&read)
+		if read {
+			stale = fence.Names(claims)
+		}
 	case MySQL:
-		stale, err = g.mysqlSnapshotStale(ctx, tx, resource, token)
+		stale, err = g.mysqlSnapshotStale(ctx, tx, claims)
 	}
 	switch {
-	case stale:
-		return fmt.Errorf("%w: check %q: the transaction read before it", ErrCheckNotFirst, fence.Clip(resource))
+	case stale != "":
+		return fmt.Errorf("%w: check %s: the transaction read before it", ErrCheckNotFirst, stale)
 	case err == nil:
 		return nil
 	case g.dialect.notMigrated(err):
 		return fmt.Errorf("%w: %s: %w", ErrNotMigrated, fence.Clip(g.table), err)
 	case mysqlNumber(err) == 1020: // ER_CHECKREAD: MariaDB's innodb_snapshot_isolation saw it first
-		return fmt.Errorf("%w: check %q: %w", ErrCheckNotFirst, fence.Clip(resource), err)
+		return fmt.Errorf("%w: check %s: %w", ErrCheckNotFirst, fence.Names(claims), err)
 	}
-	return fmt.Errorf("sqlfence: check %q: %w", fence.Clip(resource), err)
+	return fmt.Errorf("sqlfence: check %s: %w", fence.Names(claims), err)
 }
 
-// mysqlSnapshotStale reports whether the fence row as committed differs
-// from the row in tx's snapshot: then a writer of the resource committed
-// after the snapshot was taken, by a read before Check (at REPEATABLE
-// READ, InnoDB's default; READ COMMITTED takes a snapshot per statement,
-// and so shows nothing).
-func (g *Guard) mysqlSnapshotStale(ctx context.Context, tx *sql.Tx, resource string, token int64) (bool, error) {
-	if _, err := tx.ExecContext(ctx, g.first.lock, resource, token); err != nil {
-		return false, err
+// mysqlSnapshotStale returns the first resource, quoted, whose fence row as
+// committed differs from the row in tx's snapshot, or "": then a writer of
+// the resource committed after the snapshot was taken, by a read before
+// Check (at REPEATABLE READ, InnoDB's default; READ COMMITTED takes a
+// snapshot per statement, and so shows nothing). Every row is locked, in
+// claims' order, before the first comparison: when no read came before,
+// that comparison takes the snapshot, after every writer it waited for
+// has committed, and a later writer cannot commit before tx ends.
+func (g *Guard) mysqlSnapshotStale(ctx context.Context, tx *sql.Tx, claims []Claim) (string, error) {
+	for _, c := range claims {
+		if _, err := tx.ExecContext(ctx, g.first.lock, c.Resource, c.Token); err != nil {
+			return "", err
+		}
 	}
-	var latest, snapshot sql.NullString // snapshot: NULL when inserted after it
-	err := tx.QueryRowContext(ctx, g.first.compare, resource, resource).Scan(&latest, &snapshot)
-	return latest != snapshot, err
+	for _, c := range claims {
+		var latest, snapshot sql.NullString // snapshot: NULL when inserted after it
+		if err := tx.QueryRowContext(ctx, g.first.compare, c.Resource, c.Resource).Scan(&latest, &snapshot); err != nil {
+			return "", err
+		}
+		if latest != snapshot {
+			return fmt.Sprintf("%q", fence.Clip(c.Resource)), nil
+		}
+	}
+	return "", nil
 }

@@ -151,10 +151,16 @@ func (g *Guard) Migrate(ctx context.Context) error {
 // transaction is open, database/sql rolls it back.
 //
 // fn must do all its writes through tx, and must not commit or roll it back.
-func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ctx context.Context, tx *sql.Tx) error) (err error) {
+func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	if err := g.validate(ctx, resource, token); err != nil {
 		return err
 	}
+	return g.do(ctx, "Do", []Claim{{Resource: resource, Token: token}}, fn)
+}
+
+// do is Do and DoAll once their claims are valid and in canonical order:
+// op names the caller.
+func (g *Guard) do(ctx context.Context, op string, claims []Claim, fn func(ctx context.Context, tx *sql.Tx) error) (err error) {
 	if fn == nil {
 		return invalid("nil fn")
 	}
@@ -163,8 +169,7 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 	}
 	// INTERNAL: the span wraps fn, the caller's code; the statements beneath
 	// it are the driver's to trace.
-	ctx, span := g.tel.tracer.Start(ctx, "redfence.fenced.Do", trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(attrResource.String(resource), attrToken.Int64(token)))
+	ctx, span := g.start(ctx, op, claims)
 	defer func() { endSpan(span, err) }()
 
 	tx, err := g.db.BeginTx(ctx, nil)
@@ -180,7 +185,7 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 	if err := g.verifyStorage(ctx, tx); err != nil {
 		return err
 	}
-	if err := g.check(ctx, tx, resource, token, span); err != nil {
+	if err := g.check(ctx, tx, claims, span); err != nil {
 		return err
 	}
 	if err := fn(ctx, tx); err != nil {
@@ -227,7 +232,7 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ct
 //
 // Bad arguments and a done ctx are reported as by Do, before any round
 // trip; a nil tx is ErrInvalid too.
-func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token int64) (err error) {
+func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token int64) error {
 	if err := g.validate(ctx, resource, token); err != nil {
 		return err
 	}
@@ -237,16 +242,21 @@ func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token in
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlfence: %w", cause.Wrap(ctx, err))
 	}
-	ctx, span := g.tel.tracer.Start(ctx, "redfence.fenced.Check", trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(attrResource.String(resource), attrToken.Int64(token)))
+	return g.checkIn(ctx, "Check", tx, []Claim{{Resource: resource, Token: token}})
+}
+
+// checkIn is Check and CheckAll once their claims are valid and in
+// canonical order: op names the caller.
+func (g *Guard) checkIn(ctx context.Context, op string, tx *sql.Tx, claims []Claim) (err error) {
+	ctx, span := g.start(ctx, op, claims)
 	defer func() { endSpan(span, err) }()
 	if err := g.verifyStorage(ctx, tx); err != nil {
 		return err
 	}
-	if err := g.readFirst(ctx, tx, resource, token); err != nil {
+	if err := g.readFirst(ctx, tx, claims); err != nil {
 		return err
 	}
-	return g.check(ctx, tx, resource, token, span)
+	return g.check(ctx, tx, claims, span)
 }
 
 // usable returns the ErrInvalid every method reports for a Guard it cannot
@@ -276,25 +286,30 @@ func (g *Guard) validate(ctx context.Context, resource string, token int64) erro
 	return fence.ValidateToken(token)
 }
 
-// check records token for resource in tx and counts the outcome; a stale
-// token is a *StaleTokenError.
-func (g *Guard) check(ctx context.Context, tx *sql.Tx, resource string, token int64, span trace.Span) error {
-	highest, err := g.record(ctx, tx, resource, token)
-	switch {
-	case err == nil:
-	case g.dialect.notMigrated(err): // the fence's statements name no other table
-		return fmt.Errorf("%w: %s: %w", ErrNotMigrated, fence.Clip(g.table), err)
-	default:
-		return fmt.Errorf("sqlfence: check %q: %w", fence.Clip(resource), cause.Wrap(ctx, err))
+// check records each claim's token in tx, in claims' order, and counts
+// the outcomes; the first stale token stops it with a *StaleTokenError.
+func (g *Guard) check(ctx context.Context, tx *sql.Tx, claims []Claim, span trace.Span) error {
+	var highest int64
+	for _, c := range claims {
+		var err error
+		highest, err = g.record(ctx, tx, c.Resource, c.Token)
+		switch {
+		case err == nil:
+		case g.dialect.notMigrated(err): // the fence's statements name no other table
+			return fmt.Errorf("%w: %s: %w", ErrNotMigrated, fence.Clip(g.table), err)
+		default:
+			return fmt.Errorf("sqlfence: check %q: %w", fence.Clip(c.Resource), cause.Wrap(ctx, err))
+		}
+		if c.Token < highest {
+			g.tel.checks.Add(ctx, 1, metric.WithAttributes(attrOutcome.String("stale")))
+			span.SetAttributes(attrOutcome.String("stale"), attrResource.String(c.Resource), attrHighest.Int64(highest))
+			return &StaleTokenError{Resource: c.Resource, Token: c.Token, Highest: highest}
+		}
+		g.tel.checks.Add(ctx, 1, metric.WithAttributes(attrOutcome.String("accepted")))
 	}
-	outcome := "accepted"
-	if token < highest {
-		outcome = "stale"
-	}
-	span.SetAttributes(attrOutcome.String(outcome), attrHighest.Int64(highest))
-	g.tel.checks.Add(ctx, 1, metric.WithAttributes(attrOutcome.String(outcome)))
-	if outcome == "stale" {
-		return &StaleTokenError{Resource: resource, Token: token, Highest: highest}
+	span.SetAttributes(attrOutcome.String("accepted"))
+	if len(claims) == 1 { // of several, no one highest token
+		span.SetAttributes(attrHighest.Int64(highest))
 	}
 	return nil
 }
@@ -305,7 +320,26 @@ const (
 	attrToken    = attribute.Key("redfence.token")
 	attrHighest  = attribute.Key("redfence.highest")
 	attrOutcome  = attribute.Key("redfence.outcome")
+	// DoAll's and CheckAll's, in canonical order.
+	attrResources = attribute.Key("redfence.resources")
+	attrTokens    = attribute.Key("redfence.tokens")
 )
+
+// start begins the span of op, named redfence.fenced.<op>: with the
+// resource and token of Do's or Check's one claim, the lists of all for
+// DoAll and CheckAll.
+func (g *Guard) start(ctx context.Context, op string, claims []Claim) (context.Context, trace.Span) {
+	attrs := []attribute.KeyValue{attrResource.String(claims[0].Resource), attrToken.Int64(claims[0].Token)}
+	if op == "DoAll" || op == "CheckAll" {
+		resources := make([]string, len(claims))
+		tokens := make([]int64, len(claims))
+		for i, c := range claims {
+			resources[i], tokens[i] = c.Resource, c.Token
+		}
+		attrs = []attribute.KeyValue{attrResources.StringSlice(resources), attrTokens.Int64Slice(tokens)}
+	}
+	return g.tel.tracer.Start(ctx, "redfence.fenced."+op, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+}
 
 func endSpan(span trace.Span, err error) {
 	if err != nil && !errors.Is(err, ErrStaleToken) {
