@@ -81,9 +81,9 @@ func (w *World) stallsShowed() {
 	}
 }
 
-// linearizable checks the history with porcupine against model; when it is not, the
-// history and porcupine's visualisation go to a temporary directory that the
-// failure names.
+// linearizable checks the history with porcupine against model; when it
+// is not, the history and porcupine's visualisation go to a temporary
+// directory that the failure names.
 func (w *World) linearizable(name string, model porcupine.Model) {
 	t := w.t
 	t.Helper()

@@ -138,12 +138,12 @@ func (w *World) wait(ctx context.Context, wg *sync.WaitGroup) {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	<-ctx.Done()
-	t := time.NewTimer(hangBound)
-	defer t.Stop()
+	timer := time.NewTimer(hangBound)
+	defer timer.Stop()
 	select {
 	case <-done:
 		return
-	case <-t.C:
+	case <-timer.C:
 	}
 	path := "(none: " // the stacks are a help, not the verdict
 	if f, err := os.CreateTemp("", "redfence-chaos-hang-*.txt"); err == nil {
