@@ -98,9 +98,10 @@ demo:
 	$(GO) run ./examples/stampede
 
 # The reliability suite for CHAOS_DURATION per setup (single node, Redlock,
-# Sentinel, the other stores; then etcd, in its module); make test runs a
-# bounded version. Both runs go on when one fails; the target fails if either
-# did (pipefail: the filter alone would always succeed).
+# Sentinel, the other stores, the multi-key transfers; then etcd, in its
+# module); make test runs a bounded version. Both runs go on when one
+# fails; the target fails if either did (pipefail: the filter alone would
+# always succeed).
 CHAOS_DURATION ?= 4m
 CHAOS_FILTER = grep -E '^(=== RUN|--- |ok|FAIL|PASS)|^\s+\S+\.go:[0-9]+: |Error'
 .PHONY: chaos

@@ -64,8 +64,16 @@ func singleNode(t *testing.T, w *chaoskit.World) {
 }
 
 func TestChaosRedlock(t *testing.T) {
-	_, srvs := testutil.RedisN(t, 5)
 	w := newWorld(t, "redlock")
+	redlock(t, w)
+	w.Run(15 * time.Second)
+	w.Check("redlock")
+}
+
+// redlock gives w its clients' Lockers, each a Redlock over its own
+// connections to five redis-servers, and the faults of that setup.
+func redlock(t *testing.T, w *chaoskit.World) {
+	_, srvs := testutil.RedisN(t, 5)
 	for range chaoskit.Clients {
 		nodes := make([]redis.UniversalClient, len(srvs))
 		for j, s := range srvs {
@@ -86,44 +94,29 @@ func TestChaosRedlock(t *testing.T) {
 		}
 		return out
 	}
+	each := func(ss []*testutil.RedisServer, f func(*testutil.RedisServer)) {
+		for _, s := range ss {
+			f(s)
+		}
+	}
 	w.Faults = []chaoskit.Fault{
 		{Name: "minority paused", Apply: func(rng *rand.Rand) func() {
 			ss := some(rng, 1+rng.IntN(2))
-			for _, s := range ss {
-				s.Pause()
-			}
-			return func() {
-				for _, s := range ss {
-					s.Resume()
-				}
-			}
+			each(ss, (*testutil.RedisServer).Pause)
+			return func() { each(ss, (*testutil.RedisServer).Resume) }
 		}},
 		{Name: "majority paused", Apply: func(rng *rand.Rand) func() {
 			ss := some(rng, 3)
-			for _, s := range ss {
-				s.Pause()
-			}
-			return func() {
-				for _, s := range ss {
-					s.Resume()
-				}
-			}
+			each(ss, (*testutil.RedisServer).Pause)
+			return func() { each(ss, (*testutil.RedisServer).Resume) }
 		}},
 		{Name: "minority killed, restarted empty", Apply: func(rng *rand.Rand) func() {
 			ss := some(rng, 1+rng.IntN(2))
-			for _, s := range ss {
-				s.Kill()
-			}
-			return func() {
-				for _, s := range ss {
-					s.Restart()
-				}
-			}
+			each(ss, (*testutil.RedisServer).Kill)
+			return func() { each(ss, (*testutil.RedisServer).Restart) }
 		}},
 		w.StallFault(),
 	}
-	w.Run(15 * time.Second)
-	w.Check("redlock")
 }
 
 // TestChaosSentinel: a primary with an asynchronous replica under Sentinel.

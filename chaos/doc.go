@@ -12,6 +12,13 @@
 // moments two clients believed they held the lock at once (expected above
 // zero under stalls: the fence must reject every such late write).
 //
+// TestChaosMultiKey runs a multi-key workload over the single-node and
+// Redlock setups: transfers between two of four accounts, both keys taken
+// with LockAll in random order, both balances written in one transaction
+// fenced on both (fenced.Guard.DoAll); its checks are porcupine over the
+// accounts, tokens increasing per account, money conserved, and no
+// deadlock.
+//
 // TestChaosStores runs the single-node setup with the register in the other
 // stores fenced supports: MySQL/MariaDB and SQLite (sqlfence) and Redis
 // (redisfence).

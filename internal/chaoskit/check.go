@@ -44,8 +44,12 @@ var registerModel = porcupine.Model{
 func (w *World) Check(name string) {
 	t := w.t
 	t.Helper()
+	if w.work != nil {
+		w.checkLedger(name)
+		return
+	}
 	ctx := context.Background()
-	w.linearizable(name)
+	w.linearizable(name, registerModel)
 
 	tokens, err := w.reg.Accepted(ctx)
 	require.NoError(t, err)
@@ -67,34 +71,39 @@ func (w *World) Check(name string) {
 	// while it lasts, which a short run on a loaded machine may not see:
 	// the bounded run of make test asserts safety only; make chaos (minutes
 	// of stalls) also asserts that the stalls were exercised.
+	w.stallsShowed()
+}
+
+// stallsShowed asserts, in a long run, that the stalls were exercised.
+func (w *World) stallsShowed() {
 	if w.cfg.Long > 0 && w.stalled.Load() > 0 {
-		assert.Positive(t, w.overlaps.Load()+w.stale.Load(), "stalls past the lease must show up as overlaps or rejected writes")
+		assert.Positive(w.t, w.overlaps.Load()+w.stale.Load(), "stalls past the lease must show up as overlaps or rejected writes")
 	}
 }
 
-// linearizable checks the history with porcupine; when it is not, the
-// history and porcupine's visualisation go to a temporary directory that the
-// failure names.
-func (w *World) linearizable(name string) {
+// linearizable checks the history with porcupine against model; when it
+// is not, the history and porcupine's visualisation go to a temporary
+// directory that the failure names.
+func (w *World) linearizable(name string, model porcupine.Model) {
 	t := w.t
 	t.Helper()
-	res, info := porcupine.CheckOperationsVerbose(registerModel, w.history, max(time.Minute, w.cfg.Long/2))
+	res, info := porcupine.CheckOperationsVerbose(model, w.history, max(time.Minute, w.cfg.Long/2))
 	if res == porcupine.Ok {
 		return
 	}
 	dir, err := os.MkdirTemp("", "redfence-chaos-")
 	if err != nil {
-		t.Errorf("%s: register history not linearizable (%s), and no directory for it: %v", name, res, err)
+		t.Errorf("%s: history not linearizable (%s), and no directory for it: %v", name, res, err)
 		return
 	}
 	path := filepath.Join(dir, name+".html")
-	_ = porcupine.VisualizePath(registerModel, info, path)
+	_ = porcupine.VisualizePath(model, info, path)
 	var b strings.Builder
 	for _, op := range w.history {
-		fmt.Fprintf(&b, "%d %d %d %v\n", op.ClientId, op.Call, op.Return, op.Output)
+		fmt.Fprintf(&b, "%d %d %d %v %v\n", op.ClientId, op.Call, op.Return, op.Input, op.Output)
 	}
 	_ = os.WriteFile(filepath.Join(dir, name+"-history.txt"), []byte(b.String()), 0o644)
-	t.Errorf("%s: register history not linearizable (%s); history and visualisation in %s", name, res, dir)
+	t.Errorf("%s: history not linearizable (%s); history and visualisation in %s", name, res, dir)
 }
 
 // faultCounts is "name: n, ..." of the faults injected, sorted.

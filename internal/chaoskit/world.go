@@ -4,12 +4,16 @@
 // of a register, and unlock, while a fault loop injects the setup's faults
 // at random; Check then judges what happened. A setup brings the Lockers,
 // the faults and the register; the loop, the checks and the failure
-// artefacts are the same for every setup.
+// artefacts are the same for every setup. NewTransfers runs a multi-key
+// workload instead (transfers between accounts of a Ledger, LockAll and
+// fenced.Guard.DoAll), under the same faults, with checks of its own.
 package chaoskit
 
 import (
 	"context"
 	"math/rand/v2"
+	"os"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,9 +51,10 @@ type World struct {
 	Lockers []*mutex.Locker // one per client, Clients of them
 	Faults  []Fault
 
-	t   *testing.T
-	reg Register
-	cfg Config
+	t    *testing.T
+	reg  Register    // the register workload's resource
+	work *ledgerWork // the multi-key workload (NewTransfers), or nil
+	cfg  Config
 
 	mu      sync.Mutex // guards history and counts
 	history []porcupine.Operation
@@ -110,10 +115,45 @@ func (w *World) Run(bounded time.Duration) {
 	defer cancel()
 	var wg sync.WaitGroup
 	for i, l := range w.Lockers {
-		wg.Go(func() { w.client(ctx, i, l) })
+		if w.work != nil {
+			wg.Go(func() { w.transferClient(ctx, i, l) })
+		} else {
+			wg.Go(func() { w.client(ctx, i, l) })
+		}
 	}
 	wg.Go(func() { w.inject(ctx, uint64(time.Now().UnixNano())) })
-	wg.Wait()
+	w.wait(ctx, &wg)
+}
+
+// hangBound is how long after the run's end every client must have
+// returned: each call it can be in has a deadline far below it (Lock,
+// the write, Unlock, a stall), so a client still running then is stuck in
+// a call that ignored its deadline: a deadlock.
+const hangBound = 30 * time.Second
+
+// wait waits for wg. When it has not finished hangBound after ctx ended,
+// it fails the test at once, naming a file with every goroutine's stack:
+// the stuck clients are left to the test's clean-up (closing the Lockers).
+func (w *World) wait(ctx context.Context, wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	<-ctx.Done()
+	timer := time.NewTimer(hangBound)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return
+	case <-timer.C:
+	}
+	path := "(none: " // the stacks are a help, not the verdict
+	if f, err := os.CreateTemp("", "redfence-chaos-hang-*.txt"); err == nil {
+		_ = pprof.Lookup("goroutine").WriteTo(f, 1)
+		_ = f.Close()
+		path = f.Name()
+	} else {
+		path += err.Error() + ")"
+	}
+	w.t.Fatalf("clients still running %v after the run ended: a call did not return within its deadline (deadlock?); goroutines in %s", hangBound, path)
 }
 
 // inject applies a random fault every 200-600 ms, heals it after 100-900 ms.
