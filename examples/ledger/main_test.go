@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redfence/redfence/fenced"
 	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/mutex"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }
@@ -163,4 +165,23 @@ func TestConclude(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClaimsFenceEveryAccount: a transfer's fence claims each account it
+// locked, with that account's own token, or a stalled worker whose other
+// account moved on would slip through.
+func TestClaimsFenceEveryAccount(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	l := mutex.New(c)
+	t.Cleanup(func() { _ = l.Close() })
+	d := &ledgerRun{}
+	ctx := context.Background()
+	ls, err := l.LockAll(ctx, d.keys(7, 3))
+	require.NoError(t, err)
+	defer ls.Unlock(ctx)
+	assert.ElementsMatch(t, []fenced.Claim{
+		{Resource: "account:3", Token: ls.Token("account:3")},
+		{Resource: "account:7", Token: ls.Token("account:7")},
+	}, claims(ls))
+	assert.NotEqual(t, ls.Token("account:3"), ls.Token("account:7"))
 }
