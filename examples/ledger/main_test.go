@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redfence/redfence/fenced"
 	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/mutex"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }
@@ -35,6 +37,8 @@ func runDemo(t *testing.T, o options) result {
 	res, err := run(ctx, &out, o)
 	require.NoError(t, err)
 	t.Log("\n" + out.String())
+	assert.Positive(t, res.perSecond)
+	assert.Contains(t, out.String(), fmt.Sprintf("throughput (%s): %.0f transfers/s", lockMode(o.global), res.perSecond))
 	assert.Contains(t, out.String(), fmt.Sprintf("transfers committed:          %d\n", res.committed))
 	assert.Contains(t, out.String(), fmt.Sprintf("stale writes rejected (fence): %d\n", res.staleRejected))
 	assert.Contains(t, out.String(), fmt.Sprintf("stale writes accepted:        %d\n", res.staleAccepted))
@@ -51,6 +55,30 @@ func TestFencingHolds(t *testing.T) {
 	assert.GreaterOrEqual(t, res.staleRejected, int64(1))
 	assert.Zero(t, res.staleAccepted)
 	assert.Equal(t, int64(o.workers*o.transfers)-res.staleRejected, res.committed)
+}
+
+// TestGlobalLock: the old single lock, "ledger", fenced as one resource,
+// keeps the invariant and rejects the stalled write too.
+func TestGlobalLock(t *testing.T) {
+	o := short(true)
+	o.global = true
+	o = realServers(t, o)
+	res := runDemo(t, o)
+	assert.Equal(t, res.totalBefore, res.totalAfter, "the invariant holds")
+	assert.GreaterOrEqual(t, res.staleRejected, int64(1))
+	assert.Zero(t, res.staleAccepted)
+}
+
+// TestPerAccountLocksKeepTheInvariant: many workers over few accounts, so
+// that transfers share accounts all the time; each takes both of its
+// accounts, or updates are lost and the total moves.
+func TestPerAccountLocksKeepTheInvariant(t *testing.T) {
+	o := short(true)
+	o.workers, o.accounts, o.transfers = 6, 3, 30
+	o = realServers(t, o)
+	res := runDemo(t, o)
+	assert.Equal(t, res.totalBefore, res.totalAfter, "the invariant holds")
+	assert.Zero(t, res.staleAccepted)
 }
 
 // TestWithoutFencingCorrupts: the same run without the fence shows the lost
@@ -115,8 +143,8 @@ func TestConclude(t *testing.T) {
 		want    []string
 		wantNot []string
 	}{
-		{"holds", true, result{committed: 29, staleRejected: 1, totalBefore: 4000, totalAfter: 4000},
-			[]string{"transfers committed:          29\n", "stale writes rejected (fence): 1\n", "4000 before, 4000 after: the invariant holds."},
+		{"holds", true, result{perSecond: 123.4, committed: 29, staleRejected: 1, totalBefore: 4000, totalAfter: 4000},
+			[]string{"throughput (per account): 123 transfers/s", "compare with -global", "transfers committed:          29\n", "stale writes rejected (fence): 1\n", "4000 before, 4000 after: the invariant holds."},
 			[]string{"VIOLATED"}},
 		{"violated without fencing", false, result{committed: 30, staleAccepted: 1, totalBefore: 4000, totalAfter: 4037},
 			[]string{"stale writes accepted:        1\n", "VIOLATED: +37 created or destroyed by stale writes.", "run with -fencing=true"},
@@ -137,4 +165,23 @@ func TestConclude(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClaimsFenceEveryAccount: a transfer's fence claims each account it
+// locked, with that account's own token, or a stalled worker whose other
+// account moved on would slip through.
+func TestClaimsFenceEveryAccount(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	l := mutex.New(c)
+	t.Cleanup(func() { _ = l.Close() })
+	d := &ledgerRun{}
+	ctx := context.Background()
+	ls, err := l.LockAll(ctx, d.keys(7, 3))
+	require.NoError(t, err)
+	defer ls.Unlock(ctx)
+	assert.ElementsMatch(t, []fenced.Claim{
+		{Resource: "account:3", Token: ls.Token("account:3")},
+		{Resource: "account:7", Token: ls.Token("account:7")},
+	}, claims(ls))
+	assert.NotEqual(t, ls.Token("account:3"), ls.Token("account:7"))
 }

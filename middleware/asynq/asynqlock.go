@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -32,7 +34,7 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	key  func(*asynq.Task) (string, error)
+	keys func(*asynq.Task) ([]string, error)
 	ttl  time.Duration
 	wait time.Duration
 	tp   trace.TracerProvider
@@ -55,9 +57,35 @@ func WithKey(fn func(t *asynq.Task) (string, error)) Option {
 	return optionFunc(func(c *config) {
 		if fn == nil {
 			c.errs = append(c.errs, errors.New("nil key function"))
+			return
 		}
-		c.key = fn
+		c.keys = oneKey(fn)
 	})
+}
+
+// WithKeys sets several lock keys for a task, for example both accounts of
+// a transfer: the handler runs only while it holds every one of them,
+// taken with mutex's LockAll (TryLockAll without WithWait), so two tasks
+// naming the same accounts in opposite orders never deadlock. Each key is
+// locked as KeyPrefix followed by it; duplicates count once. When any key
+// is busy the task returns ErrLocked, as for one busy key, holding none.
+// No keys, an empty key or more than mutex.MaxKeys fails the task. The
+// last of WithKey and WithKeys given wins.
+func WithKeys(fn func(t *asynq.Task) ([]string, error)) Option {
+	return optionFunc(func(c *config) {
+		if fn == nil {
+			c.errs = append(c.errs, errors.New("nil keys function"))
+			return
+		}
+		c.keys = fn
+	})
+}
+
+func oneKey(fn func(*asynq.Task) (string, error)) func(*asynq.Task) ([]string, error) {
+	return func(t *asynq.Task) ([]string, error) {
+		k, err := fn(t)
+		return []string{k}, err
+	}
 }
 
 // WithTTL sets the lock's lease, renewed every third of it while the handler
@@ -106,7 +134,7 @@ func DefaultKey(t *asynq.Task) (string, error) {
 // across every server sharing locker's Redis. A nil or broken locker or a bad
 // option is reported here, wrapping ErrInvalid.
 func New(locker *mutex.Locker, opts ...Option) (asynq.MiddlewareFunc, error) {
-	c := config{key: DefaultKey, ttl: 30 * time.Second}
+	c := config{keys: oneKey(DefaultKey), ttl: 30 * time.Second}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c)
@@ -126,52 +154,42 @@ func New(locker *mutex.Locker, opts ...Option) (asynq.MiddlewareFunc, error) {
 			ctx, span := tel.start(ctx, t.Type())
 			outcome := "error" // also when the handler panics
 			defer func() { tel.end(ctx, span, t.Type(), outcome, err) }()
-			key, err := c.key(t)
+			keys, err := taskKeys(c.keys, t)
 			if err != nil {
-				return fmt.Errorf("asynqlock: key of %s task: %w", t.Type(), err)
+				return err
 			}
-			if key == "" {
-				return fmt.Errorf("asynqlock: empty key for %s task", t.Type())
-			}
-			span.SetAttributes(attrKey.String(KeyPrefix + key)) // as mutex's spans say it
+			setKeys(span, keys)
 
-			var lk *mutex.Lock
 			start := time.Now()
-			if c.wait > 0 {
-				lctx, cancel := context.WithTimeout(ctx, c.wait)
-				lk, err = locker.Lock(lctx, KeyPrefix+key, mutex.WithTTL(c.ttl))
-				cancel()
-			} else {
-				lk, err = locker.TryLock(ctx, KeyPrefix+key, mutex.WithTTL(c.ttl))
-			}
+			h, err := acquire(ctx, locker, keys, &c)
 			if err != nil {
 				// Busy only when other holders stood in the way: an
 				// outage (mutex.ErrUnavailable) is a failure asynq counts.
 				if errors.Is(err, mutex.ErrNotAcquired) && !errors.Is(err, mutex.ErrUnavailable) && ctx.Err() == nil {
 					outcome = "locked"
 					tel.lockWait(ctx, span, t.Type(), "locked", time.Since(start))
-					n, berr := recordBusy(ctx, locker.Client(), key, t)
+					n, berr := recordBusyAll(ctx, locker.Client(), keys, t)
 					tel.busy(span, n, berr)
-					return fmt.Errorf("%w: %s", ErrLocked, KeyPrefix+key)
+					return lockedError(keys, err)
 				}
 				tel.lockWait(ctx, span, t.Type(), "error", time.Since(start))
-				return fmt.Errorf("asynqlock: lock %s: %w", KeyPrefix+key, err)
+				return fmt.Errorf("asynqlock: lock %s: %w", strings.Join(prefixed(keys), ", "), err)
 			}
 			tel.lockWait(ctx, span, t.Type(), "acquired", time.Since(start))
-			span.SetAttributes(attrToken.Int64(lk.Token()))
+			setTokens(span, h)
 			defer func() {
 				// Released whatever the handler did, a panic included; on a
 				// context of its own, since asynq's may have ended.
 				uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 				defer cancel()
-				_ = lk.Unlock(uctx) // ErrNotHeld after a loss: nothing to release
+				_ = h.Unlock(uctx) // ErrNotHeld after a loss: nothing to release
 			}()
 
-			hctx, cancel := handlerContext(ctx, lk)
+			hctx, cancel := handlerContext(ctx, h)
 			defer cancel()
 			err = next.ProcessTask(hctx, t)
 			switch {
-			case errors.Is(context.Cause(lk.Context()), mutex.ErrLockLost):
+			case errors.Is(context.Cause(h.Context()), mutex.ErrLockLost):
 				outcome = "lock_lost"
 			case err == nil:
 				outcome = "ok"
@@ -183,17 +201,34 @@ func New(locker *mutex.Locker, opts ...Option) (asynq.MiddlewareFunc, error) {
 
 type tokenKey struct{}
 
-// Token returns the fencing token of the lock the handler runs under.
+// Token returns the fencing token of the lock the handler runs under, when
+// the task has one key. Under several keys (WithKeys) it returns false: ask
+// KeyToken for each.
 func Token(ctx context.Context) (int64, bool) {
-	t, ok := ctx.Value(tokenKey{}).(int64)
-	return t, ok
+	h, ok := ctx.Value(tokenKey{}).(*held)
+	if !ok || len(h.keys) != 1 {
+		return 0, false
+	}
+	return h.token(h.keys[0]), true
+}
+
+// KeyToken returns the fencing token of key (as WithKey or WithKeys
+// returned it, without KeyPrefix) in the handler's ctx, for example one
+// fenced.Claim per account of a transfer; false when the handler does not
+// hold key.
+func KeyToken(ctx context.Context, key string) (int64, bool) {
+	h, ok := ctx.Value(tokenKey{}).(*held)
+	if !ok || !slices.Contains(h.keys, key) {
+		return 0, false
+	}
+	return h.token(key), true
 }
 
 // handlerContext is the lock's context joined with asynq's (ended by either,
-// bounded by asynq's deadline), carrying the token.
-func handlerContext(ctx context.Context, lk *mutex.Lock) (context.Context, context.CancelFunc) {
-	hctx, cancel := lk.Join(ctx)
-	return context.WithValue(hctx, tokenKey{}, lk.Token()), cancel
+// bounded by asynq's deadline), carrying the tokens.
+func handlerContext(ctx context.Context, h *held) (context.Context, context.CancelFunc) {
+	hctx, cancel := h.Join(ctx)
+	return context.WithValue(hctx, tokenKey{}, h), cancel
 }
 
 // IsFailure is asynq's default (every error is a failure) except for

@@ -24,6 +24,19 @@
 // returns, whatever it returns, and when it panics (the panic goes on to
 // asynq, which recovers it).
 //
+// # Several keys
+//
+// A task that touches several resources, a transfer between two accounts,
+// names them all with WithKeys: the handler runs only while it holds every
+// one, taken with mutex's LockAll (TryLockAll without WithWait) in one
+// order that all Lockers share, so tasks naming the same accounts in
+// opposite orders never deadlock, and a task that finds one key busy holds
+// none of them when it returns ErrLocked. KeyToken(ctx, key) gives each
+// key's fencing token, one fenced.Claim per account for fenced's DoAll; the
+// handler's ctx ends when any key is lost. A busy task is recorded under
+// each of its keys, so Busy(key) counts the tasks retrying that need key.
+// A one-key task keeps Lock's path and spans.
+//
 // # A busy key
 //
 // By default a task whose key is locked returns at once an error wrapping
@@ -56,6 +69,9 @@
 //	redfence.asynqlock   INTERNAL  asynq.task.type, redfence.key (the lock's, with KeyPrefix, as
 //	                                 mutex's spans say it), redfence.wait (seconds to get the lock
 //	                                 or give up, float), redfence.token (when locked),
+//	                                 for several keys redfence.keys (how many),
+//	                                 redfence.asynqlock.keys and redfence.asynqlock.tokens
+//	                                 (in the same order) instead of redfence.key and redfence.token,
 //	                                 redfence.asynqlock.busy (on a busy key: the tasks retrying on
 //	                                 it, as Busy counts them), redfence.outcome (ok, locked,
 //	                                 lock_lost, error); one span per task, around the handler;
@@ -83,8 +99,9 @@
 //	the key is held by another handler                 wraps ErrLocked: retried, not a failure
 //	Redis unreachable or not answering                 wraps mutex.ErrUnavailable: a failure asynq
 //	                                                     counts and retries with its back-off
-//	WithKey's function fails, an empty key, a key      that error (wrapping mutex.ErrInvalid for
-//	  over mutex.MaxKeyLen with its "asynq:" prefix      the key): a failure
+//	WithKey's (WithKeys') function fails, no keys,     that error (wrapping mutex.ErrInvalid for
+//	  an empty key, a key over mutex.MaxKeyLen with      the key): a failure
+//	  its "asynq:" prefix, over mutex.MaxKeys keys
 //	the handler's error                                returned as it is
 //
 // Limits: WithTTL from mutex.MinTTL to mutex.MaxTTL; WithWait at least 0.

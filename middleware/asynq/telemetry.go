@@ -23,12 +23,15 @@ const (
 
 // Attribute keys on spans and metrics.
 const (
-	attrTaskType = attribute.Key("asynq.task.type")
-	attrKey      = attribute.Key("redfence.key")
-	attrToken    = attribute.Key("redfence.token")
-	attrWait     = attribute.Key("redfence.wait") // seconds
-	attrOutcome  = attribute.Key("redfence.outcome")
-	attrBusy     = attribute.Key("redfence.asynqlock.busy") // tasks retrying on the key (Busy)
+	attrTaskType  = attribute.Key("asynq.task.type")
+	attrKey       = attribute.Key("redfence.key")
+	attrToken     = attribute.Key("redfence.token")
+	attrWait      = attribute.Key("redfence.wait") // seconds
+	attrOutcome   = attribute.Key("redfence.outcome")
+	attrBusy      = attribute.Key("redfence.asynqlock.busy")   // tasks retrying on the key (Busy)
+	attrKeys      = attribute.Key("redfence.keys")             // how many, for several keys (WithKeys)
+	attrKeyList   = attribute.Key("redfence.asynqlock.keys")   // the keys, for several
+	attrTokenList = attribute.Key("redfence.asynqlock.tokens") // their tokens, in the same order
 )
 
 type telemetry struct {

@@ -1,0 +1,154 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redfence/redfence/fenced"
+	"github.com/redfence/redfence/internal/benchkit"
+	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/mutex"
+)
+
+// Ledger workload sizes: the issue's goal is stated for these (issue 37).
+const (
+	ledgerWorkers   = 8
+	ledgerAccounts  = 32
+	ledgerPerWorker = 8 // transfers per worker per block
+)
+
+// BenchmarkLedgerPaired is examples/ledger's transfer, done right: lock
+// both accounts (per-account: LockAll of "account:<from>" and
+// "account:<to>"; global: Lock of one key "ledger", as a ledger with one
+// lock does), read both balances, write both back in one transaction
+// fenced on every key held (fenced.Guard.DoAll), unlock. ledgerWorkers
+// workers, each with its own Locker and client as separate processes
+// would have, move money among ledgerAccounts accounts, the two sides in
+// alternating blocks (benchkit.Alternate) on the same Redis and
+// PostgreSQL, so their ratio is taken over the same seconds.
+//
+// ns/op and ref-ns/op are wall time per transfer (the inverse of the
+// throughput), x-ref their ratio: the global lock's throughput is 1/x-ref
+// of per-account's. tps and ref-tps are transfers per second; p99-ms and
+// ref-p99-ms a transfer's 99th percentile latency, lock wait included.
+func BenchmarkLedgerPaired(b *testing.B) {
+	ctx := context.Background()
+	_, srv := testutil.Redis(b)
+	pool := testutil.Postgres(b)
+	guard := fenced.New(pool)
+	if err := guard.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_ledger (id int PRIMARY KEY, balance bigint NOT NULL)`); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO bench_ledger SELECT g, 1000000 FROM generate_series(0, $1 - 1) g ON CONFLICT DO NOTHING`, ledgerAccounts); err != nil {
+		b.Fatal(err)
+	}
+	lockers := make([]*mutex.Locker, ledgerWorkers)
+	for i := range lockers {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		lockers[i] = mutex.New(c)
+		b.Cleanup(func() { _ = lockers[i].Close(); _ = c.Close() })
+	}
+	name := fmt.Sprintf("w%d-a%d/per-account-vs-global", ledgerWorkers, ledgerAccounts)
+	b.Run(name, func(b *testing.B) {
+		sub := &ledgerSide{pool: pool, guard: guard, lockers: lockers}
+		ref := &ledgerSide{pool: pool, guard: guard, lockers: lockers, global: true}
+		cycles := benchkit.Alternate(b, ledgerWorkers*ledgerPerWorker,
+			func() time.Duration { return sub.block(ctx, b) },
+			func() time.Duration { return ref.block(ctx, b) })
+		sub.report(b, cycles, "")
+		ref.report(b, cycles, "ref-")
+	})
+}
+
+// ledgerSide is one side of the pair: its lock keys, and what it measured.
+type ledgerSide struct {
+	pool    *pgxpool.Pool
+	guard   *fenced.Guard
+	lockers []*mutex.Locker
+	global  bool
+
+	mu    sync.Mutex
+	lats  []time.Duration
+	wall  time.Duration
+	round uint64
+}
+
+// block runs ledgerPerWorker transfers on each worker at once and returns
+// the wall time they took together.
+func (s *ledgerSide) block(ctx context.Context, b *testing.B) time.Duration {
+	s.round++
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w, l := range s.lockers {
+		rng := rand.New(rand.NewPCG(uint64(w), s.round))
+		wg.Go(func() {
+			lats := make([]time.Duration, 0, ledgerPerWorker)
+			for range ledgerPerWorker {
+				from := rng.IntN(ledgerAccounts)
+				to := (from + 1 + rng.IntN(ledgerAccounts-1)) % ledgerAccounts
+				t0 := time.Now()
+				if err := s.transfer(ctx, l, from, to); err != nil {
+					b.Error(err)
+					return
+				}
+				lats = append(lats, time.Since(t0))
+			}
+			s.mu.Lock()
+			s.lats = append(s.lats, lats...)
+			s.mu.Unlock()
+		})
+	}
+	wg.Wait()
+	d := time.Since(start)
+	s.wall += d
+	return d
+}
+
+// transfer moves 1 from one account to the other under the side's locks
+// and a fence on each key held.
+func (s *ledgerSide) transfer(ctx context.Context, l *mutex.Locker, from, to int) error {
+	keys := []string{"ledger"}
+	if !s.global {
+		keys = []string{fmt.Sprint("account:", from), fmt.Sprint("account:", to)}
+	}
+	return l.DoAll(ctx, keys, func(ctx context.Context, ls *mutex.Locks) error {
+		var fromBal, toBal int64
+		err := s.pool.QueryRow(ctx, `SELECT (SELECT balance FROM bench_ledger WHERE id = $1), (SELECT balance FROM bench_ledger WHERE id = $2)`, from, to).Scan(&fromBal, &toBal)
+		if err != nil {
+			return err
+		}
+		claims := make([]fenced.Claim, 0, len(keys))
+		for _, k := range ls.Keys() {
+			claims = append(claims, fenced.Claim{Resource: k, Token: ls.Token(k)})
+		}
+		return s.guard.DoAll(ctx, claims, func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `UPDATE bench_ledger SET balance = CASE id WHEN $1 THEN $2::bigint ELSE $3::bigint END WHERE id IN ($1, $4)`,
+				from, fromBal-1, toBal+1, to)
+			return err
+		})
+	})
+}
+
+// report gives the side's transfers per second and p99 latency, its
+// metrics' names prefixed by prefix.
+func (s *ledgerSide) report(b *testing.B, cycles int, prefix string) {
+	if len(s.lats) == 0 {
+		return
+	}
+	slices.Sort(s.lats)
+	p99 := s.lats[min(len(s.lats)-1, len(s.lats)*99/100)]
+	b.ReportMetric(float64(p99.Microseconds())/1000, prefix+"p99-ms")
+	b.ReportMetric(float64(cycles)/s.wall.Seconds(), prefix+"tps")
+}
