@@ -147,6 +147,7 @@ func run(ctx context.Context, out io.Writer, o options) (result, error) {
 	}
 	d := &ledgerRun{o: o, pool: pool, guard: guard, out: out, res: &res}
 	d.running.Add(o.workers)
+	d.read.Add(min(o.stalls, o.workers))
 	start := time.Now()
 	go func() {
 		// The rate counts the transfers done while workers ran, not the
@@ -215,6 +216,10 @@ type ledgerRun struct {
 	// correct transfer can overwrite its stale write and undo the damage
 	// the demo is about.
 	running sync.WaitGroup
+	// read is done once every stalling worker has read its balances (or
+	// ended): the others make the second half of their transfers after it,
+	// so someone always changes what a stalled worker read.
+	read    sync.WaitGroup
 	staleMu sync.Mutex
 	rate    atomic.Uint64 // perSecond's bits, once running is zero
 }
@@ -224,13 +229,21 @@ type ledgerRun struct {
 func (d *ledgerRun) worker(ctx context.Context, w int, l *mutex.Locker) error {
 	leave := sync.OnceFunc(d.running.Done)
 	defer leave()
+	read := func() {}
+	if w < d.o.stalls {
+		read = sync.OnceFunc(d.read.Done)
+		defer read()
+	}
 	rng := rand.New(rand.NewPCG(uint64(w), 42))
 	for i := range d.o.transfers {
 		stall := w < d.o.stalls && i == d.o.transfers/2
+		if w >= d.o.stalls && i == d.o.transfers/2 {
+			d.read.Wait()
+		}
 		from := rng.IntN(d.o.accounts)
 		to := (from + 1 + rng.IntN(d.o.accounts-1)) % d.o.accounts
 		amount := int64(1 + rng.IntN(50))
-		if err := d.transfer(ctx, w, l, from, to, amount, stall, leave); err != nil {
+		if err := d.transfer(ctx, w, l, from, to, amount, stall, leave, read); err != nil {
 			return fmt.Errorf("worker %d: %w", w, err)
 		}
 	}
@@ -240,7 +253,7 @@ func (d *ledgerRun) worker(ctx context.Context, w int, l *mutex.Locker) error {
 // transfer is a read-modify-write under the accounts' locks: read both
 // balances, compute, write both back as absolute values. Correct while the
 // locks hold; a lost update when they do not, unless the fence stops it.
-func (d *ledgerRun) transfer(ctx context.Context, w int, l *mutex.Locker, from, to int, amount int64, stall bool, leave func()) error {
+func (d *ledgerRun) transfer(ctx context.Context, w int, l *mutex.Locker, from, to int, amount int64, stall bool, leave, read func()) error {
 	// A real GC pause stops the whole process, renewal included. Here only
 	// this goroutine sleeps, so the stalling transfer runs without renewal.
 	ls, err := l.LockAll(ctx, d.keys(from, to), mutex.WithTTL(d.o.ttl), mutex.WithAutoRenew(!stall))
@@ -259,6 +272,7 @@ func (d *ledgerRun) transfer(ctx context.Context, w int, l *mutex.Locker, from, 
 		return err
 	}
 	if stall {
+		read()
 		if err := d.stallPastLease(ctx, w, ls, from, to, fromBal+toBal, leave); err != nil {
 			return err
 		}
