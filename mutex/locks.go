@@ -216,24 +216,28 @@ func (ls *Locks) Unlock(ctx context.Context) error {
 
 // begin marks the set released, once.
 func (ls *Locks) begin(ctx context.Context) error {
-	if ls == nil || ls.l == nil {
-		return ErrNotHeld
-	}
-	if ctx == nil {
-		return invalid("nil context")
-	}
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if ls.released {
-		return ErrNotHeld
-	}
-	ls.released = true
-	return nil
+	return ls.guard(ctx, func() error {
+		if ls.released {
+			return ErrNotHeld
+		}
+		ls.released = true
+		return nil
+	})
 }
 
 // usable refuses a released set, or one whose context ended (a key lost):
 // its keys are extended no more.
 func (ls *Locks) usable(ctx context.Context) error {
+	return ls.guard(ctx, func() error {
+		if ls.released || ls.ctx.Err() != nil {
+			return ErrNotHeld
+		}
+		return nil
+	})
+}
+
+// guard refuses a nil set or ctx, then runs check under ls.mu.
+func (ls *Locks) guard(ctx context.Context, check func() error) error {
 	if ls == nil || ls.l == nil {
 		return ErrNotHeld
 	}
@@ -242,8 +246,5 @@ func (ls *Locks) usable(ctx context.Context) error {
 	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if ls.released || ls.ctx.Err() != nil {
-		return ErrNotHeld
-	}
-	return nil
+	return check()
 }
