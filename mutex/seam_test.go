@@ -29,7 +29,7 @@ type memory struct {
 	abandons  chan string // owners abandoned, when not nil
 	fail      error       // every Acquire fails with it, when set
 	grant     *backend.Grant
-	onAcquire func()                                           // called in every Acquire, when set
+	onAcquire func(backend.Attempt)                            // called in every Acquire, when set
 	extend    func([]backend.Lease) ([]backend.Renewal, error) // replaces Extend, when set
 	audit     map[string][]backend.ForceRecord                 // forced releases by key, latest first (inspecting)
 }
@@ -74,7 +74,7 @@ func (m *memory) Acquire(_ context.Context, a backend.Attempt) (backend.Grant, e
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.onAcquire != nil {
-		m.onAcquire()
+		m.onAcquire(a)
 	}
 	if m.fail != nil {
 		return backend.Grant{}, m.fail
@@ -472,7 +472,7 @@ func TestSeamLateGrant(t *testing.T) {
 	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	m := newMemory()
 	m.abandons = make(chan string, 1)
-	m.onAcquire = func() { skew.Add(int64(time.Hour)) }
+	m.onAcquire = func(backend.Attempt) { skew.Add(int64(time.Hour)) }
 	l := memLocker(t, m, mutex.WithClock(clock))
 	ctx := seamCtx(t)
 	_, err := l.TryLock(ctx, "late", mutex.WithTTL(time.Minute))
