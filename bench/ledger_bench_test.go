@@ -39,11 +39,16 @@ const (
 // ns/op and ref-ns/op are wall time per transfer (the inverse of the
 // throughput), x-ref their ratio: the global lock's throughput is 1/x-ref
 // of per-account's. tps and ref-tps are transfers per second; p99-ms and
-// ref-p99-ms a transfer's 99th percentile latency, lock wait included.
+// ref-p99-ms a transfer's 99th percentile latency, lock wait included;
+// wait-ms the mean wait for the locks. client-, redis- and pg-cpu-us are
+// the CPU time per transfer of the workers' process, the redis-server and
+// PostgreSQL (ledgerCPU), cpu-us their sum, host-idle-% the host's idle
+// share over the side's blocks: on two cores, 2 s / cpu-us is the most
+// transfers per second any locking can reach.
 func BenchmarkLedgerPaired(b *testing.B) {
 	ctx := context.Background()
 	_, srv := testutil.Redis(b)
-	pool := testutil.Postgres(b)
+	pool := ledgerPool(ctx, b)
 	guard := fenced.New(pool)
 	if err := guard.Migrate(ctx); err != nil {
 		b.Fatal(err)
@@ -60,10 +65,11 @@ func BenchmarkLedgerPaired(b *testing.B) {
 		lockers[i] = mutex.New(c)
 		b.Cleanup(func() { _ = lockers[i].Close(); _ = c.Close() })
 	}
+	meter := newLedgerCPU(ctx, b, pool, srv.PID())
 	name := fmt.Sprintf("w%d-a%d/per-account-vs-global", ledgerWorkers, ledgerAccounts)
 	b.Run(name, func(b *testing.B) {
-		sub := &ledgerSide{pool: pool, guard: guard, lockers: lockers}
-		ref := &ledgerSide{pool: pool, guard: guard, lockers: lockers, global: true}
+		sub := &ledgerSide{pool: pool, guard: guard, lockers: lockers, meter: meter}
+		ref := &ledgerSide{pool: pool, guard: guard, lockers: lockers, meter: meter, global: true}
 		cycles := benchkit.Alternate(b, ledgerWorkers*ledgerPerWorker,
 			func() time.Duration { return sub.block(ctx, b) },
 			func() time.Duration { return ref.block(ctx, b) })
@@ -77,11 +83,14 @@ type ledgerSide struct {
 	pool    *pgxpool.Pool
 	guard   *fenced.Guard
 	lockers []*mutex.Locker
+	meter   *ledgerCPU
 	global  bool
 
 	mu    sync.Mutex
 	lats  []time.Duration
+	waits []time.Duration
 	wall  time.Duration
+	cpu   ledgerCPUSample
 	round uint64
 }
 
@@ -89,41 +98,50 @@ type ledgerSide struct {
 // the wall time they took together.
 func (s *ledgerSide) block(ctx context.Context, b *testing.B) time.Duration {
 	s.round++
+	cpu0 := s.meter.read(b)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w, l := range s.lockers {
 		rng := rand.New(rand.NewPCG(uint64(w), s.round))
 		wg.Go(func() {
 			lats := make([]time.Duration, 0, ledgerPerWorker)
+			waits := make([]time.Duration, 0, ledgerPerWorker)
 			for range ledgerPerWorker {
 				from := rng.IntN(ledgerAccounts)
 				to := (from + 1 + rng.IntN(ledgerAccounts-1)) % ledgerAccounts
 				t0 := time.Now()
-				if err := s.transfer(ctx, l, from, to); err != nil {
+				wait, err := s.transfer(ctx, l, from, to)
+				if err != nil {
 					b.Error(err)
 					return
 				}
 				lats = append(lats, time.Since(t0))
+				waits = append(waits, wait)
 			}
 			s.mu.Lock()
 			s.lats = append(s.lats, lats...)
+			s.waits = append(s.waits, waits...)
 			s.mu.Unlock()
 		})
 	}
 	wg.Wait()
 	d := time.Since(start)
 	s.wall += d
+	s.cpu = s.cpu.add(s.meter.read(b).sub(cpu0))
 	return d
 }
 
 // transfer moves 1 from one account to the other under the side's locks
-// and a fence on each key held.
-func (s *ledgerSide) transfer(ctx context.Context, l *mutex.Locker, from, to int) error {
+// and a fence on each key held, and returns how long it waited for the
+// locks.
+func (s *ledgerSide) transfer(ctx context.Context, l *mutex.Locker, from, to int) (wait time.Duration, err error) {
 	keys := []string{"ledger"}
 	if !s.global {
 		keys = []string{fmt.Sprint("account:", from), fmt.Sprint("account:", to)}
 	}
-	return l.DoAll(ctx, keys, func(ctx context.Context, ls *mutex.Locks) error {
+	t0 := time.Now()
+	err = l.DoAll(ctx, keys, func(ctx context.Context, ls *mutex.Locks) error {
+		wait = time.Since(t0)
 		var fromBal, toBal int64
 		err := s.pool.QueryRow(ctx, `SELECT (SELECT balance FROM bench_ledger WHERE id = $1), (SELECT balance FROM bench_ledger WHERE id = $2)`, from, to).Scan(&fromBal, &toBal)
 		if err != nil {
@@ -139,6 +157,7 @@ func (s *ledgerSide) transfer(ctx context.Context, l *mutex.Locker, from, to int
 			return err
 		})
 	})
+	return wait, err
 }
 
 // report gives the side's transfers per second and p99 latency, its
@@ -150,5 +169,29 @@ func (s *ledgerSide) report(b *testing.B, cycles int, prefix string) {
 	slices.Sort(s.lats)
 	p99 := s.lats[min(len(s.lats)-1, len(s.lats)*99/100)]
 	b.ReportMetric(float64(p99.Microseconds())/1000, prefix+"p99-ms")
+	var wait time.Duration
+	for _, w := range s.waits {
+		wait += w
+	}
+	b.ReportMetric(float64(wait.Microseconds())/1000/float64(len(s.waits)), prefix+"wait-ms")
 	b.ReportMetric(float64(cycles)/s.wall.Seconds(), prefix+"tps")
+	s.cpu.report(b, cycles, prefix)
+}
+
+// ledgerPool is a pool of the package database with a connection for
+// every worker, as ledgerWorkers processes would each have their own:
+// pgxpool's default of four would let only four transfers hold a
+// connection at once, a limit of the benchmark's, not of the locks.
+func ledgerPool(ctx context.Context, b *testing.B) *pgxpool.Pool {
+	cfg, err := pgxpool.ParseConfig(testutil.PostgresURL(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = ledgerWorkers
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return pool
 }
