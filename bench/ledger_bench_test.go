@@ -47,25 +47,7 @@ const (
 // transfers per second any locking can reach.
 func BenchmarkLedgerPaired(b *testing.B) {
 	ctx := context.Background()
-	_, srv := testutil.Redis(b)
-	pool := ledgerPool(ctx, b)
-	guard := fenced.New(pool)
-	if err := guard.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_ledger (id int PRIMARY KEY, balance bigint NOT NULL)`); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `INSERT INTO bench_ledger SELECT g, 1000000 FROM generate_series(0, $1 - 1) g ON CONFLICT DO NOTHING`, ledgerAccounts); err != nil {
-		b.Fatal(err)
-	}
-	lockers := make([]*mutex.Locker, ledgerWorkers)
-	for i := range lockers {
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-		lockers[i] = mutex.New(c)
-		b.Cleanup(func() { _ = lockers[i].Close(); _ = c.Close() })
-	}
-	meter := newLedgerCPU(ctx, b, pool, srv.PID())
+	pool, guard, lockers, meter := ledgerSetup(ctx, b)
 	name := fmt.Sprintf("w%d-a%d/per-account-vs-global", ledgerWorkers, ledgerAccounts)
 	b.Run(name, func(b *testing.B) {
 		sub := &ledgerSide{pool: pool, guard: guard, lockers: lockers, meter: meter}
@@ -142,22 +124,28 @@ func (s *ledgerSide) transfer(ctx context.Context, l *mutex.Locker, from, to int
 	t0 := time.Now()
 	err = l.DoAll(ctx, keys, func(ctx context.Context, ls *mutex.Locks) error {
 		wait = time.Since(t0)
-		var fromBal, toBal int64
-		err := s.pool.QueryRow(ctx, `SELECT (SELECT balance FROM bench_ledger WHERE id = $1), (SELECT balance FROM bench_ledger WHERE id = $2)`, from, to).Scan(&fromBal, &toBal)
-		if err != nil {
-			return err
-		}
 		claims := make([]fenced.Claim, 0, len(keys))
 		for _, k := range ls.Keys() {
 			claims = append(claims, fenced.Claim{Resource: k, Token: ls.Token(k)})
 		}
-		return s.guard.DoAll(ctx, claims, func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `UPDATE bench_ledger SET balance = CASE id WHEN $1 THEN $2::bigint ELSE $3::bigint END WHERE id IN ($1, $4)`,
-				from, fromBal-1, toBal+1, to)
-			return err
-		})
+		return ledgerWrite(ctx, s.pool, s.guard, from, to, claims)
 	})
 	return wait, err
+}
+
+// ledgerWrite is a transfer's PostgreSQL part: read both balances, write
+// both back in one transaction fenced on claims.
+func ledgerWrite(ctx context.Context, pool *pgxpool.Pool, guard *fenced.Guard, from, to int, claims []fenced.Claim) error {
+	var fromBal, toBal int64
+	err := pool.QueryRow(ctx, `SELECT (SELECT balance FROM bench_ledger WHERE id = $1), (SELECT balance FROM bench_ledger WHERE id = $2)`, from, to).Scan(&fromBal, &toBal)
+	if err != nil {
+		return err
+	}
+	return guard.DoAll(ctx, claims, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE bench_ledger SET balance = CASE id WHEN $1 THEN $2::bigint ELSE $3::bigint END WHERE id IN ($1, $4)`,
+			from, fromBal-1, toBal+1, to)
+		return err
+	})
 }
 
 // report gives the side's transfers per second and p99 latency, its
@@ -176,6 +164,30 @@ func (s *ledgerSide) report(b *testing.B, cycles int, prefix string) {
 	b.ReportMetric(float64(wait.Microseconds())/1000/float64(len(s.waits)), prefix+"wait-ms")
 	b.ReportMetric(float64(cycles)/s.wall.Seconds(), prefix+"tps")
 	s.cpu.report(b, cycles, prefix)
+}
+
+// ledgerSetup starts the ledger benchmarks' Redis, makes the accounts'
+// table and the fence in PostgreSQL, a Locker per worker and the CPU meter.
+func ledgerSetup(ctx context.Context, b *testing.B) (*pgxpool.Pool, *fenced.Guard, []*mutex.Locker, *ledgerCPU) {
+	_, srv := testutil.Redis(b)
+	pool := ledgerPool(ctx, b)
+	guard := fenced.New(pool)
+	if err := guard.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_ledger (id int PRIMARY KEY, balance bigint NOT NULL)`); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO bench_ledger SELECT g, 1000000 FROM generate_series(0, $1 - 1) g ON CONFLICT DO NOTHING`, ledgerAccounts); err != nil {
+		b.Fatal(err)
+	}
+	lockers := make([]*mutex.Locker, ledgerWorkers)
+	for i := range lockers {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		lockers[i] = mutex.New(c)
+		b.Cleanup(func() { _ = lockers[i].Close(); _ = c.Close() })
+	}
+	return pool, guard, lockers, newLedgerCPU(ctx, b, pool, srv.PID())
 }
 
 // ledgerPool is a pool of the package database with a connection for
