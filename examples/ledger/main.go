@@ -121,7 +121,14 @@ func run(ctx context.Context, out io.Writer, o options) (result, error) {
 	}
 	defer stopDB()
 
-	pool, err := pgxpool.New(ctx, dbURL)
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return result{}, err
+	}
+	// A connection per worker, as separate processes would have: pgxpool's
+	// default (4 on two cores) would cap the transfers in flight, not the locks.
+	cfg.MaxConns = int32(max(o.workers+1, 4))
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return result{}, err
 	}

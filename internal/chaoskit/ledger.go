@@ -24,11 +24,28 @@ const InitialBalance = 1000
 // AccountKey is account a's lock key, and its resource in the fence.
 func AccountKey(a int) string { return fmt.Sprintf("account:%d", a) }
 
-// Ledger is the multi-key workload's fenced resource: Accounts rows of a
-// PostgreSQL table, each fenced under its own resource (AccountKey), the
-// table protected by fenced's trigger. A transfer is one transaction
-// fenced on both its accounts (fenced.Guard.DoAll).
-type Ledger struct {
+// Ledger is the multi-key workload's fenced resource: Accounts balances in
+// one store, each fenced under its own resource (AccountKey).
+type Ledger interface {
+	// Transfer moves amount from account from to account to in one atomic
+	// step fenced on both accounts with their tokens, and appends each
+	// token to its account's accepted list in that step. It reads both
+	// balances and writes the values it computed, so that only the fence
+	// serialises overlapping transfers. It returns the balances read,
+	// from's then to's; an error matching fenced.ErrStaleToken means
+	// nothing changed.
+	Transfer(ctx context.Context, from, to int, amount, fromToken, toToken int64) (read [2]int64, err error)
+	// Accepted are the tokens of the accepted writes of each account, in
+	// commit order.
+	Accepted(ctx context.Context) ([Accounts][]int64, error)
+	// Balances are the accounts' balances, by account.
+	Balances(ctx context.Context) ([Accounts]int64, error)
+}
+
+// pgLedger is Accounts rows of a PostgreSQL table, the table protected by
+// fenced's trigger. A transfer is one transaction fenced on both its
+// accounts (fenced.Guard.DoAll).
+type pgLedger struct {
 	pool  *pgxpool.Pool
 	guard *fenced.Guard
 	table string
@@ -37,7 +54,7 @@ type Ledger struct {
 // PGLedger is a ledger in the test package's PostgreSQL database
 // (testutil.Postgres), in tables named after name, dropped at t's clean-up
 // so that the test can run again in the same database (go test -count).
-func PGLedger(t *testing.T, name string) *Ledger {
+func PGLedger(t *testing.T, name string) Ledger {
 	pool := testutil.Postgres(t)
 	ctx := context.Background()
 	table := "ledger_" + name
@@ -52,18 +69,12 @@ func PGLedger(t *testing.T, name string) *Ledger {
 	g := fenced.New(pool, fenced.WithTable("fences_"+name))
 	require.NoError(t, g.Migrate(ctx))
 	require.NoError(t, g.Protect(ctx, table, `'account:' || id`))
-	return &Ledger{pool: pool, guard: g, table: table}
+	return &pgLedger{pool: pool, guard: g, table: table}
 }
 
-// Transfer moves amount from account from to account to, in one
-// transaction fenced on both accounts with their tokens, and appends each
-// token to the accepted list in that transaction. It reads both balances
-// and writes the values it computed, without row locks of its own: only
-// the fence serialises overlapping transfers, so a transfer that got past
-// a broken lock or fence would lose an update. It returns the balances
-// read, from's then to's; an error matching fenced.ErrStaleToken means
-// nothing changed.
-func (lg *Ledger) Transfer(ctx context.Context, from, to int, amount, fromToken, toToken int64) (read [2]int64, err error) {
+// Transfer is Ledger's, in one transaction, without row locks of its own:
+// a transfer that got past a broken lock or fence would lose an update.
+func (lg *pgLedger) Transfer(ctx context.Context, from, to int, amount, fromToken, toToken int64) (read [2]int64, err error) {
 	claims := []fenced.Claim{{Resource: AccountKey(from), Token: fromToken}, {Resource: AccountKey(to), Token: toToken}}
 	err = lg.guard.DoAll(ctx, claims, func(ctx context.Context, tx pgx.Tx) error {
 		return lg.move(ctx, tx, [2]int{from, to}, [2]int64{-amount, amount}, [2]int64{fromToken, toToken}, &read)
@@ -73,7 +84,7 @@ func (lg *Ledger) Transfer(ctx context.Context, from, to int, amount, fromToken,
 
 // move is Transfer's read-modify-write in tx, account by account in id
 // order so that even unfenced transfers do not deadlock in the database.
-func (lg *Ledger) move(ctx context.Context, tx pgx.Tx, accts [2]int, deltas, tokens [2]int64, read *[2]int64) error {
+func (lg *pgLedger) move(ctx context.Context, tx pgx.Tx, accts [2]int, deltas, tokens [2]int64, read *[2]int64) error {
 	order := []int{0, 1}
 	if accts[1] < accts[0] {
 		order = []int{1, 0}
@@ -92,9 +103,7 @@ func (lg *Ledger) move(ctx context.Context, tx pgx.Tx, accts [2]int, deltas, tok
 	return nil
 }
 
-// Accepted are the tokens of the accepted writes of each account, in
-// commit order.
-func (lg *Ledger) Accepted(ctx context.Context) ([Accounts][]int64, error) {
+func (lg *pgLedger) Accepted(ctx context.Context) ([Accounts][]int64, error) {
 	var out [Accounts][]int64
 	rows, err := lg.pool.Query(ctx, `SELECT account, token FROM `+lg.table+`_accepted ORDER BY seq`)
 	if err != nil {
@@ -112,8 +121,7 @@ func (lg *Ledger) Accepted(ctx context.Context) ([Accounts][]int64, error) {
 	return out, rows.Err()
 }
 
-// Balances are the accounts' balances, by account.
-func (lg *Ledger) Balances(ctx context.Context) ([Accounts]int64, error) {
+func (lg *pgLedger) Balances(ctx context.Context) ([Accounts]int64, error) {
 	var out [Accounts]int64
 	rows, err := lg.pool.Query(ctx, `SELECT id, balance FROM `+lg.table)
 	if err != nil {

@@ -22,7 +22,7 @@ type transferIn struct {
 
 // ledgerWork is the state of the multi-key workload.
 type ledgerWork struct {
-	ledger  *Ledger
+	ledger  Ledger
 	holders [Accounts]atomic.Int32 // per account: clients that believe they hold its key now
 	late    atomic.Int64           // the most a LockAll returned after its deadline, in ns
 }
@@ -30,7 +30,7 @@ type ledgerWork struct {
 // NewTransfers is a run of the multi-key workload over lg: each client
 // transfers between two random accounts, given to LockAll in random order,
 // then fenced.Guard.DoAll on both. Check then judges the ledger.
-func NewTransfers(t *testing.T, lg *Ledger, cfg Config) *World {
+func NewTransfers(t *testing.T, lg Ledger, cfg Config) *World {
 	w := New(t, nil, cfg)
 	w.work = &ledgerWork{ledger: lg}
 	return w

@@ -32,11 +32,36 @@ const (
 	release = 3 * time.Second
 )
 
+// config is the etcd setup's run configuration, for both workloads.
+func config() chaoskit.Config {
+	return chaoskit.Config{Long: *duration, TTL: ttl, Stall: stall, Release: release}
+}
+
 // TestChaosEtcd: a 3-member cluster, four clients each with an etcd client
 // of every member through proxies of its own, and a Locker over it.
 func TestChaosEtcd(t *testing.T) {
+	w := chaoskit.New(t, chaoskit.PGRegister(t, "etcd"), config())
+	etcdSetup(t, w)
+	w.Run(25 * time.Second)
+	w.Check("etcd")
+}
+
+// TestChaosEtcdMultiKey runs the multi-key workload (transfers under
+// LockAll of both accounts, one transaction fenced on both) on the etcd
+// setup: LockAll takes the keys one at a time in their order, the
+// backend's path without a Batcher.
+func TestChaosEtcdMultiKey(t *testing.T) {
+	w := chaoskit.NewTransfers(t, chaoskit.PGLedger(t, "multi_etcd"), config())
+	etcdSetup(t, w)
+	w.Run(15 * time.Second)
+	w.Check("multikey-etcd")
+}
+
+// etcdSetup gives w its clients' Lockers over a 3-member cluster, each
+// client with an etcd client of every member through proxies of its own,
+// and the faults of that setup.
+func etcdSetup(t *testing.T, w *chaoskit.World) {
 	c := etcdtest.StartCluster(t, 3)
-	w := chaoskit.New(t, chaoskit.PGRegister(t, "etcd"), chaoskit.Config{Long: *duration, TTL: ttl, Stall: stall, Release: release})
 	proxies := make([][]*testutil.TCPProxy, chaoskit.Clients)
 	for i := range chaoskit.Clients {
 		cli, ps := c.ProxiedClient(t)
@@ -67,8 +92,6 @@ func TestChaosEtcd(t *testing.T) {
 		}},
 		w.StallFault(),
 	}
-	w.Run(25 * time.Second)
-	w.Check("etcd")
 }
 
 // leaderKill kills the leader as a crash would, and its heal restarts it on
