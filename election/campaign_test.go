@@ -92,15 +92,15 @@ func TestNewRefusesBadInput(t *testing.T) {
 	require.ErrorIs(t, err, election.ErrInvalid)
 	e, err := election.New(l, "ok", election.WithLease(time.Second), election.WithRenewDeadline(900*time.Millisecond), election.WithRetryPeriod(100*time.Millisecond))
 	require.NoError(t, err)
-	//lint:ignore SA1012 a nil context is the bad input under test
-	_, err = e.Campaign(nil, "v") //nolint:staticcheck
+	var nilCtx context.Context // the bad input under test
+	_, err = e.Campaign(nilCtx, "v")
 	require.ErrorIs(t, err, election.ErrInvalid)
 	_, err = e.Campaign(context.Background(), string(make([]byte, election.MaxValueLen+1)))
 	require.ErrorIs(t, err, election.ErrInvalid)
 	require.ErrorIs(t, e.Run(context.Background(), "v", nil), election.ErrInvalid)
 	var nilTerm *election.Term
 	require.ErrorIs(t, nilTerm.Resign(context.Background()), election.ErrInvalid)
-	_, ok := <-e.Observe(nil) //nolint:staticcheck
+	_, ok := <-e.Observe(nilCtx)
 	require.False(t, ok)
 }
 
