@@ -10,12 +10,6 @@ import (
 	"github.com/redfence/redfence/mutex/backend"
 )
 
-// campaign is one Campaign call in progress, for the process's debug page.
-type campaign struct {
-	value string
-	since time.Time
-}
-
 // Campaign blocks until this candidate leads the election with value (at
 // most MaxValueLen bytes, readable by everyone through Leader and Observe)
 // and returns its term, or until ctx ends: then it returns ctx.Err() joined
@@ -160,18 +154,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-func (e *Election) track(value string) *campaign {
-	c := &campaign{value: value, since: time.Now()}
-	e.mu.Lock()
-	e.campaigns[c] = struct{}{}
-	e.mu.Unlock()
-	return c
-}
-
-func (e *Election) untrack(c *campaign) {
-	e.mu.Lock()
-	delete(e.campaigns, c)
-	e.mu.Unlock()
 }

@@ -160,3 +160,26 @@ func TestCallbacksOncePerTermInOrder(t *testing.T) {
 		"started stopped", "stopped stopped",
 	}, events)
 }
+
+// Candidacies shows this process's waiting campaigns and the terms it
+// leads, and forgets each when it ends.
+func TestCandidacies(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	ctx := testCtx(t)
+	e := candidate(t, c, "local")
+	assert.Empty(t, e.Candidacies())
+	term, err := e.Campaign(ctx, "leader")
+	require.NoError(t, err)
+	waiting := make(chan error)
+	wctx, cancel := context.WithCancel(ctx)
+	go func() { _, err := e.Campaign(wctx, "waiter"); waiting <- err }()
+	require.Eventually(t, func() bool { return len(e.Candidacies()) == 2 }, 10*time.Second, time.Millisecond)
+	got := e.Candidacies()
+	assert.Equal(t, election.Candidacy{Value: "leader", Since: term.Since(), Term: term.Token()}, got[0])
+	assert.Equal(t, "waiter", got[1].Value)
+	assert.Zero(t, got[1].Term)
+	cancel()
+	require.ErrorIs(t, <-waiting, context.Canceled)
+	resign(t, term)
+	assert.Empty(t, e.Candidacies())
+}
