@@ -96,19 +96,22 @@ func (e *Election) begin(ctx context.Context, t *Term) error {
 	if err := e.journal(ctx, t); err != nil {
 		return err
 	}
-	if err := t.ctx.Err(); err != nil {
-		return context.Cause(t.ctx)
-	}
+	// Journaled, the term has begun, even if it ended meanwhile: observers
+	// see it, so its callbacks run and Campaign returns it (done).
 	e.tel.leaderless(ctx, t.since.Sub(prevEnd))
 	t.start()
 	return nil
 }
 
 // journal records the term; the call ends with the lock too, so that a
-// term lost before it was journaled never begins.
+// term lost before it was journaled never begins. Without a journal, a
+// term lost already does not begin.
 func (e *Election) journal(ctx context.Context, t *Term) error {
 	t.since = time.Now().Truncate(time.Millisecond)
 	if e.j == nil {
+		if t.ctx.Err() != nil {
+			return context.Cause(t.ctx)
+		}
 		return nil
 	}
 	jctx, cancel := context.WithCancel(ctx)
