@@ -72,3 +72,17 @@ func redlockCandidate(t *testing.T, clients []redis.UniversalClient, name string
 	require.NoError(t, err)
 	return e
 }
+
+// next receives from an observer's channel, failing the test when nothing
+// comes in 10s (a term never journaled would otherwise hang it).
+func next(t *testing.T, seen <-chan election.Leader) election.Leader {
+	t.Helper()
+	select {
+	case ld, ok := <-seen:
+		require.True(t, ok, "the observer's channel closed")
+		return ld
+	case <-time.After(10 * time.Second):
+		t.Fatal("no term observed within 10s")
+		return election.Leader{}
+	}
+}

@@ -25,7 +25,7 @@ func TestObserveSeesEveryTermInOrder(t *testing.T) {
 	octx, stop := context.WithCancel(ctx)
 	defer stop()
 	seen := a.Observe(octx)
-	got := <-seen // the current leader: the observer is connected
+	got := next(t, seen) // the current leader: the observer is connected
 	require.Equal(t, election.Leader{Value: "a", Term: first.Token(), Since: first.Since()}, got)
 	resign(t, first)
 
@@ -41,7 +41,7 @@ func TestObserveSeesEveryTermInOrder(t *testing.T) {
 		resign(t, term)
 	}
 	for i, want := range issued {
-		ld := <-seen
+		ld := next(t, seen)
 		require.Equal(t, want, ld.Term, "term %d", i)
 		assert.Equal(t, map[bool]string{true: "b", false: "a"}[i%2 == 1], ld.Value)
 	}
@@ -61,7 +61,7 @@ func TestObserveResumesAfterReconnect(t *testing.T) {
 	first, err := cand.Campaign(ctx, "c")
 	require.NoError(t, err)
 	seen := watcher.Observe(ctx)
-	require.Equal(t, first.Token(), (<-seen).Term)
+	require.Equal(t, first.Token(), next(t, seen).Term)
 	resign(t, first)
 
 	proxy.Cut()
@@ -76,12 +76,10 @@ func TestObserveResumesAfterReconnect(t *testing.T) {
 	}
 	proxy.Heal()
 	last := first.Token()
-	for ld := range seen {
+	for last != current.Token() {
+		ld := next(t, seen)
 		require.Greater(t, ld.Term, last, "never a lower or equal term")
 		last = ld.Term
-		if ld.Term == current.Token() {
-			break
-		}
 	}
 	assert.Equal(t, current.Token(), last)
 	resign(t, current)
@@ -96,11 +94,11 @@ func TestObservePollsWithoutJournal(t *testing.T) {
 	ta, err := a.Campaign(ctx, "a")
 	require.NoError(t, err)
 	seen := b.Observe(ctx)
-	require.Equal(t, election.Leader{Value: "a", Term: ta.Token()}, withoutSince(<-seen))
+	require.Equal(t, election.Leader{Value: "a", Term: ta.Token()}, withoutSince(next(t, seen)))
 	resign(t, ta)
 	tb, err := b.Campaign(ctx, "b")
 	require.NoError(t, err)
-	ld := <-seen
+	ld := next(t, seen)
 	require.Equal(t, election.Leader{Value: "b", Term: tb.Token()}, withoutSince(ld))
 	resign(t, tb)
 	_, err = a.Leader(ctx)

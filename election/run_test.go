@@ -126,9 +126,13 @@ func TestRunIgnoringContextIsFenced(t *testing.T) {
 	}()
 	termA := <-leading
 	stopA()
+	stopped := time.Now()
 	termB, err := b.Campaign(ctx, "b")
 	require.NoError(t, err)
 	require.Greater(t, termB.Token(), termA)
+	// A's lock was neither released nor renewed: B led only once its lease,
+	// renewed at most a retry period before the stop, ran out.
+	assert.GreaterOrEqual(t, time.Since(stopped), lease-retry)
 	require.NoError(t, write("b", termB.Token()))
 	close(wake)
 	require.ErrorIs(t, <-wrote, redisfence.ErrStaleToken)
