@@ -30,6 +30,12 @@ import (
 // for the delay before its term begins. An outage (mutex.ErrUnavailable)
 // is retried every retry period; bad input and a closed Locker return at
 // once.
+//
+// The lock's owner id is "election.", a random part, "." and value (an
+// explicit owner, mutex.WithOwner, so the Locker's OwnerInfo is not in it):
+// inspection reads the value there. An acquisition whose outcome is unknown
+// is therefore not abandoned: what it may have taken runs out within a
+// lease.
 func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 	if err := e.checkCall(ctx, value); err != nil {
 		return nil, err

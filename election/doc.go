@@ -50,6 +50,7 @@
 // refuses timings that break the rules, naming the rule.
 //
 // The leader's value is readable from outside the process: it travels in
-// the lock's owner id (Locker.Inspect, the redfence command) and in the
-// journal.
+// the lock's owner id (Locker.Inspect, the redfence command's elections)
+// and in the journal. Candidacies lists a process's own campaigns and terms,
+// which mutex/lockdebug shows (Named.Elections).
 package election
