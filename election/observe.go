@@ -109,11 +109,15 @@ func (o *observer) sync(ctx context.Context) bool {
 		return false
 	}
 	ld, err := o.e.Leader(ctx)
+	if errors.Is(err, errors.ErrUnsupported) && ok && !last.Resigned {
+		// No inspection to confirm the holder: the last term, unless resigned.
+		ld, err = Leader{Value: last.Value, Term: last.Term, Since: last.At}, nil
+	}
 	switch {
 	case err == nil:
 		o.send(ctx, ld) // a ctx ended meanwhile ends the caller's loop
 		return true
-	case !errors.Is(err, ErrNoLeader):
+	case !errors.Is(err, ErrNoLeader) && !errors.Is(err, errors.ErrUnsupported):
 		return false
 	}
 	if ok {

@@ -11,6 +11,9 @@ import (
 
 	"github.com/redfence/redfence/election"
 	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
 // Terms far shorter than any poll: the observer still sees each one,
@@ -122,4 +125,39 @@ func TestLeaderFromAnotherLocker(t *testing.T) {
 	resign(t, term)
 	_, err = other.Leader(ctx)
 	require.ErrorIs(t, err, election.ErrNoLeader)
+}
+
+// journalOnly is a backend with a term journal and no inspection.
+type journalOnly struct {
+	backend.Backend
+	backend.TermJournal
+}
+
+// Without inspection, an observer starts from the journal's last term
+// (unless resigned) and Leader says it cannot tell.
+func TestObserveWithoutInspection(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	ctx := testCtx(t)
+	d, err := redisdriver.New(c, redisdriver.Config{Prefix: "redfence:"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Close() })
+	elect := func() *election.Election {
+		l := mutex.NewWithBackend(journalOnly{d, d})
+		t.Cleanup(func() { _ = l.Close() })
+		e, err := election.New(l, "no-inspect", timing()...)
+		require.NoError(t, err)
+		return e
+	}
+	a, watcher := elect(), elect()
+	term, err := a.Campaign(ctx, "a")
+	require.NoError(t, err)
+	_, err = watcher.Leader(ctx)
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+	seen := watcher.Observe(ctx)
+	require.Equal(t, election.Leader{Value: "a", Term: term.Token(), Since: term.Since()}, next(t, seen))
+	resign(t, term)
+	again, err := a.Campaign(ctx, "a2")
+	require.NoError(t, err)
+	require.Equal(t, again.Token(), next(t, seen).Term)
+	resign(t, again)
 }
