@@ -38,6 +38,16 @@ var (
 	inspectLua string
 	//go:embed lua/acquire_all.lua
 	acquireAllLua string
+	//go:embed lua/sem_acquire.lua
+	semAcquireLua string
+	//go:embed lua/sem_release.lua
+	semReleaseLua string
+	//go:embed lua/sem_extend.lua
+	semExtendLua string
+	//go:embed lua/sem_limit.lua
+	semLimitLua string
+	//go:embed lua/sem_inspect.lua
+	semInspectLua string
 
 	AcquireScript = redis.NewScript(acquireLua)
 	ReleaseScript = redis.NewScript(releaseLua)
@@ -48,6 +58,13 @@ var (
 	HandoffScript = redis.NewScript(handoffLua)
 	ForceScript   = redis.NewScript(forceLua)
 	InspectScript = redis.NewScript(inspectLua)
+
+	// The semaphore's scripts, over the keys of SemaphoreKeys.
+	SemAcquireScript = redis.NewScript(semAcquireLua)
+	SemReleaseScript = redis.NewScript(semReleaseLua)
+	SemExtendScript  = redis.NewScript(semExtendLua)
+	SemLimitScript   = redis.NewScript(semLimitLua)
+	SemInspectScript = redis.NewScript(semInspectLua)
 	// AcquireAllScript is acquire_all.lua with acquire.lua as its function
 	// acquire: one text for the acquisition of a key, alone or in a group.
 	AcquireAllScript = redis.NewScript(strings.Replace(acquireAllLua, acquireMarker, acquireLua, 1))
