@@ -99,3 +99,6 @@ func SemaphoreSubscribed(l *Locker, name string) bool {
 	q := l.queues[semQueueKey(name)]
 	return q != nil && q.subscribed && q.unwatch != nil
 }
+
+// SemaphoreWaiters counts the goroutines of l queued for a permit of name.
+func SemaphoreWaiters(l *Locker, name string) int { return WaitersOf(l, semQueueKey(name)) }

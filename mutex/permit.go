@@ -86,7 +86,7 @@ func (p *Permit) Release(ctx context.Context) error {
 		if lk.finish(ErrReleased, "") {
 			l.afterward(func(ctx context.Context) {
 				if ok, _ := l.drv.sem.ReleasePermit(ctx, lease(lk)); ok {
-					l.wakeLocal(s.qkey)
+					s.wakeAfterRelease()
 				}
 			})
 		}
@@ -98,7 +98,22 @@ func (p *Permit) Release(ctx context.Context) error {
 		return ErrNotHeld
 	}
 	lk.finish(ErrReleased, "")
-	l.wakeLocal(s.qkey)
+	s.wakeAfterRelease()
 	endSpan(span, "released", nil)
 	return nil
+}
+
+// wakeAfterRelease wakes the head of the local queue after a release of
+// this process, unless the queue listens for the semaphore's
+// notifications: then the release's own notification wakes it, and a
+// direct wake-up too would cost a second attempt per release.
+func (s *Semaphore) wakeAfterRelease() {
+	l := s.l
+	l.mu.Lock()
+	q := l.queues[s.qkey]
+	listening := q != nil && q.unwatch != nil
+	l.mu.Unlock()
+	if !listening {
+		l.wakeLocal(s.qkey)
+	}
 }

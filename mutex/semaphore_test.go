@@ -129,7 +129,8 @@ func TestSemaphorePausedServer(t *testing.T) {
 	a, b := newLocker(t, c), newLocker(t, c)
 	w := newWitness(n)
 	sa := semaphore(t, a, "paused", n, mutex.WithTTL(ttl))
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a test that breaks fails, never hangs
+	defer cancel()
 	var held []*mutex.Permit
 	for range n {
 		p, err := sa.Acquire(ctx)
@@ -166,7 +167,8 @@ func TestSemaphorePausedServer(t *testing.T) {
 func TestSemaphoreDoubleReleaseAddsNoPermit(t *testing.T) {
 	eachBackend(t, func(t *testing.T, c redis.UniversalClient) {
 		l := newLocker(t, c)
-		ctx := context.Background()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a test that breaks fails, never hangs
+		defer cancel()
 		s := semaphore(t, l, "double", 2)
 		p1, err := s.Acquire(ctx)
 		require.NoError(t, err)
@@ -200,7 +202,8 @@ func TestSemaphorerReleaseIdempotent(t *testing.T) {
 	c, _ := testutil.Redis(t)
 	l := newLocker(t, c)
 	sem := l.Backend().(backend.Semaphorer)
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a test that breaks fails, never hangs
+	defer cancel()
 	a := backend.PermitAttempt{Key: "redfence:idem", Owner: "o1", TTL: time.Minute, Limit: 1}
 	g, err := sem.AcquirePermit(ctx, a)
 	require.NoError(t, err)
@@ -225,7 +228,8 @@ func TestSemaphorerReleaseIdempotent(t *testing.T) {
 func TestSemaphoreSetLimit(t *testing.T) {
 	c, _ := testutil.Redis(t)
 	a, b := newLocker(t, c), newLocker(t, c)
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a test that breaks fails, never hangs
+	defer cancel()
 	s := semaphore(t, a, "limit", 3)
 	var held []*mutex.Permit
 	for range 3 {
