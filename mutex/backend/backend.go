@@ -4,8 +4,9 @@
 // between them, reentrancy through the context, the lease deadline,
 // renewal, the loss signal and telemetry); a Backend keeps the locks
 // themselves. Capabilities beyond Backend are optional interfaces (Watcher,
-// HandOffer, Queuer, ReplicaAcker, BulkReleaser, Inspector, Batcher), which
-// the Locker detects once, when it is built, and does without when absent;
+// HandOffer, Queuer, ReplicaAcker, BulkReleaser, Inspector, Batcher,
+// Semaphorer), which the Locker detects once, when it is built, and does
+// without when absent;
 // and SlotClaimer, which package runner asks for, not the Locker.
 //
 // The drivers in this repository: backend/redisdriver (one Redis
