@@ -227,3 +227,29 @@ func TestSemaphoreClose(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, holders)
 }
+
+// A lock and a permit of one Locker fall due together: the renewer's batch
+// sends each to its own method, and both stay held past several leases.
+func TestSemaphorePermitsRenewBesideLocks(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	l := newLocker(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const ttl = 150 * time.Millisecond
+	lk, err := l.Lock(ctx, "both", mutex.WithTTL(ttl))
+	require.NoError(t, err)
+	p, err := semaphore(t, l, "both", 1, mutex.WithTTL(ttl)).Acquire(ctx)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		held := l.Held()
+		return len(held) == 2 && held[0].Renewals >= 4 && held[1].Renewals >= 4
+	}, 10*time.Second, time.Millisecond, "both renewed past several leases")
+	assert.NoError(t, lk.Context().Err())
+	assert.NoError(t, p.Context().Err())
+	_, holders, err := semaphore(t, newLocker(t, c), "both", 1).Holders(ctx)
+	require.NoError(t, err)
+	require.Len(t, holders, 1)
+	assert.Equal(t, p.Token(), holders[0].Token)
+	require.NoError(t, p.Release(ctx))
+	require.NoError(t, lk.Unlock(ctx))
+}
