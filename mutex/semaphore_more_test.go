@@ -253,3 +253,26 @@ func TestSemaphorePermitsRenewBesideLocks(t *testing.T) {
 	require.NoError(t, p.Release(ctx))
 	require.NoError(t, lk.Unlock(ctx))
 }
+
+// Holders only reads: it answers while the server holds writes (CLIENT
+// PAUSE WRITE), as redfence inspect needs when an operator looks at a
+// stuck deployment.
+func TestSemaphoreHoldersDuringWritePause(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	l := newLocker(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := semaphore(t, l, "paused-writes", 2, mutex.WithTTL(time.Minute))
+	p, err := s.Acquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, c.Do(ctx, "CLIENT", "PAUSE", 60000, "WRITE").Err())
+	hctx, hcancel := context.WithTimeout(ctx, 5*time.Second)
+	limit, holders, err := s.Holders(hctx)
+	hcancel()
+	require.NoError(t, c.Do(ctx, "CLIENT", "UNPAUSE").Err())
+	require.NoError(t, err)
+	assert.Equal(t, 2, limit)
+	require.Len(t, holders, 1)
+	assert.Equal(t, p.Token(), holders[0].Token)
+	require.NoError(t, p.Release(ctx))
+}

@@ -14,9 +14,10 @@ import (
 // Its rules, beside the five of Backend:
 //
 //  1. A permit is a holder id in the key's set of holders with a lease on
-//     the backend's clock; every method first takes out the holders
-//     whose lease ran out, so that a dead holder's permit comes back
-//     within one lease, and never sooner.
+//     the backend's clock; every method that writes first takes out the
+//     holders whose lease ran out (InspectSemaphore skips them), so that
+//     a dead holder's permit comes back within one lease, and never
+//     sooner.
 //  2. A permit is granted only while fewer holders than the limit hold
 //     one. Permits are not counted down and up: the count is the set of
 //     holders, so a release of a permit that is not held (twice, late,

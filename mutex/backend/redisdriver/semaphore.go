@@ -170,7 +170,8 @@ func (d *Driver) SetLimit(ctx context.Context, key string, limit int) error {
 	return err
 }
 
-// InspectSemaphore runs the inspect script: the limit and live holders.
+// InspectSemaphore runs the inspect script, read-only (EVALSHA_RO, so that
+// it runs while the server holds writes): the limit and live holders.
 func (d *Driver) InspectSemaphore(ctx context.Context, key string) (backend.SemaphoreState, error) {
 	keys, err := d.semKeys(key)
 	if err != nil {
@@ -178,8 +179,11 @@ func (d *Driver) InspectSemaphore(ctx context.Context, key string) (backend.Sema
 	}
 	var reply []any
 	_, err = d.run.Interruptible(ctx, func(ctx context.Context) error {
-		var err error
-		reply, err = redisproto.SemInspectScript.Run(ctx, d.client, keys[:3]).Slice()
+		cmds, err := redisproto.RunScriptsRO(ctx, d.client, redisproto.SemInspectScript, []redisproto.Call{{Keys: keys[:3]}})
+		if err != nil {
+			return err
+		}
+		reply, err = cmds[0].Slice()
 		return err
 	})
 	d.reload.NoAnswer(err)
