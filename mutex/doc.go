@@ -152,6 +152,21 @@
 // so its lock is lost (its context ends) before the new master lets
 // another Locker have it, with a larger token.
 //
+// # Semaphores
+//
+// Locker.Semaphore(name, n) hands out at most n permits of name across
+// every Locker of the backend: Acquire waits for one, TryAcquire makes one
+// attempt, and each Permit is held as a lock is (its own holder id, a
+// lease on the server's clock renewed in the Locker's batches, Context
+// ending with ErrLockLost on loss, a fencing token increasing per
+// semaphore), until Release, which is idempotent, or Close. The backend
+// keeps the set of live holders, not a count, so a double or late release
+// never adds a permit, and every script takes out expired holders first,
+// so a dead process's permit comes back within one lease. SetLimit changes
+// the limit for everyone; lowering it takes no permit back. Waiters queue
+// per Locker as Lock's do. A backend without backend.Semaphorer (Redlock)
+// refuses Semaphore with errors.ErrUnsupported, before anything is sent.
+//
 // # Inspection and forced release
 //
 // Inspect reads a key as its servers hold it: free, held or reserved for
@@ -211,6 +226,9 @@
 //	                           not_held, error)
 //	redfence.LockLost        redfence.key, redfence.token, redfence.reason; status Error
 //	redfence.ForceRelease    redfence.key, redfence.token (the holder's), redfence.reason
+//	redfence.Semaphore.Acquire   redfence.key (the name), redfence.token, redfence.outcome
+//	redfence.Semaphore.TryAcquire  (acquired, contended, timeout, closed, error)
+//	redfence.Permit.Release  redfence.key, redfence.token, redfence.outcome (released, not_held, error)
 //
 //	instrument                       kind           unit           attributes
 //	redfence.lock.acquire.duration   histogram      s              redfence.outcome
@@ -221,6 +239,10 @@
 //	redfence.lock.hold.duration      histogram      s              -
 //	redfence.lock.held               updowncounter  {lock}         -
 //	redfence.lock.forced_releases    counter        {release}      redfence.reason
+//
+// A permit counts in redfence.lock.held, its hold and its loss as a lock
+// does, and a permit attempt finding every permit held in
+// redfence.lock.contention.
 //
 // A LockAll or TryLockAll counts in the acquisition metrics once, as a
 // Lock does, whatever its number of keys; each key held counts in
@@ -263,6 +285,12 @@
 //	  fewer than a quorum of nodes answered)               empty listing or a free key
 //	ListAll: a quorum answered, not every node           ErrPartial, with the locks found
 //	  (List: Page.Skipped)
+//	Semaphore over a backend without semaphores          errors.ErrUnsupported
+//	  (Redlock, NewWithBackend without backend.Semaphorer)
+//	TryAcquire: every permit held                        ErrNotAcquired
+//	Acquire: ctx ended first                             ErrNotAcquired and ctx.Err(), as Lock's
+//	Permit.Release of a permit released or lost          ErrNotHeld (nothing is changed; no permit added)
+//	context.Cause(p.Context()) after a loss / release    ErrLockLost / ErrReleased
 //
 // ErrNotAcquired without ErrUnavailable means contention: other holders stood
 // in the way. ErrUnavailable means an outage, so that an adapter can retry a

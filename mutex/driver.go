@@ -22,6 +22,7 @@ type driver struct {
 	br   backend.BulkReleaser // nil: Close releases one lock at a time
 	in   backend.Inspector    // nil: Inspect, List, ForceRelease unsupported
 	ba   backend.Batcher      // nil: LockAll takes every key on its own
+	sem  backend.Semaphorer   // nil: Semaphore is refused (errors.ErrUnsupported)
 	lend ClientHolder         // nil: no client for the adapters
 	own  io.Closer            // a driver the Locker built (New, NewRedlock): Close closes it
 }
@@ -35,6 +36,7 @@ func newDriver(b backend.Backend) driver {
 	d.br, _ = b.(backend.BulkReleaser)
 	d.in, _ = b.(backend.Inspector)
 	d.ba, _ = b.(backend.Batcher)
+	d.sem, _ = b.(backend.Semaphorer)
 	d.lend = lendOnce(b)
 	return d
 }
@@ -176,7 +178,7 @@ func (l *Locker) extend(ctx context.Context, locks []*Lock, ttls []time.Duration
 		leases[i].TTL = ttls[i]
 	}
 	sent = l.now()
-	got, err := l.drv.b.Extend(ctx, leases)
+	got, err := l.extendLeases(ctx, locks, leases)
 	if len(got) != len(locks) {
 		if err == nil {
 			err = fmt.Errorf("mutex: the backend renewed %d leases of %d", len(got), len(locks))
@@ -190,22 +192,70 @@ func (l *Locker) extend(ctx context.Context, locks []*Lock, ttls []time.Duration
 // BulkReleaser, which bounds its own time; otherwise one at a time, all
 // within cleanupTimeout.
 func (l *Locker) releaseAll(locks []*Lock) error {
-	leases := make([]backend.Lease, len(locks))
-	for i, lk := range locks {
-		leases[i] = lease(lk)
-	}
-	if l.drv.br != nil {
-		return l.drv.br.ReleaseAll(context.Background(), leases)
+	var leases, permits []backend.Lease
+	for _, lk := range locks {
+		if lk.sem != nil {
+			permits = append(permits, lease(lk))
+		} else {
+			leases = append(leases, lease(lk))
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	var errs []error
+	for _, p := range permits {
+		if _, err := l.drv.sem.ReleasePermit(ctx, p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if l.drv.br != nil && len(leases) > 0 {
+		return errors.Join(append(errs, l.drv.br.ReleaseAll(context.Background(), leases))...)
+	}
 	for _, ls := range leases {
 		if _, err := l.drv.b.Release(ctx, ls); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// extendLeases sends the leases of locks to Extend, and those of permits
+// (Permit) to the Semaphorer's ExtendPermits: one call each, in order.
+func (l *Locker) extendLeases(ctx context.Context, locks []*Lock, leases []backend.Lease) ([]backend.Renewal, error) {
+	var pi, li []int
+	for i, lk := range locks {
+		if lk.sem != nil {
+			pi = append(pi, i)
+		} else {
+			li = append(li, i)
+		}
+	}
+	if len(pi) == 0 {
+		return l.drv.b.Extend(ctx, leases)
+	}
+	out := make([]backend.Renewal, len(locks)) // Unknown
+	var errs []error
+	for _, part := range [][]int{li, pi} {
+		if len(part) == 0 {
+			continue
+		}
+		sub := make([]backend.Lease, len(part))
+		for j, i := range part {
+			sub[j] = leases[i]
+		}
+		extend := l.drv.b.Extend
+		if locks[part[0]].sem != nil {
+			extend = l.drv.sem.ExtendPermits
+		}
+		got, err := extend(ctx, sub)
+		errs = append(errs, err)
+		for j, i := range part {
+			if j < len(got) && len(got) == len(part) {
+				out[i] = got[j]
+			}
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 // handOffTo takes one count of lk and, when that frees it, grants it to

@@ -89,3 +89,16 @@ func GroupOf(l *Locker, key string) int {
 	}
 	return l.drv.ba.Group(l.name(key))
 }
+
+// SemaphoreSubscribed reports whether a goroutine of l waits for a permit
+// of name, its attempts having found every permit held (the queue's
+// release notifications are asked for).
+func SemaphoreSubscribed(l *Locker, name string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := l.queues[semQueueKey(name)]
+	return q != nil && q.subscribed && q.unwatch != nil
+}
+
+// SemaphoreWaiters counts the goroutines of l queued for a permit of name.
+func SemaphoreWaiters(l *Locker, name string) int { return WaitersOf(l, semQueueKey(name)) }

@@ -25,12 +25,17 @@ type HeldLock struct {
 	AutoRenew   bool
 	Renewals    int
 	LastRenewal time.Duration
-	// Waiters are this Locker's goroutines waiting for the key.
+	// Waiters are this Locker's goroutines waiting for the key (for a
+	// permit of the semaphore, when Permit).
 	Waiters int
+	// Permit: a permit of the semaphore named Key (Semaphore.Acquire), not
+	// a lock; Count is then 1.
+	Permit bool
 }
 
-// Held lists the locks this Locker holds, by key: what a debug page of a
-// process shows (mutex/lockdebug). It makes no round trip.
+// Held lists the locks and the semaphores' permits this Locker holds, by
+// key: what a debug page of a process shows (mutex/lockdebug). It makes no
+// round trip.
 func (l *Locker) Held() []HeldLock {
 	if l == nil || l.renew == nil {
 		return nil
@@ -53,13 +58,18 @@ func (l *Locker) Held() []HeldLock {
 			Key: lk.key, Token: lk.token, Acquired: lk.acquired, HeldFor: now.Sub(lk.acquired),
 			Lease: max(lk.deadline.Sub(now), 0), TTL: lk.ttl, Count: lk.count,
 			AutoRenew: lk.autoRenew, Renewals: lk.renewals, LastRenewal: lk.renewRTT,
+			Permit: lk.sem != nil,
 		}
 		lk.mu.Unlock()
 		out = append(out, h)
 	}
 	l.mu.Lock()
 	for i := range out {
-		if q := l.queues[out[i].Key]; q != nil {
+		qkey := out[i].Key
+		if out[i].Permit {
+			qkey = semQueueKey(qkey)
+		}
+		if q := l.queues[qkey]; q != nil {
 			out[i].Waiters = len(q.waiters)
 		}
 	}

@@ -43,6 +43,12 @@ func setupInspect(fs *flag.FlagSet) runFunc {
 		if err := writeInspect(inv.stdout, in, c.Traits(), inv.g.prefix, words); err != nil {
 			return err
 		}
+		elapsed, err = timed(ctx, inv.g.timeout, func(ctx context.Context) error {
+			return writeSemaphore(ctx, inv.stdout, c.Locker(), key)
+		})
+		if err != nil {
+			return explain(c, err, elapsed)
+		}
 		if in.State == mutex.Free && !slices.ContainsFunc(in.Nodes, func(n mutex.NodeInfo) bool { return n.Err != nil }) {
 			return hintPrefixed(ctx, inv, c, key)
 		}

@@ -34,12 +34,14 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	keys func(*asynq.Task) ([]string, error)
-	ttl  time.Duration
-	wait time.Duration
-	tp   trace.TracerProvider
-	mp   metric.MeterProvider
-	errs []error
+	keys  func(*asynq.Task) ([]string, error)
+	multi bool // WithKeys was the last of WithKey and WithKeys
+	limit int  // WithLimit: handlers per key; 0: one, under a lock
+	ttl   time.Duration
+	wait  time.Duration
+	tp    trace.TracerProvider
+	mp    metric.MeterProvider
+	errs  []error
 }
 
 // KeyPrefix begins every lock the middleware takes: WithKey's "account:99"
@@ -59,7 +61,7 @@ func WithKey(fn func(t *asynq.Task) (string, error)) Option {
 			c.errs = append(c.errs, errors.New("nil key function"))
 			return
 		}
-		c.keys = oneKey(fn)
+		c.keys, c.multi = oneKey(fn), false
 	})
 }
 
@@ -77,7 +79,27 @@ func WithKeys(fn func(t *asynq.Task) ([]string, error)) Option {
 			c.errs = append(c.errs, errors.New("nil keys function"))
 			return
 		}
-		c.keys = fn
+		c.keys, c.multi = fn, true
+	})
+}
+
+// WithLimit lets up to n handlers run at once per key, for example at most
+// 3 tasks of one tenant, instead of one: each takes a permit of the key's
+// semaphore (mutex.Semaphore, named KeyPrefix followed by the key), with
+// its lease (WithTTL), its loss context and its fencing token (Token).
+// When all n are taken the task returns ErrLocked, as for a busy lock
+// (WithWait: after waiting for a permit). The limit is stored in Redis by
+// the first permit granted and the stored one applies: a changed n takes
+// effect once the key's semaphore has been idle for the Locker's
+// WithFenceTTL, or at once through mutex.Semaphore.SetLimit. New refuses n
+// below 1 or above mutex.MaxLimit, WithKeys with it, and a Locker without
+// semaphores (Redlock).
+func WithLimit(n int) Option {
+	return optionFunc(func(c *config) {
+		if n < 1 || n > mutex.MaxLimit {
+			c.errs = append(c.errs, fmt.Errorf("limit %d outside 1..%d", n, mutex.MaxLimit))
+		}
+		c.limit = n
 	})
 }
 
@@ -131,22 +153,12 @@ func DefaultKey(t *asynq.Task) (string, error) {
 }
 
 // New returns middleware that runs at most one handler per key at a time
-// across every server sharing locker's Redis. A nil or broken locker or a bad
+// (WithLimit: n) across every server sharing locker's Redis. A nil or broken locker or a bad
 // option is reported here, wrapping ErrInvalid.
 func New(locker *mutex.Locker, opts ...Option) (asynq.MiddlewareFunc, error) {
-	c := config{keys: oneKey(DefaultKey), ttl: 30 * time.Second}
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&c)
-		}
-	}
-	switch {
-	case locker == nil:
-		return nil, fmt.Errorf("%w: nil locker", ErrInvalid)
-	case locker.Err() != nil:
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, locker.Err())
-	case len(c.errs) > 0:
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(c.errs...))
+	c, err := newConfig(locker, opts)
+	if err != nil {
+		return nil, err
 	}
 	tel := newTelemetry(c.tp, c.mp)
 	return func(next asynq.Handler) asynq.Handler {
@@ -197,6 +209,33 @@ func New(locker *mutex.Locker, opts ...Option) (asynq.MiddlewareFunc, error) {
 			return err
 		})
 	}, nil
+}
+
+// newConfig applies opts and refuses a bad configuration or locker,
+// wrapping ErrInvalid.
+func newConfig(locker *mutex.Locker, opts []Option) (config, error) {
+	c := config{keys: oneKey(DefaultKey), ttl: 30 * time.Second}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	switch {
+	case locker == nil:
+		return c, fmt.Errorf("%w: nil locker", ErrInvalid)
+	case locker.Err() != nil:
+		return c, fmt.Errorf("%w: %w", ErrInvalid, locker.Err())
+	case len(c.errs) > 0:
+		return c, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(c.errs...))
+	case c.limit > 0 && c.multi:
+		return c, fmt.Errorf("%w: WithLimit applies to one key per task (WithKey), not WithKeys", ErrInvalid)
+	}
+	if c.limit > 0 { // a Locker without semaphores (Redlock) is refused here, not per task
+		if _, err := locker.Semaphore(KeyPrefix+"limit", c.limit); err != nil {
+			return c, fmt.Errorf("%w: WithLimit: %w", ErrInvalid, err)
+		}
+	}
+	return c, nil
 }
 
 type tokenKey struct{}

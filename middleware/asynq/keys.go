@@ -16,12 +16,16 @@ import (
 // WithKeys existed, so a one-key task's spans and wire calls are
 // unchanged) or several keys' Locks.
 type held struct {
-	keys []string // as the task named them, without KeyPrefix, deduplicated
-	one  *mutex.Lock
-	all  *mutex.Locks
+	keys   []string // as the task named them, without KeyPrefix, deduplicated
+	one    *mutex.Lock
+	all    *mutex.Locks
+	permit *mutex.Permit // WithLimit
 }
 
 func (h *held) Context() context.Context {
+	if h.permit != nil {
+		return h.permit.Context()
+	}
 	if h.one != nil {
 		return h.one.Context()
 	}
@@ -29,6 +33,9 @@ func (h *held) Context() context.Context {
 }
 
 func (h *held) Join(ctx context.Context) (context.Context, context.CancelFunc) {
+	if h.permit != nil {
+		return h.permit.Join(ctx)
+	}
 	if h.one != nil {
 		return h.one.Join(ctx)
 	}
@@ -36,6 +43,9 @@ func (h *held) Join(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 func (h *held) Unlock(ctx context.Context) error {
+	if h.permit != nil {
+		return h.permit.Release(ctx)
+	}
 	if h.one != nil {
 		return h.one.Unlock(ctx)
 	}
@@ -43,6 +53,9 @@ func (h *held) Unlock(ctx context.Context) error {
 }
 
 func (h *held) token(key string) int64 {
+	if h.permit != nil {
+		return h.permit.Token()
+	}
 	if h.one != nil {
 		return h.one.Token()
 	}
@@ -85,6 +98,8 @@ func acquire(ctx context.Context, locker *mutex.Locker, keys []string, c *config
 	h := &held{keys: keys}
 	var err error
 	switch {
+	case c.limit > 0:
+		h.permit, err = takePermit(ctx, locker, keys[0], c)
 	case len(keys) == 1 && c.wait > 0:
 		h.one, err = locker.Lock(ctx, KeyPrefix+keys[0], ttl)
 	case len(keys) == 1:
@@ -98,6 +113,19 @@ func acquire(ctx context.Context, locker *mutex.Locker, keys []string, c *config
 		return nil, err
 	}
 	return h, nil
+}
+
+// takePermit takes a permit of key's semaphore (WithLimit): TryAcquire, or
+// Acquire within WithWait.
+func takePermit(ctx context.Context, locker *mutex.Locker, key string, c *config) (*mutex.Permit, error) {
+	s, err := locker.Semaphore(KeyPrefix+key, c.limit, mutex.WithTTL(c.ttl))
+	if err != nil {
+		return nil, err
+	}
+	if c.wait > 0 {
+		return s.Acquire(ctx)
+	}
+	return s.TryAcquire(ctx)
 }
 
 func prefixed(keys []string) []string {
@@ -130,8 +158,8 @@ func setKeys(span trace.Span, keys []string) {
 
 // setTokens puts the tokens on the span, in the order of the keys.
 func setTokens(span trace.Span, h *held) {
-	if h.one != nil {
-		span.SetAttributes(attrToken.Int64(h.one.Token()))
+	if len(h.keys) == 1 {
+		span.SetAttributes(attrToken.Int64(h.token(h.keys[0])))
 		return
 	}
 	toks := make([]int64, len(h.keys))

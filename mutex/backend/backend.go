@@ -4,10 +4,10 @@
 // between them, reentrancy through the context, the lease deadline,
 // renewal, the loss signal and telemetry); a Backend keeps the locks
 // themselves. Capabilities beyond Backend are optional interfaces (Watcher,
-// HandOffer, Queuer, ReplicaAcker, BulkReleaser, Inspector, Batcher), which
-// the Locker detects once, when it is built, and does without when absent;
-// and SlotClaimer and TermJournal, which packages runner and election ask
-// for, not the Locker.
+// HandOffer, Queuer, ReplicaAcker, BulkReleaser, Inspector, Batcher,
+// Semaphorer), which the Locker detects once, when it is built, and does
+// without when absent; and SlotClaimer and TermJournal, which packages
+// runner and election ask for, not the Locker.
 //
 // The drivers in this repository: backend/redisdriver (one Redis
 // deployment, what mutex.New builds), backend/redlockdriver (Redlock over

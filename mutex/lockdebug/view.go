@@ -70,6 +70,7 @@ type heldRow struct {
 	Renewals     int             `json:"renewals"`
 	LastRenewal  lockview.Millis `json:"last_renewal_ms"` // 0 before the first
 	LocalWaiters int             `json:"local_waiters"`
+	Permit       bool            `json:"permit,omitempty"` // a permit of the semaphore named Key, not a lock
 }
 
 func heldView(n Named) lockerView {
@@ -85,6 +86,7 @@ func heldView(n Named) lockerView {
 			Key: h.Key, Token: h.Token, Acquired: lockview.Time(h.Acquired), HeldFor: lockview.Millis(h.HeldFor),
 			Lease: lockview.Millis(h.Lease), TTL: lockview.Millis(h.TTL), Count: h.Count, AutoRenew: h.AutoRenew,
 			Renewals: h.Renewals, LastRenewal: lockview.Millis(h.LastRenewal), LocalWaiters: h.Waiters,
+			Permit: h.Permit,
 		}
 		if !utf8.ValidString(h.Key) {
 			row.KeyHex = hex.EncodeToString([]byte(h.Key))

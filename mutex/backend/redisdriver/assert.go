@@ -11,4 +11,5 @@ var (
 	_ backend.ReplicaAcker = (*Driver)(nil)
 	_ backend.BulkReleaser = (*Driver)(nil)
 	_ backend.Inspector    = (*Driver)(nil)
+	_ backend.Semaphorer   = (*Driver)(nil)
 )

@@ -60,3 +60,16 @@ func sha1Hex(s string) string {
 	sum := sha1.Sum([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
+
+// SemaphoreKeys are the keys of the semaphore of lockKey's name (same hash
+// slot as the lock of that name): the holders, a sorted set of holder id by
+// the end of its lease in µs of the server's clock; the tokens, a hash of
+// holder id to token; and the meta hash, with the limit (n) and the last
+// token issued (c). See lua/sem_acquire.lua.
+func SemaphoreKeys(lockKey string) []string {
+	return []string{lockKey + ":sem:z", lockKey + ":sem:t", lockKey + ":sem:m"}
+}
+
+// SemaphoreChannelOf is the channel where the semaphore of lockKey's name
+// says a permit may have come back (same hash slot).
+func SemaphoreChannelOf(lockKey string) string { return lockKey + ":sem:released" }

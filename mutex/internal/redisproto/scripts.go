@@ -40,6 +40,16 @@ var (
 	acquireAllLua string
 	//go:embed lua/term_append.lua
 	termAppendLua string
+	//go:embed lua/sem_acquire.lua
+	semAcquireLua string
+	//go:embed lua/sem_release.lua
+	semReleaseLua string
+	//go:embed lua/sem_extend.lua
+	semExtendLua string
+	//go:embed lua/sem_limit.lua
+	semLimitLua string
+	//go:embed lua/sem_inspect.lua
+	semInspectLua string
 
 	AcquireScript = redis.NewScript(acquireLua)
 	ReleaseScript = redis.NewScript(releaseLua)
@@ -52,6 +62,13 @@ var (
 	InspectScript = redis.NewScript(inspectLua)
 	// TermAppendScript records an election's term in its journal (TermsOf).
 	TermAppendScript = redis.NewScript(termAppendLua)
+
+	// The semaphore's scripts, over the keys of SemaphoreKeys.
+	SemAcquireScript = redis.NewScript(semAcquireLua)
+	SemReleaseScript = redis.NewScript(semReleaseLua)
+	SemExtendScript  = redis.NewScript(semExtendLua)
+	SemLimitScript   = redis.NewScript(semLimitLua)
+	SemInspectScript = redis.NewScript(semInspectLua)
 	// AcquireAllScript is acquire_all.lua with acquire.lua as its function
 	// acquire: one text for the acquisition of a key, alone or in a group.
 	AcquireAllScript = redis.NewScript(strings.Replace(acquireAllLua, acquireMarker, acquireLua, 1))

@@ -1,0 +1,119 @@
+package mutex
+
+import (
+	"context"
+	"time"
+)
+
+// Permit is one permit of a Semaphore, held until Release, the Locker's
+// Close, or its loss. It is renewed in the Locker's batches with its locks
+// (WithAutoRenew), and its context ends when it is lost: a renewal found it
+// gone, or its local lease deadline passed first. Its methods are safe for
+// concurrent use; those of a nil, released or lost Permit return
+// ErrNotHeld.
+type Permit struct {
+	lk *Lock // the Locker's machinery for a lease: renewal, deadline, loss signal
+}
+
+// Name returns the semaphore's name.
+func (p *Permit) Name() string {
+	if p == nil {
+		return ""
+	}
+	return p.lk.key
+}
+
+// Token returns the permit's fencing token: strictly greater than that of
+// every permit of the semaphore granted before it. Pass it to the
+// protected resource (package fenced) so that it refuses a holder whose
+// permit ran out and was granted again.
+func (p *Permit) Token() int64 {
+	if p == nil {
+		return 0
+	}
+	return p.lk.token
+}
+
+// Context is done when the permit is lost (cause ErrLockLost) or released
+// (cause ErrReleased); context.Cause tells which. Work done under the
+// permit should use it. It carries the values of the ctx given to Acquire.
+func (p *Permit) Context() context.Context {
+	if p == nil {
+		return (*Lock)(nil).Context()
+	}
+	return p.lk.ctx
+}
+
+// Join is Lock.Join for the permit: a context done when ctx is or the
+// permit ends, whichever comes first.
+func (p *Permit) Join(ctx context.Context) (context.Context, context.CancelFunc) {
+	return join(p.Context(), ctx)
+}
+
+// Deadline returns the local lease deadline: the permit's context ends
+// with ErrLockLost then unless a renewal succeeds first.
+func (p *Permit) Deadline() time.Time {
+	if p == nil {
+		return time.Time{}
+	}
+	return p.lk.Deadline()
+}
+
+// Release gives the permit back and wakes the next waiter. It is
+// idempotent: a second Release, or one after the permit was lost, returns
+// ErrNotHeld and sends nothing; the backend, too, adds no permit for a
+// permit it no longer holds. On a server error the permit is given up
+// locally all the same (renewal stops, so its lease runs out within one
+// TTL), one more release is tried in the background, and the error is
+// returned.
+func (p *Permit) Release(ctx context.Context) error {
+	if p == nil {
+		return ErrNotHeld
+	}
+	lk := p.lk
+	if err := lk.usable(ctx); err != nil {
+		return err
+	}
+	l, s := lk.l, lk.sem
+	if !l.now().Before(lk.Deadline()) {
+		lk.lose("lease deadline passed")
+		return ErrNotHeld
+	}
+	ctx, span := l.tel.startSpan(ctx, "redfence.Permit.Release", lk.key, lk.token)
+	ok, err := l.drv.sem.ReleasePermit(ctx, lease(lk))
+	switch {
+	case err != nil:
+		if lk.finish(ErrReleased, "") {
+			l.afterward(func(ctx context.Context) {
+				if ok, _ := l.drv.sem.ReleasePermit(ctx, lease(lk)); ok {
+					s.wakeAfterRelease()
+				}
+			})
+		}
+		endSpan(span, "error", err)
+		return unavailable(err)
+	case !ok:
+		lk.lose("release found the permit gone")
+		endSpan(span, "not_held", ErrNotHeld)
+		return ErrNotHeld
+	}
+	lk.finish(ErrReleased, "")
+	s.wakeAfterRelease()
+	endSpan(span, "released", nil)
+	return nil
+}
+
+// wakeAfterRelease wakes the head of the local queue after a release of
+// this process, unless the queue listens for the semaphore's
+// notifications: then the release's own notification wakes it, and a
+// direct wake-up too would cost a second attempt per release.
+func (s *Semaphore) wakeAfterRelease() {
+	l := s.l
+	l.mu.Lock()
+	q := l.queues[s.qkey]
+	listening := q != nil && q.unwatch != nil
+	l.mu.Unlock()
+	if !listening {
+		l.wakeLocal(s.qkey)
+	}
+}
