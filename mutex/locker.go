@@ -160,3 +160,24 @@ func (l *Locker) retryRelease(lk *Lock) {
 		}
 	})
 }
+
+// KeyName is key's name in the backend, the Locker's prefix on it, as a
+// backend's methods receive it: what packages built on the Locker (election)
+// give a backend's optional capabilities for the same key.
+func (l *Locker) KeyName(key string) string {
+	if l == nil {
+		return key
+	}
+	return l.name(key)
+}
+
+// ClockDrift is the margin the Locker takes off a lease of ttl for
+// clock-rate differences (WithClockDrift): a holder's local deadline is the
+// lease's start plus ttl minus it. Packages that time their own work inside
+// a lease (election's renew deadline) keep within it.
+func (l *Locker) ClockDrift(ttl time.Duration) time.Duration {
+	if l == nil {
+		return 0
+	}
+	return l.drift(ttl)
+}

@@ -1,0 +1,199 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redfence/redfence/mutex"
+)
+
+// Term is one leadership of one candidate: the election's lock, held. Its
+// methods are safe for concurrent use.
+//
+// The term owns a goroutine that renews the lease every retry period and
+// ends the term (cancels its context) when the lock is lost, when no
+// renewal succeeded within the renew deadline, or on Resign; it then stops
+// renewing, so that the lock is either released (Resign) or runs out
+// within a lease, whatever the leader's code still does.
+type Term struct {
+	e      *Election
+	lk     *mutex.Lock
+	value  string
+	owner  string
+	since  time.Time // set by begin, before the term is handed out
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	// begun is closed once Campaign decided whether the term began
+	// (started) or was given up; the keeper calls OnStopped only for a term
+	// that began, and only after it.
+	begun   chan struct{}
+	started bool
+	clean   bool          // the term before ended by resignation (journal): no lock-delay
+	done    chan struct{} // the keeper returned: no renewal, OnStopped done
+
+	resign    sync.Once
+	resignErr error
+}
+
+func newTerm(e *Election, lk *mutex.Lock, value, owner string) *Term {
+	t := &Term{e: e, lk: lk, value: value, owner: owner, begun: make(chan struct{}), done: make(chan struct{})}
+	// Values of the lock's context (Lock(t.Context(), key) re-enters), its
+	// end through the keeper, which gives the term's cause.
+	t.ctx, t.cancel = context.WithCancelCause(context.WithoutCancel(lk.Context()))
+	// The lease began when the Lock call sent its attempt: its local
+	// deadline less the lease and the drift margin.
+	lease := e.cfg.lease
+	go t.keep(lk.Deadline().Add(-(lease - e.l.ClockDrift(lease))))
+	return t
+}
+
+// Token returns the term: the lock's fencing token, strictly greater than
+// every earlier term of the election. Give it to the resources the leader
+// writes (package fenced) so that they refuse a deposed leader.
+func (t *Term) Token() int64 {
+	if t == nil {
+		return 0
+	}
+	return t.lk.Token()
+}
+
+// Value returns the value the leader campaigned with.
+func (t *Term) Value() string {
+	if t == nil {
+		return ""
+	}
+	return t.value
+}
+
+// Since returns when the term began, by this process's clock (ms).
+func (t *Term) Since() time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.since
+}
+
+// Context is done when the term ends: lost (cause matching ErrLost),
+// resigned (ErrResigned), or Run's context ended (ErrStopped). Work done as
+// leader should watch it; context.Cause says why it ended.
+func (t *Term) Context() context.Context {
+	if t == nil {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(ErrLost)
+		return ctx
+	}
+	return t.ctx
+}
+
+// Resign ends the term (its context's cause ErrResigned, unless it had
+// ended already), waits for its goroutine (OnStopped included), marks the
+// term resigned in the journal while the lock is still held, so that the
+// next leader has no lock-delay, and releases the lock. Calls after the
+// first return the first one's result. A term already lost returns nil:
+// nothing is left to give up. On a server error the lock runs out within
+// a lease. A ctx that ends first returns ctx.Err() and leaves the lock to
+// run out.
+func (t *Term) Resign(ctx context.Context) error {
+	if t == nil || ctx == nil {
+		return invalid("nil Term or context")
+	}
+	t.cancel(ErrResigned)
+	select {
+	case <-t.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	t.resign.Do(func() { t.resignErr = t.release(ctx) })
+	return t.resignErr
+}
+
+// release marks the term resigned (when it ended cleanly and the lock is
+// still held) and unlocks it.
+func (t *Term) release(ctx context.Context) error {
+	var errs []error
+	if t.e.j != nil && t.started && t.lk.Context().Err() == nil && !errors.Is(context.Cause(t.ctx), ErrLost) {
+		if _, err := t.e.j.ResignTerm(ctx, t.e.jkey, t.Token(), time.Now().Truncate(time.Millisecond)); err != nil {
+			errs = append(errs, fmt.Errorf("election: marking term %d resigned: %w", t.Token(), err))
+		}
+	}
+	if err := t.lk.Unlock(ctx); err != nil && !errors.Is(err, mutex.ErrNotHeld) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// start begins the term: OnStarted, then the keeper may call OnStopped.
+func (t *Term) start() {
+	t.started = true
+	t.e.tel.termStarted(t)
+	if fn := t.e.cfg.onStarted; fn != nil {
+		fn(t)
+	}
+	close(t.begun)
+}
+
+// abort gives up a term that did not begin, releasing its lock.
+func (t *Term) abort() {
+	close(t.begun)
+	t.cancel(errors.New("election: the term did not begin"))
+	<-t.done
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = t.lk.Unlock(ctx)
+}
+
+// keep renews the lease until the term ends, then reports the end.
+// acquired is about when the lock's lease began.
+func (t *Term) keep(acquired time.Time) {
+	defer close(t.done)
+	t.renewUntilEnd(acquired)
+	<-t.begun
+	if !t.started {
+		return
+	}
+	cause := context.Cause(t.ctx)
+	t.e.tel.termEnded(t, cause)
+	if fn := t.e.cfg.onStopped; fn != nil {
+		fn(t, cause)
+	}
+}
+
+// renewUntilEnd extends the lease every retry period and returns when the
+// term's context ended, ending it itself on a lost lock or a passed renew
+// deadline.
+func (t *Term) renewUntilEnd(last time.Time) {
+	cfg := &t.e.cfg
+	timer := time.NewTimer(cfg.retry)
+	defer timer.Stop()
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-t.lk.Context().Done():
+			t.cancel(&lostError{context.Cause(t.lk.Context())})
+			return
+		case <-timer.C:
+		}
+		deadline := last.Add(cfg.renew)
+		if !time.Now().Before(deadline) {
+			t.cancel(fmt.Errorf("%w: no renewal succeeded within the renew deadline %v", ErrLost, cfg.renew))
+			return
+		}
+		sent := time.Now()
+		rctx, cancel := context.WithDeadline(t.ctx, deadline)
+		err := t.lk.Extend(rctx, cfg.lease)
+		cancel()
+		switch {
+		case err == nil:
+			last = sent
+		case errors.Is(err, mutex.ErrNotHeld):
+			t.cancel(&lostError{mutex.ErrLockLost})
+			return
+		}
+		timer.Reset(min(cfg.retry, max(time.Until(last.Add(cfg.renew)), 0)))
+	}
+}
