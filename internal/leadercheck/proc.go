@@ -53,6 +53,7 @@ type Proc struct {
 	stdin io.WriteCloser
 	out   syncBuffer
 	done  chan struct{} // closed when the process has exited and its reports were read
+	err   error         // how it exited (cmd.Wait), once done is closed
 }
 
 // Spawn starts a candidate process named who, with env added to the
@@ -95,7 +96,7 @@ func (g *Group) read(p *Proc, r *os.File) {
 		g.reports <- Report{Who: p.Who, Event: e, Err: err}
 	}
 	_ = r.Close()
-	_ = p.cmd.Wait()
+	p.err = p.cmd.Wait()
 	close(p.done)
 	g.reports <- Report{Who: p.Who, Gone: true}
 }
@@ -127,8 +128,16 @@ func (p *Proc) Go() error {
 // Done is closed once the process exited and its reports were all sent.
 func (p *Proc) Done() <-chan struct{} { return p.done }
 
-// Output is what the process wrote to stdout and stderr.
-func (p *Proc) Output() string { return p.out.String() }
+// Output is what the process wrote to stdout and stderr, and how it exited
+// once it did.
+func (p *Proc) Output() string {
+	select {
+	case <-p.done:
+		return fmt.Sprintf("%s(exit: %v)", p.out.String(), p.err)
+	default:
+		return p.out.String()
+	}
+}
 
 // Close kills every process, waits for them, and returns the reports not
 // yet received; Reports is closed then.

@@ -1,7 +1,8 @@
-package elecproc_test
+package processes_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"testing"
@@ -147,7 +148,7 @@ func newRun(t *testing.T, g *leadercheck.Group) *run {
 
 func (r *run) spawn() {
 	r.spawned++
-	who := "p" + itoa(r.spawned)
+	who := fmt.Sprintf("p%03d", r.spawned)
 	p, err := r.g.Spawn(who)
 	require.NoError(r.t, err)
 	r.procs[who] = p
@@ -304,4 +305,6 @@ func (r *run) any() string {
 	return ""
 }
 
-func itoa(n int) string { return string(rune('0'+n/100%10)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10)) }
+func itoa(n int) string {
+	return string(rune('0'+n/100%10)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10))
+}

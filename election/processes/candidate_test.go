@@ -1,4 +1,4 @@
-package elecproc_test
+package processes_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redfence/redfence/election"
 	"github.com/redfence/redfence/fenced"
 	"github.com/redfence/redfence/internal/leadercheck"
 	"github.com/redfence/redfence/mutex"
@@ -33,39 +34,17 @@ const (
 	retry = 50 * time.Millisecond
 )
 
-// term is what a candidate needs of a term.
+// term is what a candidate process needs of a term (*election.Term).
 type term interface {
 	Token() int64
 	Context() context.Context
 	Resign(ctx context.Context) error
 }
 
-// candidate is what a candidate process needs of the election: the test is
-// written against it so that it states what it relies on.
-type candidate interface {
-	Campaign(ctx context.Context, value string) (term, error)
+// newElection is the election of a candidate process over l.
+func newElection(l *mutex.Locker) (*election.Election, error) {
+	return election.New(l, "procs", election.WithLease(lease), election.WithRenewDeadline(renew), election.WithRetryPeriod(retry))
 }
-
-// lockTerm is a term over a plain lock (the harness's stand-in until the
-// election package was there).
-type lockTerm struct{ lk *mutex.Lock }
-
-func (t lockTerm) Token() int64                     { return t.lk.Token() }
-func (t lockTerm) Context() context.Context         { return t.lk.Context() }
-func (t lockTerm) Resign(ctx context.Context) error { return t.lk.Unlock(ctx) }
-
-type lockCandidate struct{ l *mutex.Locker }
-
-func (c lockCandidate) Campaign(ctx context.Context, _ string) (term, error) {
-	lk, err := c.l.Lock(ctx, "election:procs", mutex.WithTTL(lease))
-	if err != nil {
-		return nil, err
-	}
-	return lockTerm{lk}, nil
-}
-
-// newCandidate is the candidate of a process over l.
-func newCandidate(l *mutex.Locker) (candidate, error) { return lockCandidate{l}, nil }
 
 // deadline is the local lease deadline of the lock behind the term with
 // token: the last moment the candidate may act as leader (zero when l no
@@ -91,24 +70,29 @@ func TestCandidateProcess(t *testing.T) {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(envRedis), ContextTimeoutEnabled: true})
 	l := mutex.New(rdb)
-	cand, err := newCandidate(l)
+	e, err := newElection(l)
 	if err != nil {
-		t.Fatalf("candidate: %v", err)
+		t.Fatalf("election: %v", err)
 	}
 	pool, err := pgxpool.New(ctx, os.Getenv(envDB))
 	if err != nil {
 		t.Fatalf("database: %v", err)
 	}
 	p := &proc{c: c, l: l, res: newResource(pool), rng: rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))}
+	// Half the processes campaign and resign themselves, the others use Run.
+	if p.rng.IntN(2) == 0 {
+		for {
+			tm, err := e.Campaign(ctx, c.Who)
+			if err == nil {
+				p.lead(ctx, tm, true)
+			} // Redis is not faulted here; a failed campaign is retried
+		}
+	}
 	for {
-		tm, err := cand.Campaign(ctx, c.Who)
-		if err != nil {
-			continue // Redis is not faulted here; a failed campaign is retried
-		}
-		if err := p.lead(ctx, tm); err != nil {
-			fmt.Println("candidate stops:", err) // the parent closed stdin, or a write failed: the parent fails on the latter
-			os.Exit(0)
-		}
+		_ = e.Run(ctx, c.Who, func(ctx context.Context, tm *election.Term) error {
+			p.lead(ctx, tm, false)
+			return nil
+		})
 	}
 }
 
@@ -120,16 +104,15 @@ type proc struct {
 	rng *rand.Rand
 }
 
-// lead is one term: report the start, then until a random end (resign) or
-// the loss of the term (its context ends or its local deadline passes):
-// report deadline moves, ask the parent, write through the fence.
-func (p *proc) lead(ctx context.Context, tm term) error {
+// lead is one term: report the start, then until a random end or the loss
+// of the term (its context ends or its local deadline passes): report
+// deadline moves, ask the parent, write through the fence. It resigns at
+// the end when resign is set (Run resigns for the others).
+func (p *proc) lead(ctx context.Context, tm term, resign bool) {
 	token := tm.Token()
 	start := time.Now()
 	dl := deadline(p.l, token)
-	if err := p.c.Report(leadercheck.Event{Kind: leadercheck.KindStart, Term: token, At: start, Deadline: dl}); err != nil {
-		return err
-	}
+	p.report(leadercheck.Event{Kind: leadercheck.KindStart, Term: token, At: start, Deadline: dl})
 	until := start.Add(time.Duration(100+p.rng.IntN(1400)) * time.Millisecond) // some terms outlast a pause
 	nostop := os.Getenv(envMutate) == "nostop"
 	for {
@@ -140,23 +123,19 @@ func (p *proc) lead(ctx context.Context, tm term) error {
 			lost = false // the mutation: a candidate that goes on after its loss
 		}
 		if lost || now.After(until) {
-			if err := p.c.Report(leadercheck.Event{Kind: leadercheck.KindStop, Term: token, At: now}); err != nil {
-				return err
+			p.report(leadercheck.Event{Kind: leadercheck.KindStop, Term: token, At: now})
+			if resign {
+				rctx, cancel := context.WithTimeout(ctx, time.Second)
+				_ = tm.Resign(rctx) // after a loss: nothing to give up
+				cancel()
 			}
-			rctx, cancel := context.WithTimeout(ctx, time.Second)
-			_ = tm.Resign(rctx) // after a loss: not held, expected
-			cancel()
-			return nil
+			return
 		}
 		if !d.IsZero() && !d.Equal(dl) {
 			dl = d
-			if err := p.c.Report(leadercheck.Event{Kind: leadercheck.KindLease, Term: token, Deadline: dl}); err != nil {
-				return err
-			}
+			p.report(leadercheck.Event{Kind: leadercheck.KindLease, Term: token, Deadline: dl})
 		}
-		if err := p.write(ctx, token, now); err != nil {
-			return err
-		}
+		p.write(ctx, token, now)
 		wait := time.NewTimer(time.Duration(5+p.rng.IntN(15)) * time.Millisecond)
 		select {
 		case <-wait.C:
@@ -169,18 +148,32 @@ func (p *proc) lead(ctx context.Context, tm term) error {
 // write asks the parent (which may pause this process before it answers),
 // writes through the fence with token, and reports the outcome; decided is
 // when the candidate last saw that it leads.
-func (p *proc) write(ctx context.Context, token int64, decided time.Time) error {
+func (p *proc) write(ctx context.Context, token int64, decided time.Time) {
 	if err := p.c.Ask(leadercheck.Event{Term: token, At: decided}); err != nil {
-		return err
+		exit("the parent is gone: %v", err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second) // PostgreSQL is not faulted
+	// In flight it goes on after a loss (the fence judges it), so that
+	// every write has a known outcome; PostgreSQL is not faulted.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	err := p.res.write(wctx, token, p.c.Who)
 	cancel()
 	stale := errors.Is(err, fenced.ErrStaleToken)
 	if err != nil && !stale {
-		return fmt.Errorf("fenced write: %w", err)
+		exit("fenced write: %v", err) // the parent fails the test: a process exited on its own
 	}
-	return p.c.Report(leadercheck.Event{Kind: leadercheck.KindWrite, Term: token, At: decided, Accepted: !stale})
+	p.report(leadercheck.Event{Kind: leadercheck.KindWrite, Term: token, At: decided, Accepted: !stale})
+}
+
+func (p *proc) report(e leadercheck.Event) {
+	if err := p.c.Report(e); err != nil {
+		exit("the parent is gone: %v", err)
+	}
+}
+
+// exit ends the candidate process, saying why on its output.
+func exit(format string, args ...any) {
+	fmt.Printf("candidate exits: "+format+"\n", args...)
+	os.Exit(0)
 }
 
 // resource is the fenced resource: a counter row in PostgreSQL that only
