@@ -23,7 +23,11 @@ import (
 const (
 	envRedis  = "REDFENCE_PROCS_REDIS"  // the election's redis-server
 	envDB     = "REDFENCE_PROCS_DB"     // the fenced resource's database
-	envMutate = "REDFENCE_PROCS_MUTATE" // a mutation the test must catch (see mutations)
+	// envMutate, set when running the test by hand, makes a mutation the
+	// test must catch: "nostop", candidates that go on leading after their
+	// loss until their planned end; "fence-any", a resource that accepts
+	// any term (unfenced writes to an unprotected table).
+	envMutate = "REDFENCE_PROCS_MUTATE"
 )
 
 // The election's timing: a lease short enough for many terms in a bounded
