@@ -21,8 +21,8 @@ import (
 
 // The environment the parent gives its candidate processes.
 const (
-	envRedis  = "REDFENCE_PROCS_REDIS"  // the election's redis-server
-	envDB     = "REDFENCE_PROCS_DB"     // the fenced resource's database
+	envRedis = "REDFENCE_PROCS_REDIS" // the election's redis-server
+	envDB    = "REDFENCE_PROCS_DB"    // the fenced resource's database
 	// envMutate, set when running the test by hand, makes a mutation the
 	// test must catch: "nostop", candidates that go on leading after their
 	// loss until their planned end; "fence-any", a resource that accepts
