@@ -50,19 +50,6 @@ func newElection(l *mutex.Locker) (*election.Election, error) {
 	return election.New(l, "procs", election.WithLease(lease), election.WithRenewDeadline(renew), election.WithRetryPeriod(retry))
 }
 
-// deadline is the local lease deadline of the lock behind the term with
-// token: the last moment the candidate may act as leader (zero when l no
-// longer holds it).
-func deadline(l *mutex.Locker, token int64) time.Time {
-	now := time.Now()
-	for _, h := range l.Held() {
-		if h.Token == token {
-			return now.Add(h.Lease)
-		}
-	}
-	return time.Time{}
-}
-
 // TestCandidateProcess is a candidate process of TestFiveProcesses: it
 // campaigns, leads for a while writing through the fence, resigns, and
 // again, until it is killed or its parent closes its stdin.
@@ -115,13 +102,13 @@ type proc struct {
 func (p *proc) lead(ctx context.Context, tm term, resign bool) {
 	token := tm.Token()
 	start := time.Now()
-	dl := deadline(p.l, token)
+	dl := leadercheck.LockDeadline(p.l, token)
 	p.report(leadercheck.Event{Kind: leadercheck.KindStart, Term: token, At: start, Deadline: dl})
 	until := start.Add(time.Duration(100+p.rng.IntN(1400)) * time.Millisecond) // some terms outlast a pause
 	nostop := os.Getenv(envMutate) == "nostop"
 	for {
 		now := time.Now()
-		d := deadline(p.l, token)
+		d := leadercheck.LockDeadline(p.l, token)
 		lost := tm.Context().Err() != nil || !now.Before(d)
 		if nostop && !now.After(until) {
 			lost = false // the mutation: a candidate that goes on after its loss

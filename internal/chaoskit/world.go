@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,11 +51,19 @@ type Config struct {
 type World struct {
 	Lockers []*mutex.Locker // one per client, Clients of them
 	Faults  []Fault
+	// Isolate, per client (optional; the election workload's stalls use
+	// it), cuts the client off from the store and returns what heals it.
+	Isolate []func() (heal func())
+	// LossyFaults names the Faults that lose a held lock's state in the
+	// store (a restart empty): the election workload tolerates two leaders
+	// at once only across one of them.
+	LossyFaults []string
 
-	t    *testing.T
-	reg  Register    // the register workload's resource
-	work *ledgerWork // the multi-key workload (NewTransfers), or nil
-	cfg  Config
+	t     *testing.T
+	reg   Register      // the register workload's resource
+	work  *ledgerWork   // the multi-key workload (NewTransfers), or nil
+	elect *electionWork // the election workload (NewElection), or nil
+	cfg   Config
 
 	mu      sync.Mutex // guards history and counts
 	history []porcupine.Operation
@@ -115,9 +124,12 @@ func (w *World) Run(bounded time.Duration) {
 	defer cancel()
 	var wg sync.WaitGroup
 	for i, l := range w.Lockers {
-		if w.work != nil {
+		switch {
+		case w.work != nil:
 			wg.Go(func() { w.transferClient(ctx, i, l) })
-		} else {
+		case w.elect != nil:
+			wg.Go(func() { w.electionClient(ctx, i, l) })
+		default:
 			wg.Go(func() { w.client(ctx, i, l) })
 		}
 	}
@@ -169,6 +181,7 @@ func (w *World) inject(ctx context.Context, seed uint64) {
 		}
 		f := w.Faults[rng.IntN(len(w.Faults))]
 		heal := f.Apply(rng)
+		w.lossy(f.Name)
 		w.mu.Lock()
 		w.counts[f.Name]++
 		w.mu.Unlock()
@@ -179,5 +192,14 @@ func (w *World) inject(ctx context.Context, seed uint64) {
 		}
 		t.Stop()
 		heal()
+		w.lossy(f.Name)
+	}
+}
+
+// lossy tells the election workload, if this is one, that the fault
+// named name was applied or healed now, if it is one of LossyFaults.
+func (w *World) lossy(name string) {
+	if w.elect != nil && slices.Contains(w.LossyFaults, name) {
+		w.elect.lost(time.Now())
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/redfence/redfence/mutex"
 )
 
 // Belief is one candidate's term as it saw it: from Start (when Campaign
@@ -141,4 +143,17 @@ func (t *Tracker) Errors() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return slices.Clone(t.errs)
+}
+
+// LockDeadline is the local lease deadline of l's lock with token (a
+// term's lock): the last moment its holder may act as leader; zero when l
+// no longer holds it.
+func LockDeadline(l *mutex.Locker, token int64) time.Time {
+	now := time.Now()
+	for _, h := range l.Held() {
+		if h.Token == token {
+			return now.Add(h.Lease)
+		}
+	}
+	return time.Time{}
 }
