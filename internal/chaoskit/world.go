@@ -6,7 +6,10 @@
 // the faults and the register; the loop, the checks and the failure
 // artefacts are the same for every setup. NewTransfers runs a multi-key
 // workload instead (transfers between accounts of a Ledger, LockAll and
-// fenced.Guard.DoAll), under the same faults, with checks of its own.
+// fenced.Guard.DoAll), under the same faults, with checks of its own;
+// NewElection an election workload (candidates on one election.Election,
+// the leader writing the register with its term), checked by
+// internal/leadercheck.
 package chaoskit
 
 import (
