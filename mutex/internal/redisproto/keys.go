@@ -51,6 +51,11 @@ func QueueOf(lockKey string) string { return lockKey + ":q" }
 // hash slot).
 func AuditOf(lockKey string) string { return lockKey + ":audit" }
 
+// TermsOf is the key of lockKey's term journal (package election): a
+// capped stream of the terms of the election held on lockKey (same hash
+// slot).
+func TermsOf(lockKey string) string { return lockKey + ":terms" }
+
 func sha1Hex(s string) string {
 	sum := sha1.Sum([]byte(s))
 	return hex.EncodeToString(sum[:])

@@ -38,6 +38,8 @@ var (
 	inspectLua string
 	//go:embed lua/acquire_all.lua
 	acquireAllLua string
+	//go:embed lua/term_append.lua
+	termAppendLua string
 
 	AcquireScript = redis.NewScript(acquireLua)
 	ReleaseScript = redis.NewScript(releaseLua)
@@ -48,6 +50,8 @@ var (
 	HandoffScript = redis.NewScript(handoffLua)
 	ForceScript   = redis.NewScript(forceLua)
 	InspectScript = redis.NewScript(inspectLua)
+	// TermAppendScript records an election's term in its journal (TermsOf).
+	TermAppendScript = redis.NewScript(termAppendLua)
 	// AcquireAllScript is acquire_all.lua with acquire.lua as its function
 	// acquire: one text for the acquisition of a key, alone or in a group.
 	AcquireAllScript = redis.NewScript(strings.Replace(acquireAllLua, acquireMarker, acquireLua, 1))
