@@ -24,8 +24,9 @@ type electionWork struct {
 	terms     atomic.Int64 // terms begun
 	campaigns atomic.Int64 // Campaign or Run calls that failed (not by the run's end)
 
-	mu    sync.Mutex // guards lossy
-	lossy []time.Time
+	mu     sync.Mutex // guards lossy and grants
+	lossy  []window
+	grants map[int64]time.Time // by term: when its lock was granted, about
 }
 
 // NewElection is a run of the election workload over reg: each client
@@ -37,7 +38,7 @@ type electionWork struct {
 // the terms and the writes.
 func NewElection(t *testing.T, reg Register, cfg Config) *World {
 	w := New(t, reg, cfg)
-	w.elect = &electionWork{tr: leadercheck.NewTracker()}
+	w.elect = &electionWork{tr: leadercheck.NewTracker(), grants: map[int64]time.Time{}}
 	return w
 }
 
@@ -97,6 +98,7 @@ func (w *World) lead(ctx context.Context, id int, l *mutex.Locker, tm *election.
 	start := time.Now()
 	dl := leadercheck.LockDeadline(l, token)
 	ew.tr.Start(who, token, start, dl)
+	ew.granted(token, dl.Add(-w.cfg.TTL))
 	ew.terms.Add(1)
 	until := start.Add(time.Duration(50+rng.IntN(300)) * time.Millisecond)
 	for {
@@ -158,23 +160,48 @@ func (w *World) electionWrite(ctx context.Context, id int, who string, token int
 	w.elect.tr.Write(leadercheck.Write{Who: who, Term: token, Decided: decided, Accepted: !stale})
 }
 
+// window is when a lossy fault was being applied or healed.
+type window struct{ from, to time.Time }
+
 // lost records that a fault that loses the lock's state in the store
-// (named in LossyFaults) was applied or healed at.
-func (ew *electionWork) lost(at time.Time) {
+// (named in LossyFaults) was being applied or healed from from to to.
+func (ew *electionWork) lost(from, to time.Time) {
 	ew.mu.Lock()
 	defer ew.mu.Unlock()
-	ew.lossy = append(ew.lossy, at)
+	ew.lossy = append(ew.lossy, window{from, to})
 }
 
-// explained reports whether o spans a lossy fault: one applied or healed
-// between the first leader's start and the second's.
-func (ew *electionWork) explained(o leadercheck.Overlap) bool {
+// granted records when term's lock was granted, about: its first local
+// deadline less the lease (Campaign returns later, after the journal).
+func (ew *electionWork) granted(term int64, at time.Time) {
 	ew.mu.Lock()
 	defer ew.mu.Unlock()
-	for _, at := range ew.lossy {
-		if !at.Before(o.A.Start) && !at.After(o.B.Start) {
-			return true
+	ew.grants[term] = at
+}
+
+// explained reports whether o spans a lossy fault: one being applied or
+// healed between the grant of the first leader's lock and the second
+// leader's start. It returns the lossy windows near o for the message
+// when not.
+func (ew *electionWork) explained(o leadercheck.Overlap) (bool, []window) {
+	ew.mu.Lock()
+	defer ew.mu.Unlock()
+	from := ew.grants[o.A.Term]
+	if from.IsZero() {
+		from = o.A.Start
+	}
+	var near []window
+	for _, w := range ew.lossy {
+		if !w.to.Before(from) && !w.from.After(o.B.Start) {
+			return true, nil
+		}
+		if w.to.After(from.Add(-2*time.Second)) && w.from.Before(o.B.Start.Add(2*time.Second)) {
+			near = append(near, w)
 		}
 	}
-	return false
+	return false, near
+}
+
+func (w window) String() string {
+	return w.from.Format("15:04:05.000000") + ".." + w.to.Format("15:04:05.000000")
 }

@@ -2,6 +2,7 @@ package chaoskit
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -30,10 +31,10 @@ func (w *World) checkElection(name string) {
 	beliefs := ew.tr.Beliefs()
 	drift := w.Lockers[0].ClockDrift(w.cfg.TTL) // the clients' Lockers share their options
 	overlaps := leadercheck.Overlaps(beliefs, drift)
-	var unexplained []leadercheck.Overlap
+	var unexplained []string
 	for _, o := range overlaps {
-		if !ew.explained(o) {
-			unexplained = append(unexplained, o)
+		if ok, near := ew.explained(o); !ok {
+			unexplained = append(unexplained, fmt.Sprintf("%v; lossy faults near it: %v", o, near))
 		}
 	}
 	outside := leadercheck.OutsideBelief(beliefs, ew.tr.Writes())
@@ -44,7 +45,7 @@ func (w *World) checkElection(name string) {
 		w.stale.Load(), ew.campaigns.Load(), backwards, len(outside))
 	assert.Empty(t, ew.tr.Errors(), "reports that contradict the protocol")
 	for _, o := range unexplained {
-		t.Errorf("%s: two leaders: %v", name, o)
+		t.Errorf("%s: two leaders: %s", name, o)
 	}
 	assert.Empty(t, leadercheck.TermOrder(beliefs), "terms must strictly increase")
 	assert.Empty(t, outside[:min(len(outside), 3)], "writes decided while their writer did not believe it led (%d; the first shown)", len(outside))

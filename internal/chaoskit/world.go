@@ -183,8 +183,9 @@ func (w *World) inject(ctx context.Context, seed uint64) {
 		case <-t.C:
 		}
 		f := w.Faults[rng.IntN(len(w.Faults))]
+		applying := time.Now()
 		heal := f.Apply(rng)
-		w.lossy(f.Name)
+		w.lossy(f.Name, applying)
 		w.mu.Lock()
 		w.counts[f.Name]++
 		w.mu.Unlock()
@@ -194,15 +195,17 @@ func (w *World) inject(ctx context.Context, seed uint64) {
 		case <-t.C:
 		}
 		t.Stop()
+		healing := time.Now()
 		heal()
-		w.lossy(f.Name)
+		w.lossy(f.Name, healing)
 	}
 }
 
 // lossy tells the election workload, if this is one, that the fault
-// named name was applied or healed now, if it is one of LossyFaults.
-func (w *World) lossy(name string) {
+// named name was being applied or healed from since until now, if it is
+// one of LossyFaults.
+func (w *World) lossy(name string, since time.Time) {
 	if w.elect != nil && slices.Contains(w.LossyFaults, name) {
-		w.elect.lost(time.Now())
+		w.elect.lost(since, time.Now())
 	}
 }
