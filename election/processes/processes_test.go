@@ -304,7 +304,3 @@ func (r *run) any() string {
 	}
 	return ""
 }
-
-func itoa(n int) string {
-	return string(rune('0'+n/100%10)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10))
-}
