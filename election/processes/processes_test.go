@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,7 +96,7 @@ func (r *run) check(ctx context.Context, res *resource) {
 		len(beliefs), len(accepted), refused, r.stagedRefused, r.stagedTotal, r.pauses, r.leaderPauses, r.kills, len(overlaps), len(outside))
 	assert.Empty(t, r.tr.Errors(), "reports that contradict the protocol")
 	for _, o := range overlaps {
-		t.Errorf("two leaders: %v", o)
+		t.Errorf("two leaders: %v; what they did and had done to them:\n%s", o, r.trailOf(o))
 	}
 	assert.Empty(t, leadercheck.TermOrder(beliefs), "terms must strictly increase")
 	assert.Empty(t, outside[:min(len(outside), 3)], "writes decided while their writer did not believe it led (%d; the first shown)", len(outside))
@@ -138,6 +139,29 @@ type run struct {
 	late   map[string]int64 // resumed: its next write, with this term, must be refused
 
 	pauses, leaderPauses, kills, stagedTotal, stagedRefused int
+	trail                                                   []note // for a failure's message
+}
+
+// note is one line of the trail: a report received or a signal sent.
+type note struct {
+	at   time.Time
+	who  string
+	what string
+}
+
+func (r *run) note(who, what string) { r.trail = append(r.trail, note{time.Now(), who, what}) }
+
+// trailOf is the trail of o's two processes around it, by the parent's
+// clock (a report is noted when it arrived).
+func (r *run) trailOf(o leadercheck.Overlap) string {
+	var b strings.Builder
+	from, to := o.A.Start.Add(-time.Second), o.B.End.Add(time.Second)
+	for _, n := range r.trail {
+		if (n.who == o.A.Who || n.who == o.B.Who) && n.at.After(from) && n.at.Before(to) {
+			fmt.Fprintf(&b, "  %s %s %s\n", n.at.Format("15:04:05.000000"), n.who, n.what)
+		}
+	}
+	return b.String()
 }
 
 func newRun(t *testing.T, g *leadercheck.Group) *run {
@@ -190,6 +214,7 @@ func (r *run) handle(rep leadercheck.Report, closing bool) {
 	default:
 		e := rep.Event
 		r.tr.Apply(rep.Who, e)
+		r.note(rep.Who, "reports "+e.String())
 		switch e.Kind {
 		case leadercheck.KindStart:
 			r.leader, r.term = rep.Who, e.Term
@@ -213,6 +238,7 @@ func (r *run) ask(who string, term int64) {
 	if r.stage && who == r.leader && term == r.term && r.paused[who].IsZero() {
 		r.stage = false
 		require.NoError(r.t, p.Pause())
+		r.note(who, "paused at its ask (staged)")
 		r.staged[who] = term
 	}
 	require.NoError(r.t, p.Go())
@@ -236,6 +262,7 @@ func (r *run) wrote(who string, term int64, accepted bool) {
 		if term > st {
 			delete(r.staged, s)
 			require.NoError(r.t, r.procs[s].Resume())
+			r.note(s, "resumed (staged)")
 			r.late[s] = st
 			r.stagedTotal++
 		}
@@ -267,6 +294,7 @@ func (r *run) pause(who string, leader bool) {
 		return
 	}
 	require.NoError(r.t, p.Pause())
+	r.note(who, "paused")
 	r.paused[who] = time.Now().Add(lease*3/2 + time.Duration(r.rng.Int64N(int64(lease*3/2))))
 	r.pauses++
 	if leader {
@@ -279,6 +307,7 @@ func (r *run) resumeDue(now time.Time) {
 		if now.After(at) {
 			delete(r.paused, who)
 			require.NoError(r.t, r.procs[who].Resume())
+			r.note(who, "resumed")
 		}
 	}
 }
@@ -290,6 +319,7 @@ func (r *run) kill(who string) {
 	}
 	r.killed[who] = true
 	require.NoError(r.t, p.Kill())
+	r.note(who, "killed")
 	r.kills++
 }
 
