@@ -10,12 +10,6 @@ import (
 	"github.com/redfence/redfence/mutex/backend"
 )
 
-// campaign is one Campaign call in progress, for the process's debug page.
-type campaign struct {
-	value string
-	since time.Time
-}
-
 // Campaign blocks until this candidate leads the election with value (at
 // most MaxValueLen bytes, readable by everyone through Leader and Observe)
 // and returns its term, or until ctx ends: then it returns ctx.Err() joined
@@ -36,6 +30,12 @@ type campaign struct {
 // for the delay before its term begins. An outage (mutex.ErrUnavailable)
 // is retried every retry period; bad input and a closed Locker return at
 // once.
+//
+// The lock's owner id is "election.", a random part, "." and value (an
+// explicit owner, mutex.WithOwner, so the Locker's OwnerInfo is not in it):
+// inspection reads the value there. An acquisition whose outcome is unknown
+// is therefore not abandoned: what it may have taken runs out within a
+// lease.
 func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 	if err := e.checkCall(ctx, value); err != nil {
 		return nil, err
@@ -102,19 +102,22 @@ func (e *Election) begin(ctx context.Context, t *Term) error {
 	if err := e.journal(ctx, t); err != nil {
 		return err
 	}
-	if err := t.ctx.Err(); err != nil {
-		return context.Cause(t.ctx)
-	}
+	// Journaled, the term has begun, even if it ended meanwhile: observers
+	// see it, so its callbacks run and Campaign returns it (done).
 	e.tel.leaderless(ctx, t.since.Sub(prevEnd))
 	t.start()
 	return nil
 }
 
 // journal records the term; the call ends with the lock too, so that a
-// term lost before it was journaled never begins.
+// term lost before it was journaled never begins. Without a journal, a
+// term lost already does not begin.
 func (e *Election) journal(ctx context.Context, t *Term) error {
 	t.since = time.Now().Truncate(time.Millisecond)
 	if e.j == nil {
+		if t.ctx.Err() != nil {
+			return context.Cause(t.ctx)
+		}
 		return nil
 	}
 	jctx, cancel := context.WithCancel(ctx)
@@ -160,18 +163,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-func (e *Election) track(value string) *campaign {
-	c := &campaign{value: value, since: time.Now()}
-	e.mu.Lock()
-	e.campaigns[c] = struct{}{}
-	e.mu.Unlock()
-	return c
-}
-
-func (e *Election) untrack(c *campaign) {
-	e.mu.Lock()
-	delete(e.campaigns, c)
-	e.mu.Unlock()
 }

@@ -33,8 +33,9 @@
 // for fn before letting the lock go and campaigning again. Leader tells who
 // leads; Observe streams terms in order.
 //
-// A term journal (backend.TermJournal, which the single-deployment Redis
-// driver implements with a capped stream beside the lock key) records every
+// A term journal (backend.TermJournal: the single-deployment Redis driver
+// keeps it in a capped stream beside the lock key, the etcd module's
+// etcdlock in keys beside it, compared in a transaction) records every
 // term once, refusing a term not above the last one. Campaign returns only
 // journaled terms, Observe reads the journal (every term in order while
 // connected), lock-delay knows whether the last term was resigned. Without
@@ -49,6 +50,7 @@
 // refuses timings that break the rules, naming the rule.
 //
 // The leader's value is readable from outside the process: it travels in
-// the lock's owner id (Locker.Inspect, the redfence command) and in the
-// journal.
+// the lock's owner id (Locker.Inspect, the redfence command's elections)
+// and in the journal. Candidacies lists a process's own campaigns and terms,
+// which mutex/lockdebug shows (Named.Elections).
 package election

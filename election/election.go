@@ -34,6 +34,7 @@ type Election struct {
 
 	mu        sync.Mutex // a leaf
 	campaigns map[*campaign]struct{}
+	terms     map[*Term]struct{} // begun, not yet ended
 }
 
 // New returns the election name over l. Its terms are tokens of l's key
@@ -61,7 +62,7 @@ func New(l *mutex.Locker, name string, opts ...Option) (*Election, error) {
 	if err := cfg.check(l); err != nil {
 		return nil, err
 	}
-	e := &Election{l: l, name: name, key: KeyPrefix + name, cfg: cfg, campaigns: map[*campaign]struct{}{}}
+	e := &Election{l: l, name: name, key: KeyPrefix + name, cfg: cfg, campaigns: map[*campaign]struct{}{}, terms: map[*Term]struct{}{}}
 	e.jkey = l.KeyName(e.key)
 	if b := l.Backend(); b != nil {
 		e.j, _ = b.(backend.TermJournal)

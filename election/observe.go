@@ -89,7 +89,7 @@ func (o *observer) journal(ctx context.Context) {
 			continue
 		}
 		for _, r := range recs {
-			if r.Value == "" && r.Resigned && r.Term > o.last {
+			if r.Owner == "" && r.Resigned && r.Term > o.last {
 				o.last = r.Term // a resignation whose start the journal no longer has
 				continue
 			}
@@ -101,18 +101,23 @@ func (o *observer) journal(ctx context.Context) {
 }
 
 // sync sends the current leader, or, with none, starts after the last
-// term journaled; false when it could not read.
+// term journaled; false when it could not read. The last term is read
+// first: a term journaled after it is above it, and Terms reads it.
 func (o *observer) sync(ctx context.Context) bool {
+	last, ok, err := o.e.j.LastTerm(ctx, o.e.jkey)
+	if err != nil {
+		return false
+	}
 	ld, err := o.e.Leader(ctx)
+	if errors.Is(err, errors.ErrUnsupported) && ok && !last.Resigned {
+		// No inspection to confirm the holder: the last term, unless resigned.
+		ld, err = Leader{Value: last.Value, Term: last.Term, Since: last.At}, nil
+	}
 	switch {
 	case err == nil:
 		o.send(ctx, ld) // a ctx ended meanwhile ends the caller's loop
 		return true
-	case !errors.Is(err, ErrNoLeader):
-		return false
-	}
-	last, ok, err := o.e.j.LastTerm(ctx, o.e.jkey)
-	if err != nil {
+	case !errors.Is(err, ErrNoLeader) && !errors.Is(err, errors.ErrUnsupported):
 		return false
 	}
 	if ok {

@@ -72,7 +72,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, name string)
 }
 
 func (t *telemetry) startCampaign(ctx context.Context) (context.Context, trace.Span) {
-	return t.tracer.Start(ctx, "election.Campaign", trace.WithSpanKind(trace.SpanKindInternal),
+	return t.tracer.Start(ctx, "redfence.election.Campaign", trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(t.name))
 }
 

@@ -129,6 +129,7 @@ func (t *Term) release(ctx context.Context) error {
 // start begins the term: OnStarted, then the keeper may call OnStopped.
 func (t *Term) start() {
 	t.started = true
+	t.e.addTerm(t)
 	t.e.tel.termStarted(t)
 	if fn := t.e.cfg.onStarted; fn != nil {
 		fn(t)
@@ -156,6 +157,7 @@ func (t *Term) keep(acquired time.Time) {
 		return
 	}
 	cause := context.Cause(t.ctx)
+	t.e.dropTerm(t)
 	t.e.tel.termEnded(t, cause)
 	if fn := t.e.cfg.onStopped; fn != nil {
 		fn(t, cause)

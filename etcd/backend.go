@@ -24,7 +24,8 @@ type Client interface {
 // Backend holds redfence locks in etcd: one key per lock, with a lease of
 // its own, the key's create revision (+ WithTokenBase) as the fencing
 // token. It implements backend.Backend, backend.Watcher,
-// backend.Inspector and backend.SlotClaimer (package runner's slot claims);
+// backend.Inspector, backend.SlotClaimer (package runner's slot claims)
+// and backend.TermJournal (package election's terms, journal.go);
 // give it to mutex.NewWithBackend. It is safe for concurrent use, by several
 // Lockers too.
 //

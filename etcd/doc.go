@@ -32,6 +32,14 @@
 //   - A forced release records who, when and why beside the key, where
 //     Inspect shows it; later tokens exceed the floor with no counter kept.
 //
+// # Terms for package election
+//
+// The Backend is a backend.TermJournal: an election's terms (create
+// revisions of its lock key, as any token) are recorded beside the lock
+// key, each by a transaction that compares the newest term, so a term
+// not above it is refused; observers read by term and watch from the
+// revision they read, and miss no term while connected.
+//
 // # Slot claims for package runner
 //
 // The Backend is a backend.SlotClaimer, so that package runner runs jobs

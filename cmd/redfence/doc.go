@@ -6,6 +6,7 @@
 //	redfence inspect KEY           everything about one key, in words, and its release line
 //	redfence watch [PATTERN]       the table, redrawn every --interval until Ctrl-C
 //	redfence release --token N --force --reason TEXT [--fence RESOURCE] -- KEY
+//	redfence elections [PATTERN]   who leads each election (package election): value, term, since
 //	redfence fences [PREFIX]       the highest token per resource (DATABASE_URL)
 //	redfence help [COMMAND | json]
 //

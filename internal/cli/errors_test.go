@@ -36,7 +36,7 @@ func testErrors(t *testing.T, bin binary) {
 		{name: "release without --force", args: []string{"--redis", "redis://" + refused, "release", "k", "--reason", "r"}, code: 2,
 			stderr: "redfence: " + refusal + ".\n"},
 		{name: "unknown command", args: []string{"frobnicate"}, code: 2,
-			stderr: "redfence: unknown command \"frobnicate\": the commands are locks, inspect, watch, release, fences and help (help json: the JSON schema)\n"},
+			stderr: "redfence: unknown command \"frobnicate\": the commands are locks, inspect, watch, release, elections, fences and help (help json: the JSON schema)\n"},
 		{name: "no command", args: nil, code: 2, stderr: "redfence: no command given\n"},
 		{name: "unknown flag", args: []string{"locks", "--jsn"}, code: 2, stderr: "redfence: flag provided but not defined: -jsn\n"},
 		{name: "--etcd in the Redis build", args: []string{"--etcd", "http://" + refused, "locks"}, code: 2,

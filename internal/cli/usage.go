@@ -84,6 +84,16 @@ holder only. Without --fence it says that the holder's fenced writes still
 pass until the fence is raised.`,
 	},
 	{
+		name: "elections", synopsis: "[PATTERN]", maxArgs: 1, setup: setupElections,
+		summary: "who leads each election (package election): leader, term, since",
+		about: `Lists the elections (package election) whose names match PATTERN, a
+Redis glob (default *), that a candidate holds the lock of: the leader's
+value, its term (the fencing token its writes carry) and when the term
+began, or that the lock is held but no term began (a new leader in its
+lock-delay, or resigning). An election NAME is the lock "election:NAME",
+which inspect shows in full.`,
+	},
+	{
 		name: "fences", synopsis: "[--json] [--limit N] [--table T] [PREFIX]", maxArgs: 1, setup: setupFences,
 		summary: "the highest token per resource in a fence table (needs DATABASE_URL)",
 		about: `Lists the rows of the fence table of package fenced whose resource
@@ -94,7 +104,7 @@ PostgreSQL database.`,
 }
 
 func unknownCommand(name string) error {
-	return usagef("", "unknown command %q: the commands are locks, inspect, watch, release, fences and help (help json: the JSON schema)", name)
+	return usagef("", "unknown command %q: the commands are locks, inspect, watch, release, elections, fences and help (help json: the JSON schema)", name)
 }
 
 func lookup(name string) *command {

@@ -42,7 +42,9 @@ page (lockdebug, format=json):
   schema, time, host, pid, error (a bad parameter),
   lockers   array  {name, error, held_total, held: [{key, key_hex, token, acquired,
                    held_ms, lease_ms, ttl_ms, count, auto_renew, renewals,
-                   last_renewal_ms, local_waiters}]}: the locks this process holds
+                   last_renewal_ms, local_waiters}], campaigns: [{election, value,
+                   term (0: campaigning), since}]}: the locks this process holds,
+                   and its candidates in the elections given with the Locker
   listing   object (all=1) {locker, match, cursor, next_cursor ("" at the end),
                    round_trips, error, and the listing's fields}
 

@@ -6,7 +6,8 @@
 // themselves. Capabilities beyond Backend are optional interfaces (Watcher,
 // HandOffer, Queuer, ReplicaAcker, BulkReleaser, Inspector, Batcher), which
 // the Locker detects once, when it is built, and does without when absent;
-// and SlotClaimer, which package runner asks for, not the Locker.
+// and SlotClaimer and TermJournal, which packages runner and election ask
+// for, not the Locker.
 //
 // The drivers in this repository: backend/redisdriver (one Redis
 // deployment, what mutex.New builds), backend/redlockdriver (Redlock over

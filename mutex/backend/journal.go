@@ -23,7 +23,7 @@ type TermJournal interface {
 	ResignTerm(ctx context.Context, key string, term int64, at time.Time) (bool, error)
 	// Terms returns key's records above after (0: from the oldest kept),
 	// oldest first: a term's start, and its resignation (Resigned, Value
-	// empty) unless the start is in the same answer, which then carries
+	// and Owner empty) unless the start is in the same answer, which then carries
 	// it. With none, it waits up to wait for one (0: it does not wait) and
 	// returns an empty slice when none came. A journal keeps at least the
 	// latest 100 terms.
@@ -36,7 +36,7 @@ type TermJournal interface {
 type TermRecord struct {
 	Term     int64     // the token of the election's key that began it, > 0
 	Value    string    // what the leader campaigned with
-	Owner    string    // the lock's owner id
+	Owner    string    // the lock's owner id; empty for a resignation alone
 	At       time.Time // when the term began (resigned, for a resignation alone), by the leader's clock (ms)
 	Resigned bool      // the leader gave the term up before losing it
 }

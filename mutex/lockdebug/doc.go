@@ -25,7 +25,10 @@
 // fencing token, held for, lease left of its TTL, re-entries (count),
 // auto-renewal, successful renewals and the round trip of the last one, and
 // the goroutines of this process waiting for the key. At most 1000 locks
-// per Locker are shown, by key; the total is stated.
+// per Locker are shown, by key; the total is stated. For the elections
+// given with a Locker (Named.Elections), its section lists this process's
+// candidates (election.Candidacies, no round trip): each term it leads,
+// with the term and since when, and each campaign still waiting.
 //
 // With all=1, one Locker.List call under the request's context (for at
 // most 5 seconds) reads one page of the cluster-wide listing: key, state,

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redfence/redfence/election"
 	"github.com/redfence/redfence/internal/lockview"
 	"github.com/redfence/redfence/mutex"
 )
@@ -22,6 +23,10 @@ import (
 type Named struct {
 	Name   string
 	Locker *mutex.Locker
+	// Elections are this process's elections over Locker (package
+	// election): the section lists their campaigns in progress and the
+	// terms they lead.
+	Elections []*election.Election
 }
 
 // Handler returns the debug page of lockers, named "locker 1", "locker 2",

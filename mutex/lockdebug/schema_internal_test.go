@@ -14,7 +14,7 @@ import (
 // Every field of the page's JSON is in the schema that `redfence help
 // json` prints.
 func TestSchemaDocNamesPageFields(t *testing.T) {
-	for _, v := range []any{page{}, lockerView{}, heldRow{}, listingView{}} {
+	for _, v := range []any{page{}, lockerView{}, heldRow{}, campaignRow{}, listingView{}} {
 		typ := reflect.TypeOf(v)
 		for i := range typ.NumField() {
 			f := typ.Field(i)

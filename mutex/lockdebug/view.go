@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"unicode/utf8"
 
+	"github.com/redfence/redfence/election"
 	"github.com/redfence/redfence/internal/lockview"
 )
 
@@ -27,6 +28,30 @@ type lockerView struct {
 	Error     string    `json:"error,omitempty"` // Locker.Err
 	HeldTotal int       `json:"held_total"`
 	Held      []heldRow `json:"held"` // the first maxHeld by key
+	// Campaigns: the candidates of the Named's Elections, by election.
+	Campaigns []campaignRow `json:"campaigns,omitempty"`
+}
+
+// campaignRow is one candidate of this process in an election: a Campaign
+// in progress (Term 0) or a term it leads.
+type campaignRow struct {
+	Election string        `json:"election"`
+	Value    string        `json:"value"`
+	Term     int64         `json:"term"`
+	Since    lockview.Time `json:"since"`
+}
+
+func campaignRows(es []*election.Election) []campaignRow {
+	var out []campaignRow
+	for _, e := range es {
+		if e == nil {
+			continue
+		}
+		for _, c := range e.Candidacies() {
+			out = append(out, campaignRow{Election: e.Name(), Value: c.Value, Term: c.Term, Since: lockview.Time(c.Since)})
+		}
+	}
+	return out
 }
 
 // maxHeld bounds the locks a section shows.
@@ -48,7 +73,7 @@ type heldRow struct {
 }
 
 func heldView(n Named) lockerView {
-	v := lockerView{Name: n.Name, Held: []heldRow{}}
+	v := lockerView{Name: n.Name, Held: []heldRow{}, Campaigns: campaignRows(n.Elections)}
 	if err := n.Locker.Err(); err != nil {
 		v.Error = err.Error()
 		return v
