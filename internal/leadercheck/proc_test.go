@@ -46,8 +46,9 @@ func TestEchoChild(t *testing.T) {
 	}
 }
 
-// next returns the next report of kind k, skipping others.
-func next(t *testing.T, g *leadercheck.Group, k leadercheck.Kind) leadercheck.Report {
+// next returns the next report of who of kind k ("": its Gone), skipping
+// others.
+func next(t *testing.T, g *leadercheck.Group, who string, k leadercheck.Kind) leadercheck.Report {
 	t.Helper()
 	timeout := time.NewTimer(30 * time.Second) // a bound on a hang, not a synchronisation
 	defer timeout.Stop()
@@ -55,7 +56,7 @@ func next(t *testing.T, g *leadercheck.Group, k leadercheck.Kind) leadercheck.Re
 		select {
 		case r := <-g.Reports():
 			require.NoError(t, r.Err)
-			if r.Gone && k == "" || !r.Gone && r.Event.Kind == k {
+			if r.Who == who && (r.Gone && k == "" || !r.Gone && r.Event.Kind == k) {
 				return r
 			}
 		case <-timeout.C:
@@ -82,23 +83,24 @@ func TestGroup(t *testing.T) {
 	b, err := g.Spawn("b")
 	require.NoError(t, err)
 
-	start := next(t, g, leadercheck.KindStart)
+	start := next(t, g, "a", leadercheck.KindStart)
 	assert.Equal(t, int64(1), start.Event.Term)
-	next(t, g, leadercheck.KindAsk)
+	next(t, g, "a", leadercheck.KindAsk)
 	require.NoError(t, a.Pause())
 	require.Eventually(t, func() bool { return state(t, a.PID()) == "T" }, 10*time.Second, time.Millisecond, "SIGSTOP stops the process")
 	require.NoError(t, a.Go())
 	require.NoError(t, b.Go())
 	require.NoError(t, a.Resume())
 	require.Eventually(t, func() bool { return state(t, a.PID()) != "T" }, 10*time.Second, time.Millisecond, "SIGCONT continues it")
-	w := next(t, g, leadercheck.KindWrite)
+	w := next(t, g, "a", leadercheck.KindWrite)
 	assert.True(t, w.Event.Accepted)
 
 	require.NoError(t, a.Pause())
 	require.NoError(t, a.Kill(), "a paused process can be killed")
-	gone := next(t, g, "")
-	assert.Equal(t, "a", gone.Who)
+	next(t, g, "a", "")
 	<-a.Done()
+	assert.Contains(t, a.Output(), "=== RUN   TestEchoChild")
+	assert.Contains(t, a.Output(), "(exit: signal: killed)")
 	assert.NoError(t, a.Kill(), "killing it again is harmless")
 
 	rest := g.Close()
@@ -106,7 +108,6 @@ func TestGroup(t *testing.T) {
 	assert.True(t, rest[len(rest)-1].Gone)
 	assert.Equal(t, "b", rest[len(rest)-1].Who)
 	<-b.Done()
-	assert.Contains(t, b.Output(), "=== RUN   TestEchoChild")
 }
 
 func TestOpenChildOutsideAGroup(t *testing.T) {
