@@ -98,7 +98,9 @@ func (w *World) lead(ctx context.Context, id int, l *mutex.Locker, tm *election.
 	start := time.Now()
 	dl := leadercheck.LockDeadline(l, token)
 	ew.tr.Start(who, token, start, dl)
-	ew.granted(token, dl.Add(-w.cfg.TTL))
+	if !dl.IsZero() {
+		ew.granted(token, dl.Add(-w.cfg.TTL))
+	}
 	ew.terms.Add(1)
 	until := start.Add(time.Duration(50+rng.IntN(300)) * time.Millisecond)
 	for {

@@ -147,11 +147,13 @@ func (t *Tracker) Errors() []string {
 
 // LockDeadline is the local lease deadline of l's lock with token (a
 // term's lock): the last moment its holder may act as leader; zero when l
-// no longer holds it.
+// no longer holds it or its deadline has passed (Held clamps what is left
+// at zero, and now plus zero would be a deadline still ahead of a caller's
+// earlier now).
 func LockDeadline(l *mutex.Locker, token int64) time.Time {
 	now := time.Now()
 	for _, h := range l.Held() {
-		if h.Token == token {
+		if h.Token == token && h.Lease > 0 {
 			return now.Add(h.Lease)
 		}
 	}
