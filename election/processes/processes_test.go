@@ -114,11 +114,17 @@ type fault func(r *run)
 
 var faults = []fault{
 	func(r *run) { r.pause(r.leader, true) },
+	stage,
 	func(r *run) { r.kill(r.leader) },
-	func(r *run) { r.stage = true }, // the leader's next write is made late
+	stage,
 	func(r *run) { r.pause(r.any(), false) },
+	stage,
 	func(r *run) { r.kill(r.any()) },
 }
+
+// stage makes the leader's next write late: it is paused at its ask until
+// a newer term has written (often enough that a slow run stages a few).
+func stage(r *run) { r.stage = true }
 
 // run is the parent's state; only its loop's goroutine touches it.
 type run struct {
