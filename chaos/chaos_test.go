@@ -34,6 +34,9 @@ func TestChaosSingleNode(t *testing.T) {
 	w.Check("single")
 }
 
+// restartedEmpty is the single-node setup's fault that loses held locks.
+const restartedEmpty = "redis killed, restarted empty"
+
 // singleNode gives w its clients' Lockers on one redis-server, each behind
 // its own proxy, and the faults of that setup.
 func singleNode(t *testing.T, w *chaoskit.World) {
@@ -45,10 +48,13 @@ func singleNode(t *testing.T, w *chaoskit.World) {
 		l := mutex.New(c)
 		w.Lockers = append(w.Lockers, l)
 		t.Cleanup(func() { _ = l.Close(); _ = c.Close() })
+		p := proxies[i]
+		w.Isolate = append(w.Isolate, func() func() { p.BlackHole(); return p.Heal })
 	}
+	w.LossyFaults = []string{restartedEmpty}
 	w.Faults = []chaoskit.Fault{
 		{Name: "redis paused past the lease", Apply: func(*rand.Rand) func() { srv.Pause(); return srv.Resume }},
-		{Name: "redis killed, restarted empty", Apply: func(*rand.Rand) func() { srv.Restart(); return func() {} }},
+		{Name: restartedEmpty, Apply: func(*rand.Rand) func() { srv.Restart(); return func() {} }},
 		{Name: "client latency", Apply: func(rng *rand.Rand) func() {
 			p := proxies[rng.IntN(chaoskit.Clients)]
 			p.SetLatency(time.Duration(20+rng.IntN(80)) * time.Millisecond)
@@ -72,14 +78,42 @@ func TestChaosRedlock(t *testing.T) {
 
 // redlock gives w its clients' Lockers, each a Redlock over its own
 // connections to five redis-servers, and the faults of that setup.
-func redlock(t *testing.T, w *chaoskit.World) {
+func redlock(t *testing.T, w *chaoskit.World) { redlockVia(t, w, false) }
+
+// minorityRestarted is the Redlock setup's fault that loses held locks on
+// up to two nodes: with a majority of three, a lock may then be granted
+// again.
+const minorityRestarted = "minority killed, restarted empty"
+
+// redlockVia is redlock; with proxied, each client reaches each node
+// through a proxy of its own, so that w can cut a client off (Isolate).
+func redlockVia(t *testing.T, w *chaoskit.World, proxied bool) {
 	_, srvs := testutil.RedisN(t, 5)
 	for range chaoskit.Clients {
 		nodes := make([]redis.UniversalClient, len(srvs))
+		var proxies []*testutil.TCPProxy
 		for j, s := range srvs {
-			c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+			addr := s.Addr()
+			if proxied {
+				p := testutil.Proxy(t, addr)
+				proxies = append(proxies, p)
+				addr = p.Addr()
+			}
+			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 			nodes[j] = c
 			t.Cleanup(func() { _ = c.Close() })
+		}
+		if proxied {
+			w.Isolate = append(w.Isolate, func() func() {
+				for _, p := range proxies {
+					p.BlackHole()
+				}
+				return func() {
+					for _, p := range proxies {
+						p.Heal()
+					}
+				}
+			})
 		}
 		l, err := mutex.NewRedlock(nodes)
 		require.NoError(t, err)
@@ -110,13 +144,14 @@ func redlock(t *testing.T, w *chaoskit.World) {
 			each(ss, (*testutil.RedisServer).Pause)
 			return func() { each(ss, (*testutil.RedisServer).Resume) }
 		}},
-		{Name: "minority killed, restarted empty", Apply: func(rng *rand.Rand) func() {
+		{Name: minorityRestarted, Apply: func(rng *rand.Rand) func() {
 			ss := some(rng, 1+rng.IntN(2))
 			each(ss, (*testutil.RedisServer).Kill)
 			return func() { each(ss, (*testutil.RedisServer).Restart) }
 		}},
 		w.StallFault(),
 	}
+	w.LossyFaults = []string{minorityRestarted}
 }
 
 // TestChaosSentinel: a primary with an asynchronous replica under Sentinel.

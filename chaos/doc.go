@@ -19,6 +19,17 @@
 // accounts, tokens increasing per account, money conserved, and no
 // deadlock.
 //
+// TestChaosElection runs an election workload (issue 38) over the
+// single-node and Redlock setups: clients campaign on one election (half
+// with Campaign and Resign, half with Run) and, as leader, make fenced
+// read-modify-writes of the register with their term; a stalling leader is
+// cut off from Redis so that its renewals fail, as a paused process's
+// would. Its checks (internal/leadercheck) are porcupine over the
+// register, accepted terms never going down, terms strictly increasing,
+// every write decided while its writer believed it led, and no two
+// beliefs of leading overlapping beyond the drift margin except across a
+// restart that lost the lock.
+//
 // TestChaosStores runs the single-node setup with the register in the other
 // stores fenced supports: MySQL/MariaDB and SQLite (sqlfence) and Redis
 // (redisfence).

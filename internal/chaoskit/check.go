@@ -48,6 +48,10 @@ func (w *World) Check(name string) {
 		w.checkLedger(name)
 		return
 	}
+	if w.elect != nil {
+		w.checkElection(name)
+		return
+	}
 	ctx := context.Background()
 	w.linearizable(name, registerModel)
 

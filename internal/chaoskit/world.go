@@ -6,7 +6,10 @@
 // the faults and the register; the loop, the checks and the failure
 // artefacts are the same for every setup. NewTransfers runs a multi-key
 // workload instead (transfers between accounts of a Ledger, LockAll and
-// fenced.Guard.DoAll), under the same faults, with checks of its own.
+// fenced.Guard.DoAll), under the same faults, with checks of its own;
+// NewElection an election workload (candidates on one election.Election,
+// the leader writing the register with its term), checked by
+// internal/leadercheck.
 package chaoskit
 
 import (
@@ -14,6 +17,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,11 +54,19 @@ type Config struct {
 type World struct {
 	Lockers []*mutex.Locker // one per client, Clients of them
 	Faults  []Fault
+	// Isolate, per client (optional; the election workload's stalls use
+	// it), cuts the client off from the store and returns what heals it.
+	Isolate []func() (heal func())
+	// LossyFaults names the Faults that lose a held lock's state in the
+	// store (a restart empty): the election workload tolerates two leaders
+	// at once only across one of them.
+	LossyFaults []string
 
-	t    *testing.T
-	reg  Register    // the register workload's resource
-	work *ledgerWork // the multi-key workload (NewTransfers), or nil
-	cfg  Config
+	t     *testing.T
+	reg   Register      // the register workload's resource
+	work  *ledgerWork   // the multi-key workload (NewTransfers), or nil
+	elect *electionWork // the election workload (NewElection), or nil
+	cfg   Config
 
 	mu      sync.Mutex // guards history and counts
 	history []porcupine.Operation
@@ -115,9 +127,12 @@ func (w *World) Run(bounded time.Duration) {
 	defer cancel()
 	var wg sync.WaitGroup
 	for i, l := range w.Lockers {
-		if w.work != nil {
+		switch {
+		case w.work != nil:
 			wg.Go(func() { w.transferClient(ctx, i, l) })
-		} else {
+		case w.elect != nil:
+			wg.Go(func() { w.electionClient(ctx, i, l) })
+		default:
 			wg.Go(func() { w.client(ctx, i, l) })
 		}
 	}
@@ -168,7 +183,9 @@ func (w *World) inject(ctx context.Context, seed uint64) {
 		case <-t.C:
 		}
 		f := w.Faults[rng.IntN(len(w.Faults))]
+		applying := time.Now()
 		heal := f.Apply(rng)
+		w.lossy(f.Name, applying)
 		w.mu.Lock()
 		w.counts[f.Name]++
 		w.mu.Unlock()
@@ -178,6 +195,17 @@ func (w *World) inject(ctx context.Context, seed uint64) {
 		case <-t.C:
 		}
 		t.Stop()
+		healing := time.Now()
 		heal()
+		w.lossy(f.Name, healing)
+	}
+}
+
+// lossy tells the election workload, if this is one, that the fault
+// named name was being applied or healed from since until now, if it is
+// one of LossyFaults.
+func (w *World) lossy(name string, since time.Time) {
+	if w.elect != nil && slices.Contains(w.LossyFaults, name) {
+		w.elect.lost(since, time.Now())
 	}
 }
