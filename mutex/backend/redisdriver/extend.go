@@ -23,13 +23,19 @@ func (d *Driver) Extend(ctx context.Context, leases []backend.Lease) ([]backend.
 	if err != nil {
 		return nil, err
 	}
+	return d.renew(ctx, redisproto.ExtendScript, calls)
+}
+
+// renew runs an extend script's calls in one pipeline: Renewed on 1, Gone
+// on 0, Unknown for the rest (and for all when the call was given up on).
+func (d *Driver) renew(ctx context.Context, script *redis.Script, calls []redisproto.Call) ([]backend.Renewal, error) {
 	var cmds []*redis.Cmd
 	var perr error
 	pending, err := d.run.Call(ctx, func(ctx context.Context) error {
-		cmds, perr = redisproto.RunScripts(ctx, d.client, redisproto.ExtendScript, calls, nil)
+		cmds, perr = redisproto.RunScripts(ctx, d.client, script, calls, nil)
 		return nil
 	})
-	results := make([]backend.Renewal, len(leases)) // Unknown
+	results := make([]backend.Renewal, len(calls)) // Unknown
 	if err != nil || pending != nil {
 		d.reload.NoAnswer(err)
 		return results, err

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redfence/redfence/mutex/backend"
 	"github.com/redfence/redfence/mutex/internal/redisproto"
 	"github.com/redfence/redfence/mutex/internal/redisrt"
@@ -129,27 +127,7 @@ func (d *Driver) ExtendPermits(ctx context.Context, permits []backend.Lease) ([]
 		}
 		calls[i] = redisproto.Call{Keys: keys[:3], Args: []any{p.Owner, strconv.FormatInt(p.Token, 10), p.TTL.Milliseconds(), d.keyTTL(p.TTL)}}
 	}
-	var cmds []*redis.Cmd
-	var perr error
-	pending, err := d.run.Call(ctx, func(ctx context.Context) error {
-		cmds, perr = redisproto.RunScripts(ctx, d.client, redisproto.SemExtendScript, calls, nil)
-		return nil
-	})
-	results := make([]backend.Renewal, len(permits)) // Unknown
-	if err != nil || pending != nil {
-		d.reload.NoAnswer(err)
-		return results, err
-	}
-	d.reload.NoAnswer(perr)
-	for i, v := range redisproto.ReplyInts(cmds) {
-		switch v {
-		case 1:
-			results[i] = backend.Renewed
-		case 0:
-			results[i] = backend.Gone
-		}
-	}
-	return results, perr
+	return d.renew(ctx, redisproto.SemExtendScript, calls)
 }
 
 // SetLimit stores key's limit and wakes its watchers; a limit below 1 is
