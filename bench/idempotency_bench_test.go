@@ -20,10 +20,10 @@ import (
 // private redis-server): the same handler behind the middleware against
 // it bare, in alternating blocks of pairBlock requests (benchkit.Alternate).
 //
-//	seq/first-vs-bare   every request a new key: the handler runs (SET NX GET,
+//	seq/first-vs-bare   every request a new key: the handler runs (the open script,
 //	                    TryLock, the fenced claim and outcome, unlock)
 //	seq/replay-vs-bare  one key, stored before the timing: the stored response
-//	                    replayed (one SET NX GET)
+//	                    replayed (one script: GET, else SET)
 //
 // It reports ns/op (through the middleware), ref-ns/op (bare), x-ref and
 // added-us (their difference, in µs per request).

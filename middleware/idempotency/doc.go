@@ -50,8 +50,9 @@
 // Every refusal is application/problem+json (RFC 9457), its type one of
 // the Problem constants, and none of them leaves anything in Redis: a
 // record is made only once the key, scope and body passed. 422 wins over
-// 409: the first request's fingerprint is written (SET NX) before any
-// handler runs, so a different payload is told 422 while it runs.
+// 409: the first request's fingerprint is written (GET, else SET, in one
+// script) before any handler runs, so a different payload is told 422
+// while it runs.
 //
 // # Running once
 //
@@ -94,8 +95,9 @@
 // gets it; a retry runs the handler again once the lease ends). Unlike
 // httplock, there is no down state: every request tries Redis.
 //
-// Round trips: a replay is 1 (SET NX GET); a first request about 8 (SET NX
-// GET, TryLock, the claim's WATCH/GET/MULTI-EXEC, the outcome's, unlock).
+// Round trips: a replay is 1 (the open script); a first request about 8
+// (the open script, TryLock, the claim's WATCH/GET/MULTI-EXEC, the
+// outcome's, unlock).
 //
 // # Telemetry
 //

@@ -43,15 +43,24 @@ func setAllowance(n int) time.Duration {
 	return time.Duration((n+64<<10-1)/(64<<10)) * time.Millisecond
 }
 
+// openScript returns the record at KEYS[1], or creates it (ARGV[1], for
+// ARGV[2] ms) and returns false. SET NX GET does the same on Redis 7.0 and
+// later only; the script runs on every version the Locker supports.
+var openScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v then return v end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return false`)
+
 // open reads the key's record, creating it (processing, with fp) when there
-// is none, in one SET NX GET: the first request's fingerprint is there
-// before any handler runs, so that a different payload is told 422 while
-// the first is processing. It returns nil when it created the record.
+// is none, in one step: the first request's fingerprint is there before
+// any handler runs, so that a different payload is told 422 while the
+// first is processing. It returns nil when it created the record.
 func (h *handler) open(ctx context.Context, id, fp string) (*record, error) {
 	var old string
 	err := h.within(ctx, 0, true, func(ctx context.Context) error {
-		v, err := h.client.SetArgs(ctx, h.recordKey(id), (&record{State: stateProcessing, FP: fp}).encode(),
-			redis.SetArgs{Mode: "NX", Get: true, TTL: h.cfg.expiry}).Result()
+		v, err := openScript.Run(ctx, h.client, []string{h.recordKey(id)},
+			(&record{State: stateProcessing, FP: fp}).encode(), h.cfg.expiry.Milliseconds()).Text()
 		if errors.Is(err, redis.Nil) {
 			return nil
 		}
