@@ -37,14 +37,14 @@
 // Only WithMethods' methods are covered (default POST and PATCH); others
 // pass through untouched. In the order the checks are made:
 //
-//	key invalid                                          400 problem (key-invalid)
-//	key missing                                          400 problem (key-missing); passed through with WithKeyOptional
-//	scope ""                                             403 problem (no-scope)
-//	body past WithMaxRequestBody                         413 problem (body-too-large)
-//	the key's record has another fingerprint             422 problem (key-reused), whether its request runs or finished
+//	key invalid                                          400 problem (ProblemKeyInvalid)
+//	key missing                                          400 problem (ProblemKeyMissing); passed through with WithKeyOptional
+//	scope ""                                             403 problem (ProblemNoScope)
+//	body past WithMaxRequestBody                         413 problem (ProblemTooLarge)
+//	the key's record has another fingerprint             422 problem (ProblemMismatch), whether its request runs or finished
 //	a response is stored                                 replayed: status, the handler's headers, body; Idempotent-Replayed: true
-//	its response was not stored (too large, streamed)    409 problem (response-not-stored), no Retry-After
-//	a request with the key runs (holds the lock)         409 problem (in-progress), Retry-After (WithRetryAfter, 1 s)
+//	its response was not stored (too large, streamed)    409 problem (ProblemNotStored), no Retry-After
+//	a request with the key runs (holds the lock)         409 problem (ProblemInProgress), Retry-After (WithRetryAfter, 1 s)
 //	otherwise                                            the handler runs
 //
 // Every refusal is application/problem+json (RFC 9457), its type one of
@@ -79,7 +79,7 @@
 // Larger or streamed responses: a body past WithMaxBody (default 1 MiB),
 // a Flush or a Hijack sends the response to its client as it is written,
 // and the record then says it was processed but not stored: retries get
-// 409 response-not-stored until the key expires, and the handler never
+// 409 (ProblemNotStored) until the key expires, and the handler never
 // runs again for that key. Nothing is stored for a request refused before
 // the handler.
 //
@@ -89,7 +89,7 @@
 // the handler by the request's own deadline too, with any go-redis client
 // (internal/bounded: a client without ContextTimeoutEnabled is not waited
 // for past the deadline). A call that fails before the handler ran gives
-// the configured answer: 503 problem (unavailable) with Retry-After
+// the configured answer: 503 problem (ProblemUnavailable) with Retry-After
 // (Refuse, the default), or the handler unprotected (PassThrough). After
 // the handler ran, a failed write leaves the response unstored (the client
 // gets it; a retry runs the handler again once the lease ends). Unlike

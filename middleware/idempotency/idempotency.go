@@ -170,7 +170,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request) string {
 			writeProblem(w, http.StatusRequestEntityTooLarge, ProblemTooLarge, fmt.Sprintf("the body is over %d bytes", h.cfg.maxRequest), 0)
 			return OutcomeBadRequest
 		} else if err != nil {
-			writeProblem(w, http.StatusBadRequest, ProblemBase+"body-unreadable", "reading the body: "+err.Error(), 0)
+			writeProblem(w, http.StatusBadRequest, ProblemBody, "reading the body: "+err.Error(), 0)
 			return OutcomeBadRequest
 		}
 	}

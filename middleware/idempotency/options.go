@@ -217,7 +217,7 @@ func WithMaxRequestBody(n int64) Option {
 // WithMaxBody sets the largest response body stored. A response that grows
 // past it, or is flushed (streamed) or hijacked, goes to its client as it
 // is written and is not stored: the key's record says so, and retries are
-// answered 409 (response-not-stored) until it expires. Default 1 MiB; from
+// answered 409 (ProblemNotStored) until it expires. Default 1 MiB; from
 // 1 byte to 256 MiB.
 func WithMaxBody(n int64) Option {
 	return optionFunc(func(c *config) {

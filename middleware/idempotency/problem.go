@@ -6,19 +6,20 @@ import (
 	"strconv"
 )
 
-// Problem types (RFC 9457 "type" members), one per refusal, under one
-// base so that a client can tell them apart from the handler's own errors.
-// They are identifiers; nothing is served there.
+// Problem types (RFC 9457 "type" members), one per refusal, so that a
+// client can tell them apart from the handler's own errors. Each is the
+// address of its own documentation: this constant on pkg.go.dev.
 const (
-	ProblemBase        = "https://github.com/redfence/redfence/blob/main/middleware/idempotency/README.md#"
-	ProblemKeyMissing  = ProblemBase + "key-missing"         // 400
-	ProblemKeyInvalid  = ProblemBase + "key-invalid"         // 400
-	ProblemNoScope     = ProblemBase + "no-scope"            // 403
-	ProblemTooLarge    = ProblemBase + "body-too-large"      // 413
-	ProblemMismatch    = ProblemBase + "key-reused"          // 422
-	ProblemInProgress  = ProblemBase + "in-progress"         // 409
-	ProblemNotStored   = ProblemBase + "response-not-stored" // 409
-	ProblemUnavailable = ProblemBase + "unavailable"         // 503
+	ProblemBase        = "https://pkg.go.dev/github.com/redfence/redfence/middleware/idempotency#"
+	ProblemKeyMissing  = ProblemBase + "ProblemKeyMissing"  // 400: the route requires an Idempotency-Key
+	ProblemKeyInvalid  = ProblemBase + "ProblemKeyInvalid"  // 400: not an RFC 8941 String (or token) of 1-255 characters
+	ProblemBody        = ProblemBase + "ProblemBody"        // 400: the request body could not be read
+	ProblemNoScope     = ProblemBase + "ProblemNoScope"     // 403: the scope function found no principal
+	ProblemTooLarge    = ProblemBase + "ProblemTooLarge"    // 413: the body is past WithMaxRequestBody
+	ProblemMismatch    = ProblemBase + "ProblemMismatch"    // 422: the key was used with another request
+	ProblemInProgress  = ProblemBase + "ProblemInProgress"  // 409: a request with the key runs; Retry-After
+	ProblemNotStored   = ProblemBase + "ProblemNotStored"   // 409: processed, but its response was not stored
+	ProblemUnavailable = ProblemBase + "ProblemUnavailable" // 503: Redis failed before the handler; Retry-After
 )
 
 type problem struct {

@@ -114,7 +114,7 @@ func TestRequestBody(t *testing.T) {
 
 // TestUnstoredResponses: a response past WithMaxBody, or streamed, reaches
 // its own client whole; it is not stored, and retries are refused with 409
-// (response-not-stored) rather than running the handler again.
+// (ProblemNotStored) rather than running the handler again.
 func TestUnstoredResponses(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
