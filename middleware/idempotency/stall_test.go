@@ -93,3 +93,40 @@ func TestStalledFirstAttemptIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestSlowHandlerKeepsItsKey: a handler that runs for several leases keeps
+// its lock (renewed every third of the lease): every retry meanwhile, on
+// another replica, gets 409 until the first one's response is stored, and
+// then its replay; the handler runs once. The handler's length is the
+// scenario (slower than its lease), not a synchronisation.
+func TestSlowHandlerKeepsItsKey(t *testing.T) {
+	_, srv := testutil.Redis(t)
+	const lease = 100 * time.Millisecond
+	h := &charge{}
+	h.hold = func() {
+		if h.calls.Load() == 1 {
+			time.Sleep(6 * lease)
+		}
+	}
+	reps := replicasOn(t, srv, 2, h, nil, idempotency.WithLease(lease))
+	c := client(t)
+	rq := req{tenant: "acme", key: key, body: "{}"}
+	first := make(chan result, 1)
+	start := time.Now()
+	go func() { first <- mustPost(t, c, reps[0].URL, rq) }()
+	waitFor(t, "the handler", func() bool { return h.calls.Load() == 1 })
+	retries := 0
+	for {
+		res := mustPost(t, c, reps[1].URL, rq)
+		if res.status == http.StatusConflict {
+			retries++
+			continue
+		}
+		assert.True(t, res.replayed(), "retry %d, %v after the first: %s", retries, time.Since(start), res.body)
+		assert.Contains(t, res.body, `"charge":1`)
+		break
+	}
+	assert.Equal(t, http.StatusCreated, (<-first).status)
+	assert.GreaterOrEqual(t, time.Since(start), 6*lease, "the retries spanned the slow handler")
+	assert.EqualValues(t, 1, h.calls.Load())
+}
