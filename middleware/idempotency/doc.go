@@ -41,6 +41,7 @@
 //	key missing                                          400 problem (ProblemKeyMissing); passed through with WithKeyOptional
 //	scope ""                                             403 problem (ProblemNoScope)
 //	body past WithMaxRequestBody                         413 problem (ProblemTooLarge)
+//	body unreadable (the client broke off)               400 problem (ProblemBody)
 //	the key's record has another fingerprint             422 problem (ProblemMismatch), whether its request runs or finished
 //	a response is stored                                 replayed: status, the handler's headers, body; Idempotent-Replayed: true
 //	its response was not stored (too large, streamed)    409 problem (ProblemNotStored), no Retry-After
