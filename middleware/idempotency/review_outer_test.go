@@ -20,7 +20,8 @@ import (
 // headers are promised never to be replayed. But when the handler adds a
 // value to a header outer middleware had set (Set-Cookie, a trace header,
 // Vary), stored keeps the whole field, outer values included, and a replay
-// hands the first request's outer values (its session cookie) to the retry.
+// hands the first request's outer values (its session cookie) to the retry,
+// in place of the retry's own.
 func TestReviewOuterValuesOfAppendedHeaderNotReplayed(t *testing.T) {
 	var ids atomic.Int64
 	outer := func(next http.Handler) http.Handler {
@@ -47,4 +48,6 @@ func TestReviewOuterValuesOfAppendedHeaderNotReplayed(t *testing.T) {
 	assert.NotContains(t, again.header.Values("Set-Cookie"), "session=outer-1", "the first request's session cookie, set by outer middleware, was replayed")
 	assert.NotContains(t, again.header.Values("X-Trace"), "outer-1", "outer middleware's value of the first request was replayed")
 	assert.Contains(t, again.header.Values("X-Trace"), "handler")
+	assert.Contains(t, again.header.Values("Set-Cookie"), "session=outer-2", "the retry's own outer cookie is kept")
+	assert.Contains(t, again.header.Values("X-Trace"), "outer-2", "the retry's own outer value is kept")
 }
