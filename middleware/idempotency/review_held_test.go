@@ -23,28 +23,32 @@ import (
 // Attacks of the adversarial review (issue 40) that held: kept as
 // regression tests.
 
-// TestReviewScopeKeyConcatenation: scope and key that concatenate alike
-// ("ab"+"c", "a"+"bc"), keys that differ only by an escape, and a bare
-// token beside its String, never share a record across scopes.
+// TestReviewScopeKeyConcatenation: scope, route and key that concatenate
+// alike ("/p"+"xy", "/px"+"y"), keys that differ only by an escape, and
+// quotes or backslashes in the scope never share a record; a bare token is
+// its String's key.
 func TestReviewScopeKeyConcatenation(t *testing.T) {
 	_, srv := testutil.Redis(t)
 	h := &charge{}
-	rep := replicasOn(t, srv, 1, h, nil, idempotency.WithBareToken(true))[0]
+	route := idempotency.WithRoute(func(r *http.Request) string { return r.Header.Get("X-Test-Route") })
+	rep := replicasOn(t, srv, 1, h, nil, idempotency.WithBareToken(true), route)[0]
 	c := client(t)
+	at := func(tenant, route, key string) req {
+		return req{tenant: tenant, key: key, body: "{}", hdr: http.Header{"X-Test-Route": {route}}}
+	}
 	for i, rq := range []req{
-		{tenant: "ab", key: `"c"`},
-		{tenant: "a", key: `"bc"`},
-		{tenant: "a", key: `"b\\c"`},
-		{tenant: `a"`, key: `"bc"`},
-		{tenant: "a\\", key: `"bc"`},
-		{tenant: "ab", key: `"c\""`},
+		at("ab", "/p", `"xy"`),
+		at("ab", "/px", `"y"`),
+		at("ab", "/p", `"x\\y"`),
+		at(`ab"`, "/p", `"xy"`),
+		at("ab\\", "/p", `"xy"`),
+		at("ab", "/p", `"xy\""`),
 	} {
-		rq.body = "{}"
 		res := mustPost(t, c, rep.URL, rq)
 		assert.Equal(t, http.StatusCreated, res.status, "%d %+v", i, rq)
 		assert.False(t, res.replayed(), "%d %+v", i, rq)
 	}
-	assert.True(t, mustPost(t, c, rep.URL, req{tenant: "ab", key: "c", body: "{}"}).replayed(), "the bare token is the String's key")
+	assert.True(t, mustPost(t, c, rep.URL, at("ab", "/p", "xy")).replayed(), "the bare token is the String's key")
 }
 
 // TestReviewKeyBytes: control characters, non-ASCII and a 256th character
