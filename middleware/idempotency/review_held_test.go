@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -284,4 +285,60 @@ func TestReviewTwoStallsThenRetryFails(t *testing.T) {
 		assert.True(t, later.replayed())
 	}
 	assert.EqualValues(t, 3, n.Load())
+}
+
+// TestReviewFastConcurrentPostsRunOnce: 50 identical POSTs over three
+// replicas, with a handler that answers at once, so that requests cross
+// the first one's completion between their open, TryLock and claim: the
+// handler runs once, and every other answer is 409 or its replay, byte
+// for byte.
+func TestReviewFastConcurrentPostsRunOnce(t *testing.T) {
+	_, srv := testutil.Redis(t)
+	h := &charge{}
+	reps := replicasOn(t, srv, 3, h, nil)
+	c := client(t)
+	rq := req{tenant: "acme", key: key, body: `{"amount":100}`}
+	results := make([]result, 50)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() { results[i] = mustPost(t, c, reps[i%3].URL, rq) })
+	}
+	wg.Wait()
+	require.EqualValues(t, 1, h.calls.Load())
+	for _, res := range results {
+		if res.status == http.StatusConflict {
+			assert.Equal(t, idempotency.ProblemInProgress, problemType(t, res))
+			continue
+		}
+		assert.Equal(t, http.StatusCreated, res.status)
+		assert.Equal(t, `{"charge":1,"request":{"amount":100}}`, res.body)
+		assert.Equal(t, "ch_1", res.header.Get("X-Charge-Id"))
+	}
+}
+
+// TestReviewHijackedIsNotStored: a handler that hijacks the connection
+// (through http.ResponseController) answers its own client; a retry is
+// 409 not stored, and the handler never runs again.
+func TestReviewHijackedIsNotStored(t *testing.T) {
+	_, srv := testutil.Redis(t)
+	var calls atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		calls.Add(1)
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		defer conn.Close()
+		_, _ = buf.WriteString("HTTP/1.1 201 Created\r\nContent-Length: 6\r\nConnection: close\r\n\r\nraw ok")
+		_ = buf.Flush()
+	})
+	reps := replicasOn(t, srv, 2, h, nil)
+	c := client(t)
+	rq := req{tenant: "acme", key: key, body: "{}"}
+	first := mustPost(t, c, reps[0].URL, rq)
+	assert.Equal(t, "raw ok", first.body)
+	again := mustPost(t, c, reps[1].URL, rq)
+	assert.Equal(t, idempotency.ProblemNotStored, problemType(t, again))
+	assert.EqualValues(t, 1, calls.Load())
 }
