@@ -153,6 +153,17 @@ func (c *capture) stored(fp string, replayable map[string]bool) *record {
 	return &record{State: stateDone, FP: fp, Status: c.status, Header: h, Body: bytes.Clone(c.body.Bytes())}
 }
 
+// reset puts w's headers back as outer middleware left them, before a
+// refused (superseded) handler's request is answered with something else:
+// the refused headers (a secret, its Content-Length) are not that answer's.
+func (c *capture) reset() {
+	dst := c.w.Header()
+	clear(dst)
+	for k, v := range c.outer {
+		dst[k] = slices.Clone(v)
+	}
+}
+
 // send writes the buffered response to the client: the headers as they
 // were at the status line (trailers set later kept), then the body. It
 // does nothing when the response was written through.

@@ -63,6 +63,7 @@ func (h *handler) superseded(w http.ResponseWriter, r *http.Request, c *capture,
 	if c.through {
 		return OutcomeSuperseded
 	}
+	c.reset()
 	rec, err := h.load(context.WithoutCancel(r.Context()), id)
 	if err != nil || rec == nil {
 		h.tel.recordError(r.Context(), err)
