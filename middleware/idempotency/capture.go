@@ -22,8 +22,8 @@ import (
 //
 // Only what the handler wrote is stored: the headers w had before the
 // handler ran (outer) were set by middleware outside, for this response
-// alone (a request id, a session cookie), and are never replayed unless
-// the handler changed them.
+// alone (a request id, a session cookie), and none of their values is
+// replayed, even in a field the handler added to.
 type capture struct {
 	w       http.ResponseWriter
 	max     int64
@@ -126,31 +126,60 @@ func (c *capture) finish() {
 }
 
 // stored returns the record of a response that may be stored, with the
-// handler's own headers (those it set or changed, but never Set-Cookie,
-// Set-Cookie2 or hop-by-hop ones unless replayable names them), and its
-// body. A body that contradicts the handler's Content-Length is not.
+// values the handler added to each header (never outer middleware's, even
+// in a field both wrote, and never Set-Cookie, Set-Cookie2 or hop-by-hop
+// ones unless replayable names them), and its body. A body that
+// contradicts the handler's Content-Length is not.
 func (c *capture) stored(fp string, replayable map[string]bool) *record {
 	if c.reason != "" {
 		return nil
 	}
-	h := http.Header{}
+	rec := &record{State: stateDone, FP: fp, Status: c.status, Header: http.Header{}}
 	drop := c.header.Clone()
 	httphdr.DropHopByHop(drop)
 	for k, v := range c.header {
 		switch {
-		case slices.Equal(v, c.outer[k]):
-			continue // outer middleware's, unchanged
 		case replayable[k]:
 		case k == "Set-Cookie", k == "Set-Cookie2", drop[k] == nil, strings.HasPrefix(k, http.TrailerPrefix):
 			continue
 		}
-		h[k] = slices.Clone(v)
+		vals, appended := added(v, c.outer[k])
+		if len(vals) == 0 {
+			continue // outer middleware's, unchanged
+		}
+		rec.Header[k] = vals
+		if appended {
+			rec.Append = append(rec.Append, k)
+		}
 	}
+	slices.Sort(rec.Append)
 	if cl := c.header.Get("Content-Length"); cl != "" && cl != strconv.Itoa(c.body.Len()) {
 		c.reason = "content-length"
 		return nil
 	}
-	return &record{State: stateDone, FP: fp, Status: c.status, Header: h, Body: bytes.Clone(c.body.Bytes())}
+	rec.Body = bytes.Clone(c.body.Bytes())
+	return rec
+}
+
+// added returns the values of a header field the handler wrote (now) that
+// were not there before it ran, and whether it appended them to outer
+// middleware's values (a replay then appends them to the retry's own) or
+// replaced the field (a replay sets it). Values are compared one by one, so
+// that no value outer middleware set for the first request is stored.
+func added(now, before []string) ([]string, bool) {
+	if len(before) > 0 && len(now) >= len(before) && slices.Equal(now[:len(before)], before) {
+		return slices.Clone(now[len(before):]), true
+	}
+	left := slices.Clone(before)
+	var out []string
+	for _, v := range now {
+		if i := slices.Index(left, v); i >= 0 {
+			left = slices.Delete(left, i, i+1)
+			continue
+		}
+		out = append(out, v)
+	}
+	return out, false
 }
 
 // reset puts w's headers back as outer middleware left them, before a

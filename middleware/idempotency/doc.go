@@ -73,10 +73,13 @@
 //
 // What is stored: the response of every handler that ran, 5xx included
 // (WithStoreStatus: a status it rejects deletes the record, so a retry
-// runs again). Its status, body and the headers the handler set or changed
-// are stored, never the headers the ResponseWriter had before the handler
-// ran (outer middleware's: a request id, a session) nor Set-Cookie,
-// Set-Cookie2 or hop-by-hop headers, unless WithReplayHeaders names them.
+// runs again). Its status, body and the header values the handler added
+// are stored, never a value the ResponseWriter had before the handler ran
+// (outer middleware's: a request id, a session), even in a field the
+// handler added to, nor Set-Cookie, Set-Cookie2 or hop-by-hop headers,
+// unless WithReplayHeaders names them. A replay appends the values to the
+// retry's own where the handler appended them, and sets the field where
+// the handler replaced it.
 // Larger or streamed responses: a body past WithMaxBody (default 1 MiB),
 // a Flush or a Hijack sends the response to its client as it is written,
 // and the record then says it was processed but not stored: retries get

@@ -229,12 +229,17 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request, rec *record, fp
 
 func (h *handler) retryAfter() int { return int(h.cfg.retryAfter / time.Second) }
 
-// replay sends a stored response: its status, the handler's headers, its
-// body, and the replay header.
+// replay sends a stored response: its status, the handler's headers (its
+// values appended to the retry's outer middleware's where the handler
+// appended to them, else set), its body, and the replay header.
 func (h *handler) replay(w http.ResponseWriter, r *http.Request, rec *record) {
 	dst := w.Header()
 	for k, v := range rec.Header {
-		dst[k] = slices.Clone(v)
+		if slices.Contains(rec.Append, k) {
+			dst[k] = append(dst[k], v...)
+		} else {
+			dst[k] = slices.Clone(v)
+		}
 	}
 	if h.cfg.replayHeader != "" {
 		dst.Set(h.cfg.replayHeader, "true")

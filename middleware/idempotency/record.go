@@ -15,6 +15,7 @@ type record struct {
 	FP     string      `json:"fp"`
 	Status int         `json:"s,omitempty"`
 	Header http.Header `json:"h,omitempty"`
+	Append []string    `json:"a,omitempty"` // Header's fields whose values are added to a retry's own
 	Reason string      `json:"r,omitempty"` // why a stateUnstored response was not stored
 	Body   []byte      `json:"-"`
 }
