@@ -59,7 +59,14 @@
 //
 // The request that runs the handler holds a mutex lock on the record
 // (lease WithLease, default 10 s, renewed every third of it while the
-// handler runs; the handler's context ends if the lock is lost). Before
+// handler runs). The handler's context carries the request's values but
+// not its cancellation or deadline: a client that times out or hangs up
+// is the case the key exists for, so the attempt runs to its end and the
+// retry gets its result (as with Stripe), instead of a failure caused by
+// the client's leaving, stored for 24 h. It ends only when the lock is
+// lost (context.Cause: mutex.ErrLockLost), when a retry may run; a handler
+// bounds its own work (context.WithTimeout), since the lock is renewed as
+// long as it runs. Before
 // the handler, it claims the record through a redisfence Fence with the
 // lock's token; after, it writes the outcome through the fence with the
 // same token, then releases the lock, then sends the response to its

@@ -7,10 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/middleware/idempotency"
+	"github.com/redfence/redfence/mutex"
 )
 
 // Adversarial review (issue 40): each test here names a defect found by
@@ -65,4 +68,39 @@ func TestReviewClientTimeoutIsNotTheKeysResult(t *testing.T) {
 		return res.status != http.StatusConflict
 	})
 	assert.Equal(t, http.StatusCreated, res.status, "the retry got the abandoned attempt's failure: %s (replayed: %v)", res.body, res.replayed())
+}
+
+// TestHandlerContextEndsWhenLockLost: the handler's context outlives its
+// client but not its lock: once renewals fail past the lease, it ends with
+// mutex.ErrLockLost, for a retry may run the handler then.
+func TestHandlerContextEndsWhenLockLost(t *testing.T) {
+	srv := testutil.StartRedis(t)
+	proxy := testutil.Proxy(t, srv.Addr())
+	started, cause := make(chan struct{}), make(chan error, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		select {
+		case <-r.Context().Done():
+			cause <- context.Cause(r.Context())
+		case <-t.Context().Done():
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	a := replicaWith(t, redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true}), h, nil,
+		idempotency.WithLease(200*time.Millisecond), idempotency.WithRedisTimeout(100*time.Millisecond))
+	first := make(chan result, 1)
+	go func() { first <- post(t.Context(), client(t), a.URL, req{tenant: "acme", key: key, body: "{}"}) }()
+	<-started
+	proxy.BlackHole()
+	late := testutil.MeasureLateness(t)
+	select {
+	case err := <-cause:
+		assert.ErrorIs(t, err, mutex.ErrLockLost)
+	case <-time.After(late.Bound(5 * time.Second)): // 25 leases
+		t.Error("the handler's context outlived its lock")
+	}
+	late.Stop()
+	proxy.Cut()
+	proxy.Heal()
+	<-first
 }

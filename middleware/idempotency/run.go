@@ -9,8 +9,11 @@ import (
 	"github.com/redfence/redfence/mutex"
 )
 
-// run calls the handler under lk, on a context that also ends when the
-// lock is lost, and settles its outcome: stored through the fence, the
+// run calls the handler under lk, on a context that carries the request's
+// values but not its end: a client that times out is the case the key is
+// for, and its retry must get the attempt's result, not a failure caused
+// by its leaving (as with Stripe). The context ends when the lock is lost
+// (cause mutex.ErrLockLost): a retry may run then. run settles its outcome: stored through the fence, the
 // lock released, then the response sent (the client sees only an answer a
 // retry will see too). A handler that panics releases the lock and leaves
 // the record processing: a retry runs it again, as after a crash.
@@ -23,7 +26,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, id, fp string, lk 
 		}
 	}()
 	c := newCapture(w, h.cfg.maxBody)
-	hctx, cancel := lk.Join(r.Context())
+	hctx, cancel := lk.Join(detached)
 	h.callNext(c, r.WithContext(hctx))
 	cancel()
 	normal = true
