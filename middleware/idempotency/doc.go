@@ -21,13 +21,15 @@
 //
 // A record is keyed by the request's scope (the principal or tenant the
 // application's function names), its method, its route (r.Pattern from a
-// Go 1.22 ServeMux, the path otherwise, or WithRoute) and its key, each
+// Go 1.22 ServeMux, the path otherwise, or WithRoute; both as the client
+// sent them, r.RequestURI's, so that http.StripPrefix("/billing") and
+// StripPrefix("/shipping") before one pattern are two routes) and its key, each
 // length-prefixed into one SHA-256: keys are never shared across scopes,
 // so a key guessed or reused by another client runs that client's request,
 // with no hint the key exists elsewhere. A scope of "" is refused (403).
 //
 // The record holds the first request's fingerprint: SHA-256 of its method,
-// path, query, WithFingerprintHeaders' headers (default Content-Type) and,
+// path (as sent, before any StripPrefix), query, WithFingerprintHeaders' headers (default Content-Type) and,
 // unless WithFingerprintBody(false), its body. The body is read before the
 // handler, up to WithMaxRequestBody (default 1 MiB; larger is 413), and
 // given back to the handler whole.

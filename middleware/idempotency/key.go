@@ -10,6 +10,7 @@ import (
 	"hash"
 	"io"
 	"net/http"
+	"net/url"
 
 	"github.com/redfence/redfence/internal/httphdr"
 )
@@ -125,7 +126,7 @@ func recordID(scope, method, route, key string) string {
 // order) and the body when it is fingerprinted.
 func fingerprint(r *http.Request, headers []string, body []byte, withBody bool) string {
 	h := sha256.New()
-	writeParts(h, r.Method, r.URL.EscapedPath(), r.URL.RawQuery)
+	writeParts(h, r.Method, sentPath(r), r.URL.RawQuery)
 	for _, name := range headers {
 		vs := r.Header.Values(name)
 		writeParts(h, name, fmt.Sprint(len(vs)))
@@ -136,6 +137,17 @@ func fingerprint(r *http.Request, headers []string, body []byte, withBody bool) 
 		writeParts(h, "body", string(sum[:]))
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// sentPath is the path the client sent (escaped), from r.RequestURI, which
+// http.StripPrefix leaves as it was: requests to /billing/orders and
+// /shipping/orders stay apart behind StripPrefix. r.URL's path when there
+// is none (a request made in a test, or the "*" and authority forms).
+func sentPath(r *http.Request) string {
+	if u, err := url.ParseRequestURI(r.RequestURI); err == nil && u.Path != "" {
+		return u.EscapedPath()
+	}
+	return r.URL.EscapedPath()
 }
 
 var errBodyTooLarge = errors.New("request body too large")

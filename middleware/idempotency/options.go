@@ -113,19 +113,31 @@ func (c *config) fail(format string, args ...any) {
 }
 
 // defaultRoute is the request's ServeMux pattern (Go 1.22), set when the
-// middleware wraps a handler registered on a ServeMux, or else its path.
+// middleware wraps a handler registered on a ServeMux, after what
+// http.StripPrefix (or another rewrite) removed from the path; else the
+// path the client sent. Behind StripPrefix("/billing"), the pattern
+// "POST /orders" is "/billing POST /orders", never shipping's.
 func defaultRoute(r *http.Request) string {
-	if r.Pattern != "" {
+	sent := sentPath(r)
+	if r.Pattern == "" {
+		return sent
+	}
+	prefix := sent
+	if cut, ok := strings.CutSuffix(sent, r.URL.EscapedPath()); ok {
+		prefix = cut
+	}
+	if prefix == "" {
 		return r.Pattern
 	}
-	return r.URL.EscapedPath()
+	return prefix + " " + r.Pattern // a path has no space: unambiguous
 }
 
 // WithRoute sets the route a record is keyed by, so that one key sent to
 // two endpoints makes two records: a route pattern ("POST /payments"),
 // never anything a client chooses freely. Default: r.Pattern when the
-// middleware wraps a handler of a ServeMux, else the request's path. nil is
-// an error.
+// middleware wraps a handler of a ServeMux (with the prefix
+// http.StripPrefix removed, if any), else the path the client sent
+// (r.RequestURI's, which StripPrefix leaves as it was). nil is an error.
 func WithRoute(fn func(r *http.Request) string) Option {
 	return optionFunc(func(c *config) {
 		if fn == nil {

@@ -27,10 +27,28 @@ import (
 // a client derives from an order id, sent to both, gets billing's stored
 // response from shipping, whose handler never runs.
 func TestReviewRouteKeepsStrippedPrefix(t *testing.T) {
+	billing, shipping := strippedPair(t)
+	require.Equal(t, "billing order created", billing.body)
+	assert.False(t, shipping.replayed(), "another endpoint's stored response was replayed: %q", shipping.body)
+	assert.Equal(t, "shipping order created", shipping.body)
+}
+
+// TestFingerprintKeepsStrippedPrefix: with one route for both (WithRoute),
+// the fingerprint's path is still the one the client sent: the key reused
+// on the other endpoint is 422, not billing's replay.
+func TestFingerprintKeepsStrippedPrefix(t *testing.T) {
+	billing, shipping := strippedPair(t, idempotency.WithRoute(func(*http.Request) string { return "orders" }))
+	require.Equal(t, "billing order created", billing.body)
+	assert.Equal(t, http.StatusUnprocessableEntity, shipping.status, "%q", shipping.body)
+}
+
+// strippedPair sends one key to POST /billing/orders, then to POST
+// /shipping/orders, two services behind http.StripPrefix.
+func strippedPair(t *testing.T, opts ...idempotency.Option) (billing, shipping result) {
 	_, srv := testutil.Redis(t)
 	l := mutex.New(srv.Client())
 	t.Cleanup(func() { _ = l.Close() })
-	mw, err := idempotency.New(l, tenant)
+	mw, err := idempotency.New(l, tenant, opts...)
 	require.NoError(t, err)
 	service := func(name string) http.Handler {
 		mux := http.NewServeMux()
@@ -59,8 +77,5 @@ func TestReviewRouteKeepsStrippedPrefix(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return result{status: resp.StatusCode, header: resp.Header, body: string(b)}
 	}
-	require.Equal(t, "billing order created", send("/billing/orders").body)
-	shipping := send("/shipping/orders")
-	assert.False(t, shipping.replayed(), "another endpoint's stored response was replayed: %q", shipping.body)
-	assert.Equal(t, "shipping order created", shipping.body)
+	return send("/billing/orders"), send("/shipping/orders")
 }
