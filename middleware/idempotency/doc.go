@@ -103,7 +103,9 @@
 // (internal/bounded: a client without ContextTimeoutEnabled is not waited
 // for past the deadline). A call that fails before the handler ran gives
 // the configured answer: 503 problem (ProblemUnavailable) with Retry-After
-// (Refuse, the default), or the handler unprotected (PassThrough). After
+// (Refuse, the default), or the handler unprotected (PassThrough; never
+// for a request whose context had ended before the middleware ran or whose
+// client went away: it gets the 503, for its key may hold a response). After
 // the handler ran, a failed write leaves the response unstored (the client
 // gets it; a retry runs the handler again once the lease ends). Unlike
 // httplock, there is no down state: every request tries Redis.

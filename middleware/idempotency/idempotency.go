@@ -41,6 +41,8 @@ var (
 	ErrNeedsRedis = fmt.Errorf("%w: the Locker lends no Redis client", ErrInvalid)
 
 	errNilHandler = fmt.Errorf("%w: nil handler", ErrInvalid)
+
+	errEnded = errors.New("idempotency: the request's context ended before the middleware ran")
 )
 
 // New returns middleware that runs a request with an Idempotency-Key once,
@@ -184,6 +186,9 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request) string {
 // another 409, taken: the handler runs (run).
 func (h *handler) idempotent(w http.ResponseWriter, r *http.Request, id, fp string) string {
 	ctx := r.Context()
+	if ctx.Err() != nil {
+		return h.down(w, r, fmt.Errorf("%w: %w", errEnded, context.Cause(ctx)))
+	}
 	rec, err := h.open(ctx, id, fp)
 	if err != nil {
 		return h.down(w, r, err)
@@ -252,10 +257,14 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request, rec *record) {
 }
 
 // down answers a request whose Redis call failed before its handler ran:
-// 503, or the handler unprotected (WithOnRedisDown).
+// 503, or the handler unprotected (WithOnRedisDown). A request that ended
+// before the middleware ran (errEnded) or whose client went away failed
+// for that, not for Redis: it is never passed through, for its key may
+// hold a response. A deadline spent waiting for Redis is Redis's failure.
 func (h *handler) down(w http.ResponseWriter, r *http.Request, err error) string {
 	h.tel.recordError(r.Context(), err)
-	if h.cfg.onDown == PassThrough {
+	gone := errors.Is(err, errEnded) || errors.Is(r.Context().Err(), context.Canceled)
+	if h.cfg.onDown == PassThrough && !gone {
 		h.callNext(w, r)
 	} else {
 		writeProblem(w, http.StatusServiceUnavailable, ProblemUnavailable, "idempotency keys cannot be checked now", h.retryAfter())
