@@ -194,7 +194,8 @@ func (c *capture) reset() {
 }
 
 // send writes the buffered response to the client: the headers as they
-// were at the status line (trailers set later kept), then the body. It
+// were at the status line (trailers set later kept: those of a name the
+// Trailer header declared, and http.TrailerPrefix ones), then the body. It
 // does nothing when the response was written through.
 func (c *capture) send() {
 	if c.through {
@@ -202,8 +203,14 @@ func (c *capture) send() {
 	}
 	c.through = true
 	dst := c.w.Header()
+	declared := map[string]bool{}
+	for _, f := range c.header.Values("Trailer") {
+		for _, name := range strings.Split(f, ",") {
+			declared[http.CanonicalHeaderKey(strings.TrimSpace(name))] = true
+		}
+	}
 	for k := range dst {
-		if !strings.HasPrefix(k, http.TrailerPrefix) {
+		if !strings.HasPrefix(k, http.TrailerPrefix) && !declared[http.CanonicalHeaderKey(k)] {
 			delete(dst, k)
 		}
 	}

@@ -88,7 +88,9 @@
 // handler added to, nor Set-Cookie, Set-Cookie2 or hop-by-hop headers,
 // unless WithReplayHeaders names them. A replay appends the values to the
 // retry's own where the handler appended them, and sets the field where
-// the handler replaced it.
+// the handler replaced it. Trailers (declared in Trailer, or set with
+// http.TrailerPrefix after the body) reach the first client only: they are
+// not stored, and a replay has none.
 // Larger or streamed responses: a body past WithMaxBody (default 1 MiB),
 // a Flush or a Hijack sends the response to its client as it is written,
 // and the record then says it was processed but not stored: retries get
