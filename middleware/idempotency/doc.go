@@ -20,19 +20,20 @@
 // stored; after that the key is new again.
 //
 // A record is keyed by the request's scope (the principal or tenant the
-// application's function names), its method, its route (r.Pattern from a
-// Go 1.22 ServeMux, the path otherwise, or WithRoute; both as the client
-// sent them, r.RequestURI's, so that http.StripPrefix("/billing") and
-// StripPrefix("/shipping") before one pattern are two routes) and its key, each
-// length-prefixed into one SHA-256: keys are never shared across scopes,
-// so a key guessed or reused by another client runs that client's request,
-// with no hint the key exists elsewhere. A scope of "" is refused (403).
+// application's function names), its method, its route and its key, each
+// length-prefixed into one SHA-256. The route is r.Pattern from a Go 1.22
+// ServeMux, else the path, or WithRoute's; the path is the one the client
+// sent (r.RequestURI's), and a pattern is kept with what http.StripPrefix
+// removed, so /billing/orders and /shipping/orders behind StripPrefix
+// before one "POST /orders" are two routes. Keys are never shared across
+// scopes, so a key guessed or reused by another client runs that client's
+// request, with no hint the key exists elsewhere. A scope of "" is refused (403).
 //
 // The record holds the first request's fingerprint: SHA-256 of its method,
-// path (as sent, before any StripPrefix), query, WithFingerprintHeaders' headers (default Content-Type) and,
-// unless WithFingerprintBody(false), its body. The body is read before the
-// handler, up to WithMaxRequestBody (default 1 MiB; larger is 413), and
-// given back to the handler whole.
+// path (as sent, before any StripPrefix), query, WithFingerprintHeaders'
+// headers (default Content-Type) and, unless WithFingerprintBody(false),
+// its body. The body is read before the handler, up to WithMaxRequestBody
+// (default 1 MiB; larger is 413), and given back to the handler whole.
 //
 // # Decisions
 //
