@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/redfence/redfence/internal/httphdr"
 )
 
 // capture is the leader's ResponseWriter. While the response may still be
@@ -45,7 +47,7 @@ type capture struct {
 }
 
 func newCapture(w http.ResponseWriter, r *http.Request, max int64, policy func(int, http.Header) string, unshared func()) *capture {
-	return &capture{w: w, r: r, max: max, policy: policy, unshared: unshared, outer: canonical(w.Header())}
+	return &capture{w: w, r: r, max: max, policy: policy, unshared: unshared, outer: httphdr.Canonical(w.Header())}
 }
 
 func (c *capture) Header() http.Header { return c.w.Header() }
@@ -64,7 +66,7 @@ func (c *capture) WriteHeader(code int) {
 		return
 	}
 	c.status = code
-	c.header = canonical(c.w.Header())
+	c.header = httphdr.Canonical(c.w.Header())
 	if reason := c.policy(code, c.header); reason != "" {
 		c.writeThrough(reason) // nothing to wait for: the client gets it as it comes
 	}
@@ -185,7 +187,7 @@ func (c *capture) replay() {
 func (c *capture) entry(roleHeader string, window time.Duration) *entry {
 	if c.status == 0 { // the handler wrote nothing: net/http sends 200, empty
 		c.status = http.StatusOK
-		c.header = canonical(c.w.Header())
+		c.header = httphdr.Canonical(c.w.Header())
 	}
 	if c.reason != "" || c.policy(c.status, c.header) != "" {
 		return nil
@@ -202,7 +204,7 @@ func (c *capture) entry(roleHeader string, window time.Duration) *entry {
 		return nil
 	}
 	sent := c.header.Clone()
-	dropHopByHop(sent)
+	httphdr.DropHopByHop(sent)
 	h := http.Header{}
 	for k, v := range sent {
 		if !slices.Equal(v, c.outer[k]) {
@@ -226,16 +228,4 @@ func (c *capture) entry(roleHeader string, window time.Duration) *entry {
 		}
 	}
 	return e
-}
-
-// canonical returns a copy of h with every name in canonical form, the
-// values of names that differ only in case merged (in the order of the
-// names, so that the result does not depend on map order).
-func canonical(h http.Header) http.Header {
-	out := make(http.Header, len(h))
-	for _, k := range slices.Sorted(maps.Keys(h)) {
-		ck := http.CanonicalHeaderKey(k)
-		out[ck] = append(out[ck], h[k]...)
-	}
-	return out
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/redfence/redfence/internal/httphdr"
 	"github.com/redfence/redfence/internal/typednil"
 	"github.com/redfence/redfence/mutex"
 )
@@ -111,7 +112,7 @@ func WithKey(fn func(r *http.Request) string) Option {
 func WithVary(headers ...string) Option {
 	return optionFunc(func(c *config) {
 		for _, h := range headers {
-			if !validHeaderName(h) {
+			if !httphdr.ValidName(h) {
 				c.fail("vary header %q is not a valid header name", h)
 				continue
 			}
@@ -187,7 +188,7 @@ func defaultCredentials() []string {
 func WithCredentialHeaders(names ...string) Option {
 	return optionFunc(func(c *config) {
 		for _, name := range names {
-			if !validHeaderName(name) {
+			if !httphdr.ValidName(name) {
 				c.fail("credential header %q is not a valid header name", name)
 				continue
 			}
@@ -351,7 +352,7 @@ func WithPanicStatus(status int) Option {
 // would drop the header silently.
 func WithRoleHeader(name string) Option {
 	return optionFunc(func(c *config) {
-		if name != "" && !validHeaderName(name) {
+		if name != "" && !httphdr.ValidName(name) {
 			c.fail("role header %q is not a valid header name", name)
 		}
 		c.roleHeader = http.CanonicalHeaderKey(name)
@@ -391,22 +392,4 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 			c.mp = mp
 		}
 	})
-}
-
-// validHeaderName reports whether name is an RFC 9110 token, the grammar of
-// a field name: what httpguts.ValidHeaderFieldName checks, without x/net.
-func validHeaderName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }

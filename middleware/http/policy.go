@@ -13,26 +13,6 @@ import (
 // What may be shared: the rules a captured response must pass, on top of the
 // request's eligibility (key.go).
 
-// hopByHop are the headers that describe one connection, never a response
-// (RFC 9110 §7.6.1).
-var hopByHop = []string{
-	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-}
-
-func dropHopByHop(h http.Header) {
-	for _, f := range h.Values("Connection") {
-		for _, name := range strings.Split(f, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				h.Del(name)
-			}
-		}
-	}
-	for _, name := range hopByHop {
-		h.Del(name)
-	}
-}
-
 // notShareable returns why a captured response may not be shared, or "";
 // h must be canonical (see canonical). A 206, 304 or 412 answers one
 // request's range or condition (eligible requests carry none, but an origin

@@ -1,0 +1,165 @@
+package idempotency_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/middleware/idempotency"
+)
+
+// TestKeyFormat: the key is an RFC 8941 String of 1 to 255 characters; a
+// bare token only with WithBareToken; anything else, or none where the key
+// is required, is answered 400 problem+json before the handler, and leaves
+// nothing in Redis.
+func TestKeyFormat(t *testing.T) {
+	rdb, srv := testutil.Redis(t)
+	h := &charge{}
+	strict := replicasOn(t, srv, 1, h, nil)[0]
+	lenient := replicasOn(t, srv, 1, h, nil, idempotency.WithBareToken(true), idempotency.WithMaxKeyLen(8))[0]
+	c := client(t)
+	long := strings.Repeat("k", 255)
+	for _, tc := range []struct {
+		name   string
+		rep    replica
+		hdr    []string // Idempotency-Key fields
+		status int
+		typ    string
+	}{
+		{"string", strict, []string{`"abc-123"`}, http.StatusCreated, ""},
+		{"255 characters", strict, []string{`"` + long + `"`}, http.StatusCreated, ""},
+		{"escapes", strict, []string{`"a\"b\\c"`}, http.StatusCreated, ""},
+		{"spaces around", strict, []string{` "sp" `}, http.StatusCreated, ""},
+		{"missing", strict, nil, http.StatusBadRequest, idempotency.ProblemKeyMissing},
+		{"256 characters", strict, []string{`"` + long + `k"`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"empty string", strict, []string{`""`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"empty field", strict, []string{``}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"bare token refused", strict, []string{`abc-123`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"two fields", strict, []string{`"a"`, `"b"`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"list", strict, []string{`"a", "b"`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"parameters", strict, []string{`"a";v=1`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"no closing quote", strict, []string{`"abc`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"bad escape", strict, []string{`"a\nb"`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"not ASCII", strict, []string{`"clé"`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"bare token accepted", lenient, []string{`tok:a/b`}, http.StatusCreated, ""},
+		{"string still accepted", lenient, []string{`"s t r"`}, http.StatusCreated, ""},
+		{"token starting with a digit", lenient, []string{`1abc`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"token with a quote", lenient, []string{`ab"c`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"past WithMaxKeyLen", lenient, []string{`"123456789"`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := h.calls.Load()
+			res := mustPost(t, c, tc.rep.URL, req{tenant: "acme", body: "{}", hdr: http.Header{idempotency.HeaderName: tc.hdr}})
+			assert.Equal(t, tc.status, res.status, res.body)
+			if tc.typ != "" {
+				assert.Equal(t, tc.typ, problemType(t, res))
+				assert.Equal(t, before, h.calls.Load(), "the handler did not run")
+			}
+		})
+	}
+	keys, err := rdb.Keys(t.Context(), idempotency.DefaultPrefix+"*").Result()
+	require.NoError(t, err)
+	assert.Len(t, keys, 6, "one record per accepted key, none for a refused one")
+}
+
+// TestNotCovered: other methods, and requests without a key where it is
+// optional, go to the handler untouched, every time.
+func TestNotCovered(t *testing.T) {
+	_, srv := testutil.Redis(t)
+	h := &charge{}
+	opt := replicasOn(t, srv, 1, h, nil, idempotency.WithKeyOptional(true))[0]
+	c := client(t)
+	for range 2 {
+		assert.Equal(t, http.StatusCreated, mustPost(t, c, opt.URL, req{tenant: "acme", body: "{}"}).status)
+		r, err := http.NewRequest(http.MethodPut, opt.URL+"/payments", strings.NewReader("{}"))
+		require.NoError(t, err)
+		r.Header.Set(idempotency.HeaderName, key)
+		resp, err := c.Do(r)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusCreated, resp.StatusCode)
+	}
+	assert.EqualValues(t, 4, h.calls.Load())
+}
+
+// TestRequestBody: the body is read for the fingerprint up to
+// WithMaxRequestBody, and the handler gets it whole; a larger one is 413
+// before the handler. Without the body in the fingerprint it is not read,
+// whatever its size, and another body with the key is a replay, not 422.
+func TestRequestBody(t *testing.T) {
+	_, srv := testutil.Redis(t)
+	h := &charge{}
+	bounded := replicasOn(t, srv, 1, h, nil, idempotency.WithMaxRequestBody(16))[0]
+	unread := replicasOn(t, srv, 1, h, nil, idempotency.WithMaxRequestBody(16), idempotency.WithFingerprintBody(false))[0]
+	c := client(t)
+	ok := mustPost(t, c, bounded.URL, req{tenant: "acme", key: `"a"`, body: `{"n":1234567890}`})
+	assert.Equal(t, `{"charge":1,"request":{"n":1234567890}}`, ok.body, "16 bytes, given whole to the handler")
+	big := mustPost(t, c, bounded.URL, req{tenant: "acme", key: `"b"`, body: `{"n":12345678901}`})
+	assert.Equal(t, http.StatusRequestEntityTooLarge, big.status)
+	assert.Equal(t, idempotency.ProblemTooLarge, problemType(t, big))
+	assert.EqualValues(t, 1, h.calls.Load())
+
+	first := mustPost(t, c, unread.URL, req{tenant: "acme", key: `"c"`, body: `{"n":12345678901}`})
+	other := mustPost(t, c, unread.URL, req{tenant: "acme", key: `"c"`, body: `{"n":2}`})
+	assert.Equal(t, http.StatusCreated, first.status)
+	assert.Equal(t, first.body, other.body)
+	assert.True(t, other.replayed())
+}
+
+// TestUnstoredResponses: a response past WithMaxBody, or streamed, reaches
+// its own client whole; it is not stored, and retries are refused with 409
+// (ProblemNotStored) rather than running the handler again.
+func TestUnstoredResponses(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write func(w http.ResponseWriter)
+	}{
+		{"oversize", func(w http.ResponseWriter) { fmt.Fprint(w, strings.Repeat("x", 100)) }},
+		{"streamed", func(w http.ResponseWriter) {
+			fmt.Fprint(w, strings.Repeat("x", 50))
+			w.(http.Flusher).Flush()
+			fmt.Fprint(w, strings.Repeat("x", 50))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, srv := testutil.Redis(t)
+			var calls atomic.Int64
+			h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { calls.Add(1); tc.write(w) })
+			reps := replicasOn(t, srv, 2, h, nil, idempotency.WithMaxBody(64))
+			c := client(t)
+			rq := req{tenant: "acme", key: key, body: "{}"}
+			first := mustPost(t, c, reps[0].URL, rq)
+			assert.Equal(t, strings.Repeat("x", 100), first.body)
+			again := mustPost(t, c, reps[1].URL, rq)
+			assert.Equal(t, http.StatusConflict, again.status)
+			assert.Equal(t, idempotency.ProblemNotStored, problemType(t, again))
+			assert.Empty(t, again.header.Get("Retry-After"), "retrying will not help")
+			assert.EqualValues(t, 1, calls.Load())
+		})
+	}
+}
+
+// TestPanickingHandler: a handler that panics stores nothing and releases
+// its key at once: a retry runs the handler (not 409 until the lease ends).
+func TestPanickingHandler(t *testing.T) {
+	_, srv := testutil.Redis(t)
+	var calls atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if calls.Add(1) == 1 {
+			panic("boom")
+		}
+		w.WriteHeader(http.StatusCreated)
+	})
+	rep := replicasOn(t, srv, 1, h, nil, idempotency.WithLease(idempotency.DefaultLease))[0]
+	c := client(t)
+	rq := req{tenant: "acme", key: key, body: "{}"}
+	assert.Error(t, post(t.Context(), c, rep.URL, rq).err, "net/http aborts the connection")
+	assert.Equal(t, http.StatusCreated, mustPost(t, c, rep.URL, rq).status)
+	assert.EqualValues(t, 2, calls.Load())
+}

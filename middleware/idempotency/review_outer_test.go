@@ -1,0 +1,53 @@
+package idempotency_test
+
+import (
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/middleware/idempotency"
+)
+
+// Adversarial review (issue 40): each test here names a defect found by
+// attacking the middleware; it fails until the defect is fixed.
+
+// TestReviewOuterValuesOfAppendedHeaderNotReplayed: outer middleware's
+// headers are promised never to be replayed. But when the handler adds a
+// value to a header outer middleware had set (Set-Cookie, a trace header,
+// Vary), stored keeps the whole field, outer values included, and a replay
+// hands the first request's outer values (its session cookie) to the retry,
+// in place of the retry's own.
+func TestReviewOuterValuesOfAppendedHeaderNotReplayed(t *testing.T) {
+	var ids atomic.Int64
+	outer := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			id := ids.Add(1)
+			w.Header().Add("Set-Cookie", fmt.Sprint("session=outer-", id))
+			w.Header().Add("X-Trace", fmt.Sprint("outer-", id))
+			next.ServeHTTP(w, r)
+		})
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Add("Set-Cookie", "pref=dark")
+		w.Header().Add("X-Trace", "handler")
+		w.WriteHeader(http.StatusCreated)
+	})
+	_, srv := testutil.Redis(t)
+	reps := replicasOn(t, srv, 2, h, outer, idempotency.WithReplayHeaders("Set-Cookie"))
+	c := client(t)
+	rq := req{tenant: "acme", key: key, body: "{}"}
+	first := mustPost(t, c, reps[0].URL, rq)
+	require.Equal(t, []string{"session=outer-1", "pref=dark"}, first.header.Values("Set-Cookie"))
+	again := mustPost(t, c, reps[1].URL, rq)
+	require.True(t, again.replayed())
+	assert.NotContains(t, again.header.Values("Set-Cookie"), "session=outer-1", "the first request's session cookie, set by outer middleware, was replayed")
+	assert.NotContains(t, again.header.Values("X-Trace"), "outer-1", "outer middleware's value of the first request was replayed")
+	assert.Contains(t, again.header.Values("X-Trace"), "handler")
+	assert.Contains(t, again.header.Values("Set-Cookie"), "session=outer-2", "the retry's own outer cookie is kept")
+	assert.Contains(t, again.header.Values("X-Trace"), "outer-2", "the retry's own outer value is kept")
+}

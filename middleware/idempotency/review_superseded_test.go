@@ -1,0 +1,102 @@
+package idempotency_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/middleware/idempotency"
+)
+
+// Adversarial review (issue 40): each test here names a defect found by
+// attacking the middleware; it fails until the defect is fixed.
+
+// TestReviewSupersededGetsNoLateHeaders: a first attempt that stalled past
+// its lease has its result refused, and its client is given what the record
+// holds (the retry's response, or 409). But the refused handler wrote its
+// headers straight into the real ResponseWriter's map (capture.Header is
+// w.Header), and superseded answers through that same w: the refused
+// attempt's headers (its charge id, its Content-Length, a secret) go out
+// mixed into the retry's replay or the 409 problem. No client may see the
+// late result, headers included.
+func TestReviewSupersededGetsNoLateHeaders(t *testing.T) {
+	for _, order := range []string{"retry first", "late first"} {
+		t.Run(order, func(t *testing.T) {
+			srv := testutil.StartRedis(t)
+			proxy := testutil.Proxy(t, srv.Addr())
+			started, releaseA, releaseB := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			var n atomic.Int64
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.ReadAll(r.Body)
+				i := n.Add(1)
+				body := fmt.Sprintf(`{"charge":%d}`, i)
+				switch i {
+				case 1:
+					close(started)
+					<-releaseA
+					body = `{"charge":1,"padding":"the late attempt's longer body"}`
+					w.Header().Set("X-Late-Secret", "refused-attempt")
+					w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+				case 2:
+					<-releaseB
+				}
+				w.WriteHeader(http.StatusCreated)
+				_, _ = io.WriteString(w, body)
+			})
+			const lease = 200 * time.Millisecond
+			a := replicaWith(t, redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true}), h, nil,
+				idempotency.WithLease(lease), idempotency.WithRedisTimeout(100*time.Millisecond))
+			b := replicaWith(t, srv.Client(), h, nil)
+			c := client(t)
+			rq := req{tenant: "acme", key: key, body: `{"amount":100}`}
+
+			firstA := make(chan result, 1)
+			go func() { firstA <- post(t.Context(), c, a.URL, rq) }()
+			<-started
+			proxy.BlackHole()
+			retryB := make(chan result, 1)
+			go func() {
+				for {
+					res := post(t.Context(), c, b.URL, rq)
+					if res.err != nil || res.status != http.StatusConflict {
+						retryB <- res
+						return
+					}
+				}
+			}()
+			waitFor(t, "the retry's handler", func() bool { return n.Load() == 2 })
+			var fromB result
+			if order == "retry first" {
+				close(releaseB)
+				fromB = <-retryB
+			}
+			proxy.Cut()
+			proxy.Heal()
+			close(releaseA)
+			fromA := <-firstA
+			if order == "late first" {
+				close(releaseB)
+				fromB = <-retryB
+			}
+			require.NoError(t, fromB.err)
+			require.NoError(t, fromA.err, "the late attempt's client gets a readable answer (its Content-Length was the refused body's)")
+			assert.Empty(t, fromA.header.Get("X-Late-Secret"), "a header of the refused result reached a client")
+			if order == "retry first" {
+				assert.Equal(t, fromB.body, fromA.body)
+				assert.Equal(t, fromB.header.Get("Content-Length"), fromA.header.Get("Content-Length"))
+			} else {
+				assert.Equal(t, http.StatusConflict, fromA.status)
+				assert.Equal(t, idempotency.ProblemInProgress, problemType(t, fromA))
+			}
+		})
+	}
+}
