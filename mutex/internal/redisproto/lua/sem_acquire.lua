@@ -25,6 +25,13 @@
 -- Returns {1, token} when granted (the holder's token again when it holds
 -- one already: a retry); {0, ms} when every permit is held, ms the least
 -- lease left among the holders (at least 1).
+-- stretch raises key k's TTL to ms, never lowers it: a short lease's grant
+-- must not make the keys expire under a longer holder's lease.
+local function stretch(k, ms)
+  local p = redis.call('PTTL', k)
+  if p ~= -1 and p < tonumber(ms) then redis.call('PEXPIRE', k, ms) end
+end
+
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
@@ -43,7 +50,7 @@ if redis.call('ZCARD', KEYS[1]) >= limit then
   local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   local left = 1
   if first[2] then left = math.max(1, math.ceil((first[2] - now) / 1000)) end
-  redis.call('PEXPIRE', KEYS[3], ARGV[4])
+  stretch(KEYS[3], ARGV[4])
   return {0, left}
 end
 local tok = now
@@ -53,5 +60,5 @@ tok = string.format('%d', tok)
 redis.call('HSET', KEYS[3], 'c', tok)
 redis.call('ZADD', KEYS[1], ends, ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], tok)
-for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[4]) end
+for i = 1, 3 do stretch(KEYS[i], ARGV[4]) end
 return {1, tok}
