@@ -92,7 +92,11 @@ func (e *Election) begin(ctx context.Context, t *Term) error {
 		if ok && last.Resigned && last.At.Before(prevEnd) {
 			prevEnd = last.At
 		}
-		if !ok || last.Resigned {
+		// No journal is no proof of a clean end: it expires 24 h after its
+		// last entry and is lost with a server restarted empty, which also
+		// frees the lock under a leader that still acts. So the lock-delay
+		// applies, also to a new election's first term.
+		if ok && last.Resigned {
 			t.clean = true
 		}
 	}

@@ -40,7 +40,9 @@
 // journaled terms, Observe reads the journal (every term in order while
 // connected), lock-delay knows whether the last term was resigned. Without
 // one (Redlock), Observe polls Leader and may miss terms shorter than the
-// retry period, and lock-delay applies to every term.
+// retry period, and lock-delay applies to every term. The journal expires
+// 24 h after its last entry (a term may last longer): Leader then reads the
+// holder from inspection, and the next term waits the lock-delay.
 //
 // Timing follows client-go's leaderelection (WithLease, WithRenewDeadline,
 // WithRetryPeriod), mapped onto the Locker: the lease is the lock's TTL, a

@@ -138,7 +138,11 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	switch {
 	case err != nil:
 		return Leader{}, fmt.Errorf("election: reading the term journal: %w", err)
-	case !ok || last.Term != info.Token || last.Resigned:
+	case !ok:
+		// No journal: it expired under a long term (24 h after its last
+		// entry) or was lost; the holder leads, as inspection says.
+		return ld, nil
+	case last.Term != info.Token || last.Resigned:
 		return Leader{}, ErrNoLeader
 	}
 	ld.Since = last.At

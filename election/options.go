@@ -85,7 +85,9 @@ func WithRetryPeriod(d time.Duration) Option {
 // begins: no new term for d, which gives a deposed leader that did not
 // notice its loss that long to stop (Chubby's and Consul's lock-delay).
 // Default 0: none. Without a term journal (backend.TermJournal) the
-// election cannot tell a clean end from a loss, and every term waits d.
+// election cannot tell a clean end from a loss, and every term waits d;
+// likewise when the journal is empty: a new election's first term, a
+// journal expired (24 h after its last entry) or lost with its server.
 func WithLockDelay(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d < 0 {

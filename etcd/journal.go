@@ -21,7 +21,8 @@ import (
 // a transaction that compares the newest term, so a term not above it is
 // refused; readers range from a term on and watch from the revision they
 // read. The NUL byte keeps these keys out of List. Records live on a kept
-// lease of journalLife: a lost journal only costs a lock-delay.
+// lease of journalLife: without a journal, election reads the leader from
+// inspection and applies the lock-delay.
 const (
 	termsSuffix = "\x00terms"
 	termSuffix  = "\x00term/"

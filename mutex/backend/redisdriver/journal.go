@@ -20,7 +20,7 @@ import (
 // a term not above the last one; XREAD BLOCK serves observers.
 const (
 	journalCap  = 1000           // entries kept, about (MAXLEN ~): at least the 100 the contract asks
-	journalLife = 24 * time.Hour // after the last entry; a lost journal only costs a lock-delay
+	journalLife = 24 * time.Hour // after the last entry; without it, election reads the leader from inspection and applies the lock-delay
 	journalRead = 100            // entries per read
 )
 
