@@ -8,8 +8,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // EnvChild names the candidate a child process is; set in the children
@@ -105,7 +108,53 @@ func (g *Group) read(p *Proc, r *os.File) {
 func (p *Proc) PID() int { return p.cmd.Process.Pid }
 
 // Pause stops the process (SIGSTOP): its timers, renewals and reports with it.
-func (p *Proc) Pause() error { return p.cmd.Process.Signal(syscall.SIGSTOP) }
+// It returns once every thread of the process has stopped: kill(2) only
+// queues the stop, and a thread running meanwhile could still act on a Go
+// sent right after (a staged late write then ran before the newer term's).
+func (p *Proc) Pause() error {
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	return waitStopped(p.cmd.Process.Pid, 10*time.Second)
+}
+
+// waitStopped polls /proc until every thread of pid is stopped (state T),
+// or the process is gone (a kill races the pause: nothing left to act).
+func waitStopped(pid int, limit time.Duration) error {
+	end := time.Now().Add(limit)
+	for {
+		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		if err != nil || len(tasks) == 0 {
+			return nil
+		}
+		if allStopped(tasks) {
+			return nil
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("leadercheck: process %d not stopped %v after SIGSTOP", pid, limit)
+		}
+		runtime.Gosched()
+	}
+}
+
+// allStopped: each stat file's state (the field after the command's
+// closing parenthesis) is T, or the task is gone or a zombie.
+func allStopped(stats []string) bool {
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread exited
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			continue
+		}
+		if st := b[i+2]; st != 'T' && st != 't' && st != 'Z' && st != 'X' {
+			return false
+		}
+	}
+	return true
+}
 
 // Resume continues a paused process (SIGCONT).
 func (p *Proc) Resume() error { return p.cmd.Process.Signal(syscall.SIGCONT) }
