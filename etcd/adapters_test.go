@@ -2,6 +2,7 @@ package etcdlock_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -87,4 +88,20 @@ func TestRunnerBadInputOverEtcd(t *testing.T) {
 			assert.ErrorIs(t, testutil.Safely(t, time.Second, call), runner.ErrInvalid)
 		})
 	}
+}
+
+// The etcd Backend keeps no semaphores and no read-write locks (it has no
+// backend.Semaphorer, backend.RWLocker): the Locker refuses both when they
+// are built, before anything is sent.
+func TestSemaphoreAndRWMutexUnsupportedOverEtcd(t *testing.T) {
+	s := etcdtest.Start(t)
+	be := etcdlock.New(s.Client(t))
+	t.Cleanup(func() { assert.NoError(t, be.Close()) })
+	l := mutex.NewWithBackend(be)
+	t.Cleanup(func() { assert.NoError(t, l.Close()) })
+	_, err := l.Semaphore("x", 2)
+	assert.ErrorIs(t, err, errors.ErrUnsupported)
+	_, err = l.RWMutex("x")
+	assert.ErrorIs(t, err, errors.ErrUnsupported)
+	assert.ErrorContains(t, err, "etcd")
 }

@@ -167,6 +167,21 @@
 // per Locker as Lock's do. A backend without backend.Semaphorer (Redlock)
 // refuses Semaphore with errors.ErrUnsupported, before anything is sent.
 //
+// # Read-write locks
+//
+// Locker.RWMutex(name) is a read-write lock across every Locker of the
+// backend: RLock, TryRLock, Lock and TryLock return an RWHold, held as a
+// lock is (its own holder id and lease on the server's clock, renewed by
+// its own Locker only, Context ending with ErrLockLost on loss) until
+// Unlock or Close. Writers go first: a waiting writer's mark in the backend
+// keeps new readers out, so readers that keep coming cannot starve it; the
+// mark has the writer's lease, and a writer that gives up takes it out.
+// The write's token rises per RWMutex; a read's is the last write's.
+// Downgrade makes the write a read in one step; an upgrade (Lock through a
+// read hold's context) returns ErrUpgrade at once. A backend without
+// backend.RWLocker (Redlock, etcd) refuses RWMutex with
+// errors.ErrUnsupported, before anything is sent.
+//
 // # Inspection and forced release
 //
 // Inspect reads a key as its servers hold it: free, held or reserved for
@@ -290,6 +305,12 @@
 //	TryAcquire: every permit held                        ErrNotAcquired
 //	Acquire: ctx ended first                             ErrNotAcquired and ctx.Err(), as Lock's
 //	Permit.Release of a permit released or lost          ErrNotHeld (nothing is changed; no permit added)
+//	RWMutex over a backend without read-write locks      errors.ErrUnsupported
+//	  (Redlock, etcd, NewWithBackend without backend.RWLocker)
+//	Lock or TryLock through a read hold's context        ErrUpgrade, at once (nothing is sent)
+//	RLock through a hold's context, Lock through the     ErrInvalid, at once (holds are not reentrant)
+//	  write's
+//	TryRLock: a writer holds or waits; TryLock: held     ErrNotAcquired
 //	context.Cause(p.Context()) after a loss / release    ErrLockLost / ErrReleased
 //
 // ErrNotAcquired without ErrUnavailable means contention: other holders stood

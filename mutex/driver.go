@@ -23,6 +23,7 @@ type driver struct {
 	in   backend.Inspector    // nil: Inspect, List, ForceRelease unsupported
 	ba   backend.Batcher      // nil: LockAll takes every key on its own
 	sem  backend.Semaphorer   // nil: Semaphore is refused (errors.ErrUnsupported)
+	rw   backend.RWLocker     // nil: RWMutex is refused (errors.ErrUnsupported)
 	lend ClientHolder         // nil: no client for the adapters
 	own  io.Closer            // a driver the Locker built (New, NewRedlock): Close closes it
 }
@@ -37,6 +38,7 @@ func newDriver(b backend.Backend) driver {
 	d.in, _ = b.(backend.Inspector)
 	d.ba, _ = b.(backend.Batcher)
 	d.sem, _ = b.(backend.Semaphorer)
+	d.rw, _ = b.(backend.RWLocker)
 	d.lend = lendOnce(b)
 	return d
 }
@@ -192,10 +194,11 @@ func (l *Locker) extend(ctx context.Context, locks []*Lock, ttls []time.Duration
 // BulkReleaser, which bounds its own time; otherwise one at a time, all
 // within cleanupTimeout.
 func (l *Locker) releaseAll(locks []*Lock) error {
-	var leases, permits []backend.Lease
+	var leases []backend.Lease
+	var holds []*Lock
 	for _, lk := range locks {
-		if lk.sem != nil {
-			permits = append(permits, lease(lk))
+		if lk.kind != nil {
+			holds = append(holds, lk)
 		} else {
 			leases = append(leases, lease(lk))
 		}
@@ -203,8 +206,8 @@ func (l *Locker) releaseAll(locks []*Lock) error {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	var errs []error
-	for _, p := range permits {
-		if _, err := l.drv.sem.ReleasePermit(ctx, p); err != nil {
+	for _, lk := range holds {
+		if _, err := lk.kind.releaseHold(ctx, lease(lk)); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -219,23 +222,21 @@ func (l *Locker) releaseAll(locks []*Lock) error {
 	return errors.Join(errs...)
 }
 
-// extendLeases sends the leases of locks to Extend, and those of permits
-// (Permit) to the Semaphorer's ExtendPermits: one call each, in order.
+// extendLeases sends the leases of locks to Extend, and those of permits and
+// read-write holds to their own calls (holdKind.extendHolds): one call per
+// family, in order.
 func (l *Locker) extendLeases(ctx context.Context, locks []*Lock, leases []backend.Lease) ([]backend.Renewal, error) {
-	var pi, li []int
+	var parts [familyRW + 1][]int
 	for i, lk := range locks {
-		if lk.sem != nil {
-			pi = append(pi, i)
-		} else {
-			li = append(li, i)
-		}
+		f := familyOf(lk)
+		parts[f] = append(parts[f], i)
 	}
-	if len(pi) == 0 {
+	if len(parts[familyLock]) == len(locks) {
 		return l.drv.b.Extend(ctx, leases)
 	}
 	out := make([]backend.Renewal, len(locks)) // Unknown
 	var errs []error
-	for _, part := range [][]int{li, pi} {
+	for _, part := range parts {
 		if len(part) == 0 {
 			continue
 		}
@@ -243,11 +244,7 @@ func (l *Locker) extendLeases(ctx context.Context, locks []*Lock, leases []backe
 		for j, i := range part {
 			sub[j] = leases[i]
 		}
-		extend := l.drv.b.Extend
-		if locks[part[0]].sem != nil {
-			extend = l.drv.sem.ExtendPermits
-		}
-		got, err := extend(ctx, sub)
+		got, err := l.extendOf(locks[part[0]])(ctx, sub)
 		errs = append(errs, err)
 		for j, i := range part {
 			if j < len(got) && len(got) == len(part) {

@@ -102,3 +102,11 @@ func SemaphoreSubscribed(l *Locker, name string) bool {
 
 // SemaphoreWaiters counts the goroutines of l queued for a permit of name.
 func SemaphoreWaiters(l *Locker, name string) int { return WaitersOf(l, semQueueKey(name)) }
+
+// RWSubscribed is SemaphoreSubscribed for the read-write lock of name.
+func RWSubscribed(l *Locker, name string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := l.queues[rwQueueKey(name)]
+	return q != nil && q.subscribed && q.unwatch != nil
+}

@@ -26,16 +26,19 @@ type HeldLock struct {
 	Renewals    int
 	LastRenewal time.Duration
 	// Waiters are this Locker's goroutines waiting for the key (for a
-	// permit of the semaphore, when Permit).
+	// permit of the semaphore, when Permit; for a hold, when RW).
 	Waiters int
 	// Permit: a permit of the semaphore named Key (Semaphore.Acquire), not
 	// a lock; Count is then 1.
 	Permit bool
+	// RW is "read" or "write" for a hold of the read-write lock named Key
+	// (RWMutex), "" otherwise; Count is then 1.
+	RW string
 }
 
-// Held lists the locks and the semaphores' permits this Locker holds, by
-// key: what a debug page of a process shows (mutex/lockdebug). It makes no
-// round trip.
+// Held lists the locks, the semaphores' permits and the read-write locks'
+// holds this Locker holds, by key: what a debug page of a process shows
+// (mutex/lockdebug). It makes no round trip.
 func (l *Locker) Held() []HeldLock {
 	if l == nil || l.renew == nil {
 		return nil
@@ -48,6 +51,7 @@ func (l *Locker) Held() []HeldLock {
 	l.renew.mu.Unlock()
 	now := l.now()
 	out := make([]HeldLock, 0, len(locks))
+	qkeys := make([]string, 0, len(locks))
 	for _, lk := range locks {
 		lk.mu.Lock()
 		if lk.done {
@@ -58,18 +62,19 @@ func (l *Locker) Held() []HeldLock {
 			Key: lk.key, Token: lk.token, Acquired: lk.acquired, HeldFor: now.Sub(lk.acquired),
 			Lease: max(lk.deadline.Sub(now), 0), TTL: lk.ttl, Count: lk.count,
 			AutoRenew: lk.autoRenew, Renewals: lk.renewals, LastRenewal: lk.renewRTT,
-			Permit: lk.sem != nil,
+			Permit: familyOf(lk) == familyPermit, RW: rwMode(lk),
 		}
 		lk.mu.Unlock()
 		out = append(out, h)
+		if lk.kind != nil {
+			qkeys = append(qkeys, lk.kind.queueKey())
+		} else {
+			qkeys = append(qkeys, lk.key)
+		}
 	}
 	l.mu.Lock()
 	for i := range out {
-		qkey := out[i].Key
-		if out[i].Permit {
-			qkey = semQueueKey(qkey)
-		}
-		if q := l.queues[qkey]; q != nil {
+		if q := l.queues[qkeys[i]]; q != nil {
 			out[i].Waiters = len(q.waiters)
 		}
 	}

@@ -22,8 +22,8 @@ type Lock struct {
 	values    lockValues // ctx's parent
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
-	handle    any        // the backend's own state of this lock, from its grant (nil: none)
-	sem       *Semaphore // a permit of sem (Permit), not a lock; nil for a lock
+	handle    any      // the backend's own state of this lock, from its grant (nil: none)
+	kind      holdKind // a permit or a read-write lock's hold; nil for a lock
 
 	mu        sync.Mutex // after renewer.mu in the lock order; takes nothing under it
 	count     int        // local re-entries through the context, plus one
@@ -57,8 +57,15 @@ func (c *lockValues) Err() error                  { return nil }
 func (c *lockValues) String() string              { return "redfence.lockValues" }
 
 func (c *lockValues) Value(key any) any {
-	if k, ok := key.(heldKey); ok && k.l == c.lk.l && k.key == c.lk.key && c.lk.sem == nil {
-		return c.lk
+	switch k := key.(type) {
+	case heldKey:
+		if k.l == c.lk.l && k.key == c.lk.key && c.lk.kind == nil {
+			return c.lk
+		}
+	case rwHeldKey:
+		if k.l == c.lk.l && k.key == c.lk.key && familyOf(c.lk) == familyRW {
+			return c.lk
+		}
 	}
 	return c.parent.Value(key)
 }

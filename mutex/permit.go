@@ -70,50 +70,5 @@ func (p *Permit) Release(ctx context.Context) error {
 	if p == nil {
 		return ErrNotHeld
 	}
-	lk := p.lk
-	if err := lk.usable(ctx); err != nil {
-		return err
-	}
-	l, s := lk.l, lk.sem
-	if !l.now().Before(lk.Deadline()) {
-		lk.lose("lease deadline passed")
-		return ErrNotHeld
-	}
-	ctx, span := l.tel.startSpan(ctx, "redfence.Permit.Release", lk.key, lk.token)
-	ok, err := l.drv.sem.ReleasePermit(ctx, lease(lk))
-	switch {
-	case err != nil:
-		if lk.finish(ErrReleased, "") {
-			l.afterward(func(ctx context.Context) {
-				if ok, _ := l.drv.sem.ReleasePermit(ctx, lease(lk)); ok {
-					s.wakeAfterRelease()
-				}
-			})
-		}
-		endSpan(span, "error", err)
-		return unavailable(err)
-	case !ok:
-		lk.lose("release found the permit gone")
-		endSpan(span, "not_held", ErrNotHeld)
-		return ErrNotHeld
-	}
-	lk.finish(ErrReleased, "")
-	s.wakeAfterRelease()
-	endSpan(span, "released", nil)
-	return nil
-}
-
-// wakeAfterRelease wakes the head of the local queue after a release of
-// this process, unless the queue listens for the semaphore's
-// notifications: then the release's own notification wakes it, and a
-// direct wake-up too would cost a second attempt per release.
-func (s *Semaphore) wakeAfterRelease() {
-	l := s.l
-	l.mu.Lock()
-	q := l.queues[s.qkey]
-	listening := q != nil && q.unwatch != nil
-	l.mu.Unlock()
-	if !listening {
-		l.wakeLocal(s.qkey)
-	}
+	return releaseHeld(ctx, p.lk, "redfence.Permit.Release")
 }

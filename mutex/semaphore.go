@@ -43,12 +43,8 @@ const MaxLimit = 1 << 16
 // semaphore's own sequence, not that of the lock of the same name (see the
 // driver's doc), so a fence shared by both needs a resource name for each.
 type Semaphore struct {
-	l     *Locker
-	name  string
-	key   string // the backend's: the prefix on name
-	qkey  string // the local queue's (semQueueKey)
-	lc    lockConfig
-	limit atomic.Int64 // what an attempt stores when the backend has none
+	holdTarget              // its queue's key is semQueueKey
+	limit      atomic.Int64 // what an attempt stores when the backend has none
 }
 
 // Semaphore returns the semaphore of name with n permits, for Acquire and
@@ -83,7 +79,7 @@ func (l *Locker) Semaphore(name string, n int, opts ...LockOption) (*Semaphore, 
 	case lc.replicas > 0:
 		return nil, invalid("WithReplicaAck does not apply to a semaphore")
 	}
-	s := &Semaphore{l: l, name: name, key: l.name(name), qkey: semQueueKey(name), lc: lc}
+	s := &Semaphore{holdTarget: holdTarget{l: l, name: name, key: l.name(name), qkey: semQueueKey(name), lc: lc}}
 	s.limit.Store(int64(n))
 	return s, nil
 }

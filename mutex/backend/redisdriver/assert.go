@@ -12,4 +12,5 @@ var (
 	_ backend.BulkReleaser = (*Driver)(nil)
 	_ backend.Inspector    = (*Driver)(nil)
 	_ backend.Semaphorer   = (*Driver)(nil)
+	_ backend.RWLocker     = (*Driver)(nil)
 )

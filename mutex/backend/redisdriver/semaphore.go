@@ -45,11 +45,12 @@ func (d *Driver) AcquirePermit(ctx context.Context, a backend.PermitAttempt) (ba
 	if err != nil {
 		return backend.Grant{}, err
 	}
-	return parsePermit(reply)
+	return parsePermit(reply, 1)
 }
 
-// parsePermit reads sem_acquire.lua's {1, token} or {0, ms}.
-func parsePermit(reply any) (backend.Grant, error) {
+// parsePermit reads sem_acquire.lua's (and rw_acquire.lua's) {1, token} or
+// {0, ms}; a token below least is unexpected (a read's may be 0).
+func parsePermit(reply any, least int64) (backend.Grant, error) {
 	r, ok := reply.([]any)
 	if !ok || len(r) != 2 {
 		return backend.Grant{}, errUnexpectedPermit
@@ -67,7 +68,7 @@ func parsePermit(reply any) (backend.Grant, error) {
 	}
 	s, _ := r[1].(string)
 	tok, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || tok <= 0 {
+	if err != nil || tok < least {
 		return backend.Grant{}, errUnexpectedPermit
 	}
 	return backend.Grant{Status: backend.Acquired, Token: tok}, nil

@@ -73,3 +73,17 @@ func SemaphoreKeys(lockKey string) []string {
 // SemaphoreChannelOf is the channel where the semaphore of lockKey's name
 // says a permit may have come back (same hash slot).
 func SemaphoreChannelOf(lockKey string) string { return lockKey + ":sem:released" }
+
+// RWKeys are the keys of the read-write lock of lockKey's name (same hash
+// slot as the lock of that name): the readers, a sorted set of reader id by
+// the end of its lease in µs of the server's clock; the readers' tokens, a
+// hash; the meta hash, with the writer (w), the end of its lease (we) and
+// the last token issued (c); and the waiting writers, a sorted set by the
+// end of their mark. See lua/rw_acquire.lua.
+func RWKeys(lockKey string) []string {
+	return []string{lockKey + ":rw:r", lockKey + ":rw:t", lockKey + ":rw:m", lockKey + ":rw:q"}
+}
+
+// RWChannelOf is the channel where the read-write lock of lockKey's name
+// says an attempt may now succeed (same hash slot).
+func RWChannelOf(lockKey string) string { return lockKey + ":rw:released" }

@@ -50,6 +50,18 @@ var (
 	semLimitLua string
 	//go:embed lua/sem_inspect.lua
 	semInspectLua string
+	//go:embed lua/rw_reclaim.lua
+	rwReclaimLua string
+	//go:embed lua/rw_acquire.lua
+	rwAcquireLua string
+	//go:embed lua/rw_release.lua
+	rwReleaseLua string
+	//go:embed lua/rw_extend.lua
+	rwExtendLua string
+	//go:embed lua/rw_downgrade.lua
+	rwDowngradeLua string
+	//go:embed lua/rw_inspect.lua
+	rwInspectLua string
 
 	AcquireScript = redis.NewScript(acquireLua)
 	ReleaseScript = redis.NewScript(releaseLua)
@@ -69,6 +81,13 @@ var (
 	SemExtendScript  = redis.NewScript(semExtendLua)
 	SemLimitScript   = redis.NewScript(semLimitLua)
 	SemInspectScript = redis.NewScript(semInspectLua)
+	// The read-write lock's scripts, over the keys of RWKeys; the writing
+	// ones begin with rw_reclaim.lua.
+	RWAcquireScript   = redis.NewScript(withReclaim(rwAcquireLua))
+	RWReleaseScript   = redis.NewScript(withReclaim(rwReleaseLua))
+	RWExtendScript    = redis.NewScript(withReclaim(rwExtendLua))
+	RWDowngradeScript = redis.NewScript(withReclaim(rwDowngradeLua))
+	RWInspectScript   = redis.NewScript(rwInspectLua)
 	// AcquireAllScript is acquire_all.lua with acquire.lua as its function
 	// acquire: one text for the acquisition of a key, alone or in a group.
 	AcquireAllScript = redis.NewScript(strings.Replace(acquireAllLua, acquireMarker, acquireLua, 1))
@@ -76,6 +95,12 @@ var (
 
 // acquireMarker is the line of acquire_all.lua that acquire.lua replaces.
 const acquireMarker = "--[[acquire.lua]]"
+
+// withReclaim puts rw_reclaim.lua in place of its marker line in a read-write
+// lock script: one text for what every writing script does first.
+func withReclaim(lua string) string {
+	return strings.Replace(lua, "--[[rw_reclaim.lua]]", rwReclaimLua, 1)
+}
 
 // Call is one call of a script: its keys and arguments.
 type Call struct {

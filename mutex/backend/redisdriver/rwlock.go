@@ -1,0 +1,220 @@
+package redisdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redfence/redfence/mutex/backend"
+	"github.com/redfence/redfence/mutex/internal/redisproto"
+	"github.com/redfence/redfence/mutex/internal/redisrt"
+)
+
+// The Driver keeps read-write locks (backend.RWLocker) in four keys beside
+// the lock of the same name, in its hash slot (redisproto.RWKeys), on the
+// server's clock; lua/rw_acquire.lua has the layout. Their tokens are their
+// own sequence, as a semaphore's are.
+
+// AcquireRW runs the acquire script once. An error leaves the outcome
+// unknown; when the call was given up on, a ReleaseRW of a.Owner with token
+// 0 waits for it to end first.
+func (d *Driver) AcquireRW(ctx context.Context, a backend.RWAttempt) (backend.Grant, error) {
+	keys, err := d.rwKeys(a.Key)
+	if err != nil {
+		return backend.Grant{}, err
+	}
+	if a.TTL < time.Millisecond {
+		return backend.Grant{}, invalid("read-write lock attempt with lease %v", a.TTL)
+	}
+	mode, queue := "r", "0"
+	if a.Write {
+		mode = "w"
+	}
+	if a.Queue {
+		queue = "1"
+	}
+	var reply any
+	pending, err := d.run.Call(ctx, func(ctx context.Context) error {
+		var err error
+		reply, err = redisproto.RWAcquireScript.Run(ctx, d.client, keys[:4],
+			a.Owner, a.TTL.Milliseconds(), mode, queue, d.keyTTL(a.TTL)).Result()
+		return err
+	})
+	d.reload.NoAnswer(err)
+	if pending != nil {
+		d.abandoned.Add(a.Owner, pending)
+		return backend.Grant{}, err // the abandoned call may still write reply
+	}
+	if err != nil {
+		return backend.Grant{}, err
+	}
+	least := int64(0) // a read before any write gets token 0
+	if a.Write {
+		least = 1
+	}
+	g, err := parsePermit(reply, least)
+	if err != nil {
+		return g, errUnexpectedRW
+	}
+	return g, nil
+}
+
+// ReleaseRW runs the release script: true when h's hold was held. With
+// h.Token 0 (a clean-up), it first waits for the acquire calls of h.Owner
+// given up on, as ReleasePermit does.
+func (d *Driver) ReleaseRW(ctx context.Context, h backend.Lease) (bool, error) {
+	keys, err := d.rwKeys(h.Key)
+	if err != nil {
+		return false, err
+	}
+	if done := d.abandoned.Done(h.Owner); h.Token == 0 && done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			d.run.Go(func() {
+				<-done
+				ctx, cancel := context.WithTimeout(context.Background(), redisrt.CleanupTimeout)
+				defer cancel()
+				_, _ = d.releaseRW(ctx, keys, h)
+			})
+			return false, ctx.Err()
+		}
+	}
+	return d.releaseRW(ctx, keys, h)
+}
+
+func (d *Driver) releaseRW(ctx context.Context, keys []string, h backend.Lease) (bool, error) {
+	var n int64
+	_, err := d.run.Call(ctx, func(ctx context.Context) error {
+		var err error
+		n, err = redisproto.RWReleaseScript.Run(ctx, d.client, keys[:4], h.Owner,
+			strconv.FormatInt(h.Token, 10), keys[4], d.publish).Int64()
+		return err
+	})
+	d.reload.NoAnswer(err)
+	if err != nil {
+		return false, err
+	}
+	return n == 1, nil
+}
+
+// ExtendRW sends the extensions in one pipelined round trip, as Extend does
+// for locks.
+func (d *Driver) ExtendRW(ctx context.Context, holds []backend.Lease) ([]backend.Renewal, error) {
+	if len(holds) == 0 {
+		return nil, nil
+	}
+	calls := make([]redisproto.Call, len(holds))
+	for i, h := range holds {
+		keys, err := d.rwKeys(h.Key)
+		if err != nil {
+			return nil, err
+		}
+		calls[i] = redisproto.Call{Keys: keys[:4], Args: []any{h.Owner, strconv.FormatInt(h.Token, 10), h.TTL.Milliseconds(), d.keyTTL(h.TTL)}}
+	}
+	return d.renew(ctx, redisproto.RWExtendScript, calls)
+}
+
+// DowngradeRW runs the downgrade script.
+func (d *Driver) DowngradeRW(ctx context.Context, h backend.Lease) (bool, error) {
+	keys, err := d.rwKeys(h.Key)
+	if err != nil {
+		return false, err
+	}
+	if h.TTL < time.Millisecond {
+		return false, invalid("read-write lock downgrade with lease %v", h.TTL)
+	}
+	var n int64
+	_, err = d.run.Call(ctx, func(ctx context.Context) error {
+		var err error
+		n, err = redisproto.RWDowngradeScript.Run(ctx, d.client, keys[:4], h.Owner, strconv.FormatInt(h.Token, 10),
+			h.TTL.Milliseconds(), d.keyTTL(h.TTL), keys[4], d.publish).Int64()
+		return err
+	})
+	d.reload.NoAnswer(err)
+	if err != nil {
+		return false, err
+	}
+	return n == 1, nil
+}
+
+// InspectRW runs the inspect script, read-only (EVALSHA_RO), as
+// InspectSemaphore does.
+func (d *Driver) InspectRW(ctx context.Context, key string) (backend.RWState, error) {
+	keys, err := d.rwKeys(key)
+	if err != nil {
+		return backend.RWState{}, err
+	}
+	var reply []any
+	_, err = d.run.Interruptible(ctx, func(ctx context.Context) error {
+		cmds, err := redisproto.RunScriptsRO(ctx, d.client, redisproto.RWInspectScript, []redisproto.Call{{Keys: keys[:4]}})
+		if err != nil {
+			return err
+		}
+		reply, err = cmds[0].Slice()
+		return err
+	})
+	d.reload.NoAnswer(err)
+	if err != nil {
+		return backend.RWState{}, err
+	}
+	return parseRW(reply)
+}
+
+// parseRW reads rw_inspect.lua's {c, waiting, writer, µs, reader, token,
+// µs, ...}.
+func parseRW(r []any) (backend.RWState, error) {
+	var st backend.RWState
+	if len(r) < 4 || len(r)%3 != 1 {
+		return st, errUnexpectedRW
+	}
+	num := func(v any) (int64, error) {
+		if s, _ := v.(string); s != "" {
+			return strconv.ParseInt(s, 10, 64)
+		}
+		return 0, nil
+	}
+	waiting, _ := r[1].(int64)
+	st.Waiting = int(waiting)
+	c, err1 := num(r[0])
+	left, err2 := num(r[3])
+	st.LastWrite = c
+	if w, _ := r[2].(string); w != "" {
+		st.Writer = &backend.RWHolder{Owner: w, Token: c, Left: time.Duration(left) * time.Microsecond}
+	}
+	errs := []error{err1, err2}
+	for i := 4; i < len(r); i += 3 {
+		owner, _ := r[i].(string)
+		tok, err1 := num(r[i+1])
+		left, err2 := num(r[i+2])
+		errs = append(errs, err1, err2)
+		st.Readers = append(st.Readers, backend.RWHolder{Owner: owner, Token: tok, Left: time.Duration(left) * time.Microsecond})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return backend.RWState{}, fmt.Errorf("%w: %w", errUnexpectedRW, err)
+	}
+	return st, nil
+}
+
+// WatchRW subscribes to key's read-write lock channel, as Watch does to its
+// lock's.
+func (d *Driver) WatchRW(key string, wake func()) (ready <-chan struct{}, stop func()) {
+	lockKey, err := d.lockKey(key)
+	if err != nil {
+		return make(chan struct{}), func() {}
+	}
+	return d.subs.Watch(redisproto.RWChannelOf(lockKey), wake)
+}
+
+// rwKeys are the keys of key's read-write lock and, last, its channel.
+func (d *Driver) rwKeys(key string) ([]string, error) {
+	lockKey, err := d.lockKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return append(redisproto.RWKeys(lockKey), redisproto.RWChannelOf(lockKey)), nil
+}
+
+var errUnexpectedRW = errors.New("mutex: unexpected reply from a read-write lock script")
