@@ -187,3 +187,32 @@ func TestRWMutexCloseAndHeld(t *testing.T) {
 	assert.Equal(t, "write", held[0].RW)
 	require.NoError(t, w.Unlock(ctx))
 }
+
+// Over Sentinel the semaphore and the read-write lock behave as over a
+// standalone server (the same driver, through a failover client): a
+// second reader shares, a writer waits for both, a second permit of one is
+// refused.
+func TestRWMutexAndSemaphoreOverSentinel(t *testing.T) {
+	c := testutil.Sentinel(t).Client()
+	t.Cleanup(func() { _ = c.Close() })
+	a, b := newLocker(t, c), newLocker(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r1, err := rwMutex(t, a, "s").RLock(ctx)
+	require.NoError(t, err)
+	r2, err := rwMutex(t, b, "s").TryRLock(ctx)
+	require.NoError(t, err)
+	_, err = rwMutex(t, b, "s").TryLock(ctx)
+	require.ErrorIs(t, err, mutex.ErrNotAcquired)
+	require.NoError(t, r1.Unlock(ctx))
+	require.NoError(t, r2.Unlock(ctx))
+	w, err := rwMutex(t, b, "s").TryLock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, w.Unlock(ctx))
+
+	p, err := semaphore(t, a, "s", 1).Acquire(ctx)
+	require.NoError(t, err)
+	_, err = semaphore(t, b, "s", 1).TryAcquire(ctx)
+	require.ErrorIs(t, err, mutex.ErrNotAcquired)
+	require.NoError(t, p.Release(ctx))
+}
