@@ -42,11 +42,13 @@ page (lockdebug, format=json):
   schema, time, host, pid, error (a bad parameter),
   lockers   array  {name, error, held_total, held: [{key, key_hex, token, acquired,
                    held_ms, lease_ms, ttl_ms, count, auto_renew, renewals,
-                   last_renewal_ms, local_waiters, permit}], campaigns: [{election,
+                   last_renewal_ms, local_waiters, permit, rw}], campaigns: [{election,
                    value, term (0: campaigning), since}]}: the locks this process
                    holds, its semaphores' permits (permit true, key the
-                   semaphore's name; absent for a lock), and its candidates in
-                   the elections given with the Locker
+                   semaphore's name; absent for a lock), its read-write locks'
+                   holds (rw "read" or "write", key the lock's name; absent
+                   otherwise), and its candidates in the elections given with
+                   the Locker
   listing   object (all=1) {locker, match, cursor, next_cursor ("" at the end),
                    round_trips, error, and the listing's fields}
 

@@ -54,3 +54,51 @@ func TestThisProcessPermits(t *testing.T) {
 	assert.Equal(t, lk.Token(), held[1].Token)
 	assert.Nil(t, held[1].Permit, "a lock's row has no permit field")
 }
+
+// The page marks the holds of read-write locks, read or write, with their
+// tokens; the JSON says rw only for them.
+func TestThisProcessRWHolds(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l := newLocker(t, c)
+	h := lockdebug.NamedHandler(lockdebug.Named{Name: "books", Locker: l})
+	books, err := l.RWMutex("books")
+	require.NoError(t, err)
+	w, err := books.Lock(ctx)
+	require.NoError(t, err)
+	shelf, err := l.RWMutex("shelf")
+	require.NoError(t, err)
+	r, err := shelf.RLock(ctx)
+	require.NoError(t, err)
+	lk, err := l.Lock(ctx, "zjob")
+	require.NoError(t, err)
+
+	rec := get(t, h, "")
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	assert.Contains(t, rec.Body.String(), "books <span class=\"meta\" title=\"a hold of the read-write lock of this name\">(write)</span>")
+	assert.Contains(t, rec.Body.String(), "shelf <span class=\"meta\" title=\"a hold of the read-write lock of this name\">(read)</span>")
+
+	rec = get(t, h, "?format=json")
+	var page struct {
+		Lockers []struct {
+			Held []struct {
+				Key   string  `json:"key"`
+				Token int64   `json:"token"`
+				RW    *string `json:"rw"`
+			} `json:"held"`
+		} `json:"lockers"`
+	}
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &page), rec.Body.String())
+	require.Len(t, page.Lockers, 1)
+	held := page.Lockers[0].Held
+	require.Len(t, held, 3)
+	require.NotNil(t, held[0].RW)
+	assert.Equal(t, "write", *held[0].RW)
+	assert.Equal(t, w.Token(), held[0].Token)
+	require.NotNil(t, held[1].RW)
+	assert.Equal(t, "read", *held[1].RW)
+	assert.Equal(t, r.Token(), held[1].Token)
+	assert.Equal(t, lk.Token(), held[2].Token)
+	assert.Nil(t, held[2].RW, "a lock's row has no rw field")
+}

@@ -71,6 +71,7 @@ type heldRow struct {
 	LastRenewal  lockview.Millis `json:"last_renewal_ms"` // 0 before the first
 	LocalWaiters int             `json:"local_waiters"`
 	Permit       bool            `json:"permit,omitempty"` // a permit of the semaphore named Key, not a lock
+	RW           string          `json:"rw,omitempty"`     // "read" or "write": a hold of the read-write lock named Key
 }
 
 func heldView(n Named) lockerView {
@@ -86,7 +87,7 @@ func heldView(n Named) lockerView {
 			Key: h.Key, Token: h.Token, Acquired: lockview.Time(h.Acquired), HeldFor: lockview.Millis(h.HeldFor),
 			Lease: lockview.Millis(h.Lease), TTL: lockview.Millis(h.TTL), Count: h.Count, AutoRenew: h.AutoRenew,
 			Renewals: h.Renewals, LastRenewal: lockview.Millis(h.LastRenewal), LocalWaiters: h.Waiters,
-			Permit: h.Permit,
+			Permit: h.Permit, RW: h.RW,
 		}
 		if !utf8.ValidString(h.Key) {
 			row.KeyHex = hex.EncodeToString([]byte(h.Key))
