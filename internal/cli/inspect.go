@@ -44,7 +44,10 @@ func setupInspect(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		elapsed, err = timed(ctx, inv.g.timeout, func(ctx context.Context) error {
-			return writeSemaphore(ctx, inv.stdout, c.Locker(), key)
+			if err := writeSemaphore(ctx, inv.stdout, c.Locker(), key); err != nil {
+				return err
+			}
+			return writeRWMutex(ctx, inv.stdout, c.Locker(), key)
 		})
 		if err != nil {
 			return explain(c, err, elapsed)
