@@ -33,7 +33,7 @@ func writeRWMutex(ctx context.Context, w io.Writer, l *mutex.Locker, key string)
 	holds := st.Readers
 	state := fmt.Sprintf("%d readers", len(st.Readers))
 	if st.Writer != nil {
-		holds, state = []mutex.PermitHolder{*st.Writer}, "written"
+		holds, state = []mutex.PermitHolder{*st.Writer}, "held for writing"
 	}
 	fmt.Fprintf(w, "\nread-write lock: %s, %d writers waiting, last write's token %d\n", state, st.Waiting, st.LastWrite)
 	if len(holds) == 0 {

@@ -34,7 +34,7 @@ func TestInspectShowsRWMutexHolds(t *testing.T) {
 	w, err := rw.Lock(ctx)
 	require.NoError(t, err)
 	out := inspect("prices")
-	assert.Contains(t, out, "read-write lock: written, 0 writers waiting, last write's token "+fmt.Sprint(w.Token()))
+	assert.Contains(t, out, "read-write lock: held for writing, 0 writers waiting, last write's token "+fmt.Sprint(w.Token()))
 	assert.Regexp(t, `  write +pricer on .* +[0-9.]+s +`+fmt.Sprint(w.Token()), out)
 
 	require.NoError(t, w.Downgrade(ctx))
