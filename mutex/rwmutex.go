@@ -29,7 +29,10 @@ var ErrUpgrade = errors.New("mutex: read-write lock: a reader cannot upgrade to 
 //     steady stream of readers keeps a writer out no longer than the
 //     readers it found hold. The mark has the writer's lease and is renewed
 //     by its attempts: a waiting writer that died stops blocking readers
-//     within one lease.
+//     within one lease. The other side of this choice: writers that keep
+//     coming keep readers out (the backend keeps no queue of readers to let
+//     in between two writes, as sync.RWMutex does); it suits locks written
+//     rarely and read often.
 //   - Each reader has its own lease, renewed only by the Locker that holds
 //     it: a dead process's read hold ends with its lease.
 //   - The writer's token strictly increases per RWMutex (a fence refuses a
