@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -86,7 +87,7 @@ func TestInspectJSONShowsSemaphore(t *testing.T) {
 		return doc
 	}
 	doc := inspect("tenant:7")
-	require.Contains(t, doc, "semaphore")
+	require.Contains(t, slices.Collect(maps.Keys(doc)), "semaphore")
 	var sem semaphoreSchema
 	require.NoError(t, json.Unmarshal(doc["semaphore"], &sem))
 	assert.Equal(t, 3, sem.Limit)
@@ -115,9 +116,40 @@ func TestInspectJSONShowsSemaphore(t *testing.T) {
 	var token int64
 	require.NoError(t, json.Unmarshal(plain["token"], &token))
 	assert.Equal(t, lk.Token(), token)
-	assert.NotContains(t, inspect("tenant:8"), "semaphore")
+	assert.NotContains(t, slices.Collect(maps.Keys(inspect("tenant:8"))), "semaphore")
 
 	require.NoError(t, short.Release(ctx))
 	require.NoError(t, long.Release(ctx))
+	require.NoError(t, lk.Unlock(ctx))
+}
+
+// Redlock keeps no semaphores: inspect says nothing of one, in words or in
+// JSON, rather than that there is none.
+func TestInspectRedlockClaimsNoSemaphore(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	clients, srvs := testutil.RedisN(t, 3)
+	l, err := mutex.NewRedlock(clients)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, l.Close()) })
+	_, err = l.Semaphore("batch", 2)
+	require.ErrorIs(t, err, errors.ErrUnsupported, "the premise: Redlock has no semaphores")
+	lk, err := l.Lock(ctx, "batch", mutex.WithTTL(time.Minute))
+	require.NoError(t, err)
+	var flags []string
+	for _, s := range srvs {
+		flags = append(flags, "--redis", "redis://"+s.Addr())
+	}
+	inspect := func(args ...string) string {
+		var stdout, stderr bytes.Buffer
+		code := run(ctx, append(flags, append([]string{"inspect"}, args...)...), noEnv, nil, &stdout, &stderr)
+		require.Zero(t, code, "stderr: %s", stderr.String())
+		return stdout.String()
+	}
+	assert.NotContains(t, inspect("batch"), "semaphore")
+	var doc map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(inspect("--json", "batch")), &doc))
+	assert.Contains(t, doc, "nodes")
+	assert.NotContains(t, slices.Collect(maps.Keys(doc)), "semaphore")
 	require.NoError(t, lk.Unlock(ctx))
 }
