@@ -38,7 +38,15 @@ func setupInspect(fs *flag.FlagSet) runFunc {
 		}
 		words := func(err error) string { return Plain(err, elapsed) }
 		if *asJSON {
-			return writeJSON(inv.stdout, lockview.InspectionOf(in, words))
+			j := lockview.InspectionOf(in, words)
+			elapsed, err = timed(ctx, inv.g.timeout, func(ctx context.Context) (err error) {
+				j.Semaphore, err = semaphoreOf(ctx, c.Locker(), key)
+				return err
+			})
+			if err != nil {
+				return explain(c, err, elapsed)
+			}
+			return writeJSON(inv.stdout, j)
 		}
 		if err := writeInspect(inv.stdout, in, c.Traits(), inv.g.prefix, words); err != nil {
 			return err

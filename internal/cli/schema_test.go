@@ -38,6 +38,17 @@ type inspectSchema struct {
 		Error *string     `json:"error"`
 		Lock  *lockSchema `json:"lock"`
 	} `json:"nodes"`
+	Semaphore *semaphoreSchema `json:"semaphore"`
+}
+
+type semaphoreSchema struct {
+	Limit   int `json:"limit"`
+	Holders []struct {
+		Owner     string       `json:"owner"`
+		OwnerInfo *ownerSchema `json:"owner_info"`
+		LeaseMs   float64      `json:"lease_ms"`
+		Token     int64        `json:"token"`
+	} `json:"holders"`
 }
 
 type ownerSchema struct {

@@ -5,6 +5,7 @@
 package lockview
 
 import (
+	"cmp"
 	"encoding/hex"
 	"strconv"
 	"strings"
@@ -45,6 +46,25 @@ type Inspection struct {
 	Lock
 	Forced []Forced `json:"forced_releases"`
 	Nodes  []Node   `json:"nodes,omitempty"`
+	// Semaphore is nil, and absent from the JSON, both when the key has
+	// none and when the store keeps none: absence claims nothing, so a
+	// store that cannot be looked at is never shown as having none.
+	Semaphore *Semaphore `json:"semaphore,omitempty"`
+}
+
+// Semaphore is the semaphore of an inspected key: its stored limit and its
+// live permits.
+type Semaphore struct {
+	Limit   int      `json:"limit"`
+	Holders []Permit `json:"holders"`
+}
+
+// Permit is one live permit of a semaphore.
+type Permit struct {
+	Owner     string `json:"owner"`
+	OwnerInfo *Owner `json:"owner_info"`
+	LeaseMs   Millis `json:"lease_ms"`
+	Token     int64  `json:"token"`
 }
 
 // Listing is a listing's locks, and whether every server answered.
@@ -140,6 +160,20 @@ func InspectionOf(in mutex.LockInfo, explain func(error) string) Inspection {
 	return j
 }
 
+// SemaphoreOf is a semaphore's limit and holders (mutex.Semaphore.Holders)
+// as the schema writes them; nil when it has neither, as the text shows
+// none.
+func SemaphoreOf(limit int, holders []mutex.PermitHolder) *Semaphore {
+	if limit == 0 && len(holders) == 0 {
+		return nil
+	}
+	j := &Semaphore{Limit: limit, Holders: make([]Permit, 0, len(holders))}
+	for _, h := range holders {
+		j.Holders = append(j.Holders, Permit{Owner: h.Owner, OwnerInfo: OwnerOf(h.OwnerInfo), LeaseMs: Millis(max(h.Lease, 0)), Token: h.Token})
+	}
+	return j
+}
+
 // OwnerOf is nil for an owner without info (a WithOwner id, or none).
 func OwnerOf(o mutex.OwnerInfo) *Owner {
 	if o == (mutex.OwnerInfo{}) {
@@ -223,6 +257,14 @@ func (l Lock) Who() string {
 		return l.OwnerInfo.String()
 	}
 	return l.Owner
+}
+
+// Who is the permit's holder as a person reads it, as Lock.Who.
+func (p Permit) Who() string {
+	if p.OwnerInfo != nil {
+		return p.OwnerInfo.String()
+	}
+	return cmp.Or(p.Owner, "-")
 }
 
 // Longest is the longest wait among the waiters.

@@ -37,6 +37,10 @@ listing (redfence locks --json; the page's "listing" has these fields too):
 inspection (redfence inspect --json): schema, the lock's fields, and
   forced_releases  array  {id, at, by, reason, token, floor, owner, owner_info, count}, latest first
   nodes            array  Redlock only: {node, addr, error, lock}, each node's view
+  semaphore        object the semaphore of the key, when it has a limit or holders:
+                   {limit, holders: [{owner, owner_info, lease_ms, token}]}, holders
+                   by lease end. Absent otherwise, and always over a store that keeps
+                   no semaphores (etcd, Redlock): its absence does not say there is none
 
 page (lockdebug, format=json):
   schema, time, host, pid, error (a bad parameter),

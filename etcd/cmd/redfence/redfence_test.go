@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"regexp"
 	"strconv"
@@ -249,4 +250,23 @@ func TestUsage(t *testing.T) {
 	for _, want := range []string{"--etcd URL", "--etcd-token-base N", "--redis URL", "etcd URLs (--etcd, else $ETCD_ENDPOINTS", "Redis URLs (--redis, else $REDIS_URL)"} {
 		assert.Contains(t, o.stdout, want)
 	}
+}
+
+// etcd keeps no semaphores: inspect says nothing of one, in words or in
+// JSON, rather than that there is none.
+func TestInspectClaimsNoSemaphore(t *testing.T) {
+	s := etcdtest.Start(t)
+	ctx := testCtx(t)
+	l := etcdLocker(t, s)
+	_, err := l.Semaphore("invoice-43", 2)
+	require.ErrorIs(t, err, errors.ErrUnsupported, "the premise: etcd has no semaphores")
+	lk, err := l.Lock(ctx, "invoice-43", mutex.WithTTL(time.Minute))
+	require.NoError(t, err)
+
+	assert.NotContains(t, ok(t, ctx, s.Members[0].Endpoint(), "inspect", "invoice-43"), "semaphore")
+	var doc map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(ok(t, ctx, s.Members[0].Endpoint(), "inspect", "--json", "invoice-43")), &doc))
+	assert.Contains(t, doc, "token")
+	assert.NotContains(t, doc, "semaphore")
+	require.NoError(t, lk.Unlock(ctx))
 }
