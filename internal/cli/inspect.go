@@ -40,7 +40,10 @@ func setupInspect(fs *flag.FlagSet) runFunc {
 		if *asJSON {
 			j := lockview.InspectionOf(in, words)
 			elapsed, err = timed(ctx, inv.g.timeout, func(ctx context.Context) (err error) {
-				j.Semaphore, err = semaphoreOf(ctx, c.Locker(), key)
+				if j.Semaphore, err = semaphoreOf(ctx, c.Locker(), key); err != nil {
+					return err
+				}
+				j.RWLock, err = rwLockOf(ctx, c.Locker(), key)
 				return err
 			})
 			if err != nil {

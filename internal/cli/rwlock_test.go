@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"context"
 	"fmt"
 	"testing"
@@ -46,4 +47,59 @@ func TestInspectShowsRWMutexHolds(t *testing.T) {
 	require.NoError(t, r.Unlock(ctx))
 	require.NoError(t, w.Unlock(ctx))
 	assert.NotContains(t, inspect("other"), "read-write")
+}
+
+// inspect --json has the read-write lock of the key under rwlock: the
+// writer or the readers with owner, owner info, lease and token, writers
+// waiting, the last write's token; absent for a name without one.
+func TestInspectJSONShowsRWLock(t *testing.T) {
+	c, srv := testutil.Redis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l := mutex.New(c, mutex.WithOwnerInfo(mutex.OwnerInfo{Service: "pricer"}))
+	t.Cleanup(func() { _ = l.Close() })
+	rw, err := l.RWMutex("prices", mutex.WithTTL(time.Minute))
+	require.NoError(t, err)
+	type permit struct {
+		Owner     string       `json:"owner"`
+		OwnerInfo *ownerSchema `json:"owner_info"`
+		LeaseMs   float64      `json:"lease_ms"`
+		Token     int64        `json:"token"`
+	}
+	var doc struct {
+		RWLock *struct {
+			Writer    *permit  `json:"writer"`
+			Readers   []permit `json:"readers"`
+			Waiting   int      `json:"writers_waiting"`
+			LastWrite int64    `json:"last_write_token"`
+		} `json:"rwlock"`
+	}
+	inspect := func(key string) {
+		var stdout, stderr bytes.Buffer
+		code := run(ctx, []string{"--redis", "redis://" + srv.Addr(), "inspect", "--json", key}, noEnv, nil, &stdout, &stderr)
+		require.Zero(t, code, "stderr: %s", stderr.String())
+		doc.RWLock = nil
+		require.NoError(t, json.Unmarshal(stdout.Bytes(), &doc))
+	}
+	w, err := rw.Lock(ctx)
+	require.NoError(t, err)
+	inspect("prices")
+	require.NotNil(t, doc.RWLock)
+	require.NotNil(t, doc.RWLock.Writer)
+	assert.Equal(t, w.Token(), doc.RWLock.Writer.Token)
+	assert.Equal(t, w.Token(), doc.RWLock.LastWrite)
+	assert.Equal(t, "pricer", doc.RWLock.Writer.OwnerInfo.Service)
+	assert.Greater(t, doc.RWLock.Writer.LeaseMs, 0.0)
+	assert.LessOrEqual(t, doc.RWLock.Writer.LeaseMs, float64(time.Minute.Milliseconds()))
+	assert.Empty(t, doc.RWLock.Readers)
+
+	require.NoError(t, w.Downgrade(ctx))
+	inspect("prices")
+	require.NotNil(t, doc.RWLock)
+	assert.Nil(t, doc.RWLock.Writer)
+	require.Len(t, doc.RWLock.Readers, 1)
+	assert.Equal(t, w.Token(), doc.RWLock.Readers[0].Token)
+	require.NoError(t, w.Unlock(ctx))
+	inspect("other")
+	assert.Nil(t, doc.RWLock, "a name without a read-write lock has no rwlock")
 }

@@ -147,9 +147,11 @@ func TestInspectRedlockClaimsNoSemaphore(t *testing.T) {
 		return stdout.String()
 	}
 	assert.NotContains(t, inspect("batch"), "semaphore")
+	assert.NotContains(t, inspect("batch"), "read-write", "Redlock keeps no read-write locks either")
 	var doc map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal([]byte(inspect("--json", "batch")), &doc))
 	assert.Contains(t, doc, "nodes")
 	assert.NotContains(t, slices.Collect(maps.Keys(doc)), "semaphore")
+	assert.NotContains(t, slices.Collect(maps.Keys(doc)), "rwlock")
 	require.NoError(t, lk.Unlock(ctx))
 }

@@ -50,6 +50,19 @@ type Inspection struct {
 	// none and when the store keeps none: absence claims nothing, so a
 	// store that cannot be looked at is never shown as having none.
 	Semaphore *Semaphore `json:"semaphore,omitempty"`
+	// RWLock is the read-write lock of the key, nil and absent as
+	// Semaphore is.
+	RWLock *RWLock `json:"rwlock,omitempty"`
+}
+
+// RWLock is the read-write lock of an inspected key: its writer or its
+// readers (a reader's token is the last write's), the writers waiting, and
+// the last write's token.
+type RWLock struct {
+	Writer    *Permit  `json:"writer"`
+	Readers   []Permit `json:"readers"`
+	Waiting   int      `json:"writers_waiting"`
+	LastWrite int64    `json:"last_write_token"`
 }
 
 // Semaphore is the semaphore of an inspected key: its stored limit and its
@@ -167,11 +180,29 @@ func SemaphoreOf(limit int, holders []mutex.PermitHolder) *Semaphore {
 	if limit == 0 && len(holders) == 0 {
 		return nil
 	}
-	j := &Semaphore{Limit: limit, Holders: make([]Permit, 0, len(holders))}
-	for _, h := range holders {
-		j.Holders = append(j.Holders, Permit{Owner: h.Owner, OwnerInfo: OwnerOf(h.OwnerInfo), LeaseMs: Millis(max(h.Lease, 0)), Token: h.Token})
+	return &Semaphore{Limit: limit, Holders: permitsOf(holders)}
+}
+
+// RWLockOf is a read-write lock's state (mutex.RWMutex.State) as the schema
+// writes it; nil when it has no hold, no waiting writer and no write's
+// token, as the text shows none.
+func RWLockOf(st mutex.RWState) *RWLock {
+	if st.Writer == nil && len(st.Readers) == 0 && st.Waiting == 0 && st.LastWrite == 0 {
+		return nil
+	}
+	j := &RWLock{Readers: permitsOf(st.Readers), Waiting: st.Waiting, LastWrite: st.LastWrite}
+	if st.Writer != nil {
+		j.Writer = &permitsOf([]mutex.PermitHolder{*st.Writer})[0]
 	}
 	return j
+}
+
+func permitsOf(holders []mutex.PermitHolder) []Permit {
+	out := make([]Permit, 0, len(holders))
+	for _, h := range holders {
+		out = append(out, Permit{Owner: h.Owner, OwnerInfo: OwnerOf(h.OwnerInfo), LeaseMs: Millis(max(h.Lease, 0)), Token: h.Token})
+	}
+	return out
 }
 
 // OwnerOf is nil for an owner without info (a WithOwner id, or none).

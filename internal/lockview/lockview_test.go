@@ -68,7 +68,7 @@ func TestLockOf(t *testing.T) {
 
 // Every field either view writes is in the schema that help prints.
 func TestSchemaDocNamesEveryField(t *testing.T) {
-	for _, v := range []any{lockview.Lock{}, lockview.Inspection{}, lockview.Listing{}, lockview.Owner{}, lockview.Waiter{}, lockview.Forced{}, lockview.Node{}, lockview.Semaphore{}, lockview.Permit{}} {
+	for _, v := range []any{lockview.Lock{}, lockview.Inspection{}, lockview.Listing{}, lockview.Owner{}, lockview.Waiter{}, lockview.Forced{}, lockview.Node{}, lockview.Semaphore{}, lockview.Permit{}, lockview.RWLock{}} {
 		for _, name := range JSONFields(reflect.TypeOf(v)) {
 			assert.Regexp(t, `\b`+regexp.QuoteMeta(name)+`\b`, lockview.SchemaDoc, "%T.%s", v, name)
 		}

@@ -41,6 +41,12 @@ inspection (redfence inspect --json): schema, the lock's fields, and
                    {limit, holders: [{owner, owner_info, lease_ms, token}]}, holders
                    by lease end. Absent otherwise, and always over a store that keeps
                    no semaphores (etcd, Redlock): its absence does not say there is none
+  rwlock           object the read-write lock of the key, when it has a hold, a waiting
+                   writer or a write's token: {writer (null when none), readers,
+                   writers_waiting, last_write_token}, writer and readers as a
+                   semaphore's holders (a reader's token is the last write's), readers
+                   by lease end. Absent otherwise, and always over a store that keeps
+                   no read-write locks (etcd, Redlock), as semaphore is
 
 page (lockdebug, format=json):
   schema, time, host, pid, error (a bad parameter),

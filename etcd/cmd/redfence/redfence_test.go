@@ -263,10 +263,13 @@ func TestInspectClaimsNoSemaphore(t *testing.T) {
 	lk, err := l.Lock(ctx, "invoice-43", mutex.WithTTL(time.Minute))
 	require.NoError(t, err)
 
-	assert.NotContains(t, ok(t, ctx, s.Members[0].Endpoint(), "inspect", "invoice-43"), "semaphore")
+	text := ok(t, ctx, s.Members[0].Endpoint(), "inspect", "invoice-43")
+	assert.NotContains(t, text, "semaphore")
+	assert.NotContains(t, text, "read-write", "etcd keeps no read-write locks either")
 	var doc map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal([]byte(ok(t, ctx, s.Members[0].Endpoint(), "inspect", "--json", "invoice-43")), &doc))
 	assert.Contains(t, doc, "token")
 	assert.NotContains(t, doc, "semaphore")
+	assert.NotContains(t, doc, "rwlock")
 	require.NoError(t, lk.Unlock(ctx))
 }
