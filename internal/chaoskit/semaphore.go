@@ -65,9 +65,11 @@ type semAcquired struct{ token int64 }
 // the store may free it no earlier) to the return of Release.
 type semEnded struct{ token int64 }
 
-// semReset is a fault that loses the store's holders, while it was being
-// applied or healed.
-type semReset struct{}
+// semLossy opens (at the start of a fault that loses the store's holders
+// being applied or healed) or closes (at its end) a window in which the
+// store may lose holders and, while a failover's old primary still takes
+// writes, grant permits from two sets of holders at once.
+type semLossy struct{ open bool }
 
 // semClient is one worker of the semaphore workload: one Semaphore that
 // renews its permits, and one that does not, for the stalling turns.

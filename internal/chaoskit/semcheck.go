@@ -17,19 +17,22 @@ import (
 )
 
 // semState is the model's state: the tokens of the permits held, ascending
-// then zeros (a canonical form, so that == compares states), and the last
-// token granted.
+// then zeros (a canonical form, so that == compares states), the last
+// token granted, and how many lossy windows are open.
 type semState struct {
-	held [8]int64
-	last int64
+	held  [8]int64
+	last  int64
+	lossy int
 }
 
-// semModel is a counting semaphore of limit permits (at most 8): an
-// acquire is legal only while fewer than limit are held and with a token
-// above every one granted before it (tokens rise across resets too: they
-// are the store's clock when its counter is lost); an end takes its
-// permit out, if held; a reset (the store lost its holders) takes out
-// every one.
+// semModel is a counting semaphore of limit permits (at most 8; Clients
+// hold at most Clients): an acquire is legal only while fewer than limit
+// are held and with a token above every one granted before it (tokens
+// rise across lost holders too: they are the store's clock when its
+// counter is lost); an end takes its permit out, if held. Within a lossy
+// window the limit is not enforced (a failover's old primary may grant
+// beside the new one) and at its close every holder is taken out (the
+// store may have lost any of them); the token order holds throughout.
 func semModel(limit int) porcupine.Model {
 	return porcupine.Model{
 		Init: func() any { return semState{} },
@@ -38,7 +41,7 @@ func semModel(limit int) porcupine.Model {
 			switch op := output.(type) {
 			case semAcquired:
 				n := slices.Index(s.held[:], 0)
-				if op.token <= s.last || n < 0 || n >= limit {
+				if op.token <= s.last || n < 0 || n >= limit && s.lossy == 0 {
 					return false, s
 				}
 				s.held[n], s.last = op.token, op.token
@@ -48,8 +51,13 @@ func semModel(limit int) porcupine.Model {
 					copy(s.held[i:], s.held[i+1:])
 					s.held[len(s.held)-1] = 0
 				}
-			case semReset:
-				s.held = [8]int64{}
+			case semLossy:
+				if op.open {
+					s.lossy++
+				} else {
+					s.lossy--
+					s.held = [8]int64{}
+				}
 			}
 			return true, s
 		},
@@ -60,11 +68,14 @@ func semModel(limit int) porcupine.Model {
 			case semEnded:
 				return fmt.Sprintf("end %d", op.token)
 			}
-			return "store lost its holders"
+			if output.(semLossy).open {
+				return "lossy fault begins"
+			}
+			return "lossy fault ends: holders lost"
 		},
 		DescribeState: func(state any) string {
 			s := state.(semState)
-			return fmt.Sprintf("held %v, last %d", s.held[:slices.Index(append(s.held[:], 0), 0)], s.last)
+			return fmt.Sprintf("held %v, last %d, lossy windows open %d", s.held[:slices.Index(append(s.held[:], 0), 0)], s.last, s.lossy)
 		},
 	}
 }
@@ -174,17 +185,22 @@ func (w *World) beyondLimit(bs []leadercheck.Belief, drift time.Duration) (over 
 	return over, excused
 }
 
-// semWindows returns the resets' windows, and each permit's Acquire call,
+// semWindows returns the lossy windows, and each permit's Acquire call,
 // by token, from the history.
 func (w *World) semWindows() (resets [][2]time.Time, calls map[int64]time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	at := func(ns int64) time.Time { return w.start.Add(time.Duration(ns)) }
 	calls = map[int64]time.Time{}
+	var from time.Time
 	for _, op := range w.history {
 		switch out := op.Output.(type) {
-		case semReset:
-			resets = append(resets, [2]time.Time{at(op.Call), at(op.Return)})
+		case semLossy:
+			if out.open {
+				from = at(op.Call)
+			} else {
+				resets = append(resets, [2]time.Time{from, at(op.Return)})
+			}
 		case semAcquired:
 			calls[out.token] = at(op.Call)
 		}

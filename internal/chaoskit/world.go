@@ -218,6 +218,8 @@ func (w *World) lossy(name string, since time.Time) {
 	case w.elect != nil:
 		w.elect.lost(since, time.Now())
 	case w.sem != nil:
-		w.record(Clients, since, time.Now(), semReset{}) // the model's reset: the store lost its holders
+		now := time.Now()
+		w.record(Clients, since, since, semLossy{open: true})
+		w.record(Clients, now, now, semLossy{})
 	}
 }
