@@ -30,6 +30,14 @@
 // beliefs of leading overlapping beyond the drift margin except across a
 // restart that lost the lock.
 //
+// TestChaosSemaphore runs a semaphore workload (issue 39) over the
+// single-node and Sentinel setups: clients take permits of one semaphore of
+// chaoskit.Permits, write to a PostgreSQL table while the permit is live,
+// and release it. Its checks are porcupine over the permits against a
+// model of a counting semaphore, no more live beliefs than permits except
+// across a fault that lost the holders, and the writes within their
+// permits.
+//
 // TestChaosStores runs the single-node setup with the register in the other
 // stores fenced supports: MySQL/MariaDB and SQLite (sqlfence) and Redis
 // (redisfence).

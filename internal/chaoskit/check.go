@@ -52,6 +52,10 @@ func (w *World) Check(name string) {
 		w.checkElection(name)
 		return
 	}
+	if w.sem != nil {
+		w.checkSemaphore(name)
+		return
+	}
 	ctx := context.Background()
 	w.linearizable(name, registerModel)
 

@@ -9,7 +9,9 @@
 // fenced.Guard.DoAll), under the same faults, with checks of its own;
 // NewElection an election workload (candidates on one election.Election,
 // the leader writing the register with its term), checked by
-// internal/leadercheck.
+// internal/leadercheck; NewSemaphore a semaphore workload (permits of one
+// mutex.Semaphore, writes under them), checked against a model of a
+// counting semaphore.
 package chaoskit
 
 import (
@@ -59,13 +61,15 @@ type World struct {
 	Isolate []func() (heal func())
 	// LossyFaults names the Faults that lose a held lock's state in the
 	// store (a restart empty): the election workload tolerates two leaders
-	// at once only across one of them.
+	// at once, the semaphore workload more holders than permits, only
+	// across one of them.
 	LossyFaults []string
 
 	t     *testing.T
 	reg   Register      // the register workload's resource
 	work  *ledgerWork   // the multi-key workload (NewTransfers), or nil
 	elect *electionWork // the election workload (NewElection), or nil
+	sem   *semWork      // the semaphore workload (NewSemaphore), or nil
 	cfg   Config
 
 	mu      sync.Mutex // guards history and counts
@@ -132,6 +136,8 @@ func (w *World) Run(bounded time.Duration) {
 			wg.Go(func() { w.transferClient(ctx, i, l) })
 		case w.elect != nil:
 			wg.Go(func() { w.electionClient(ctx, i, l) })
+		case w.sem != nil:
+			wg.Go(func() { w.semClient(ctx, i, l) })
 		default:
 			wg.Go(func() { w.client(ctx, i, l) })
 		}
@@ -201,11 +207,19 @@ func (w *World) inject(ctx context.Context, seed uint64) {
 	}
 }
 
-// lossy tells the election workload, if this is one, that the fault
-// named name was being applied or healed from since until now, if it is
-// one of LossyFaults.
+// lossy tells the election or semaphore workload, if this is one, that
+// the fault named name was being applied or healed from since until now,
+// if it is one of LossyFaults.
 func (w *World) lossy(name string, since time.Time) {
-	if w.elect != nil && slices.Contains(w.LossyFaults, name) {
+	if !slices.Contains(w.LossyFaults, name) {
+		return
+	}
+	switch {
+	case w.elect != nil:
 		w.elect.lost(since, time.Now())
+	case w.sem != nil:
+		now := time.Now()
+		w.record(Clients, since, since, semLossy{open: true})
+		w.record(Clients, now, now, semLossy{})
 	}
 }
