@@ -22,7 +22,7 @@ func TestChaosSemaphore(t *testing.T) {
 		bounded time.Duration
 	}{
 		{"single", singleNode, 4 * time.Second},
-		{"sentinel", sentinel, 3 * time.Second},
+		{"sentinel", func(t *testing.T, w *chaoskit.World) { sentinel(t, w, true) }, 3 * time.Second},
 	} {
 		t.Run(setup.name, func(t *testing.T) {
 			w := chaoskit.NewSemaphore(t, setup.name, chaoskit.Config{Long: *duration})
