@@ -39,6 +39,7 @@ func setupInspect(fs *flag.FlagSet) runFunc {
 		words := func(err error) string { return Plain(err, elapsed) }
 		if *asJSON {
 			j := lockview.InspectionOf(in, words)
+			j.NoQueue = c.Traits().NoQueue
 			elapsed, err = timed(ctx, inv.g.timeout, func(ctx context.Context) (err error) {
 				if j.Semaphore, err = semaphoreOf(ctx, c.Locker(), key); err != nil {
 					return err

@@ -40,7 +40,7 @@ func setupLocks(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		if *asJSON {
-			err = writeJSON(inv.stdout, ls.json())
+			err = writeJSON(inv.stdout, ls.json(c.Traits().NoQueue))
 		} else {
 			err = writeLocks(inv.stdout, ls)
 		}
@@ -127,7 +127,9 @@ func (ls listing) incomplete() error {
 		Plain(errors.Join(ls.skipped...), 0))
 }
 
-func (ls listing) json() lockview.Listing {
+// json is the listing as the schema writes it; noQueue is the store's
+// Traits.NoQueue, given to every lock.
+func (ls listing) json(noQueue string) lockview.Listing {
 	out := lockview.Listing{
 		Schema: lockview.Schema, Complete: len(ls.skipped) == 0 && !ls.truncated,
 		Skipped: []string{}, Truncated: ls.truncated, Locks: make([]lockview.Lock, 0, len(ls.locks)),
@@ -136,7 +138,9 @@ func (ls listing) json() lockview.Listing {
 		out.Skipped = append(out.Skipped, Plain(err, 0))
 	}
 	for _, in := range ls.locks {
-		out.Locks = append(out.Locks, lockview.LockOf(in))
+		j := lockview.LockOf(in)
+		j.NoQueue = noQueue
+		out.Locks = append(out.Locks, j)
 	}
 	return out
 }

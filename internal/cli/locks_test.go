@@ -258,6 +258,12 @@ func checkLockJSON(t *testing.T, j lockSchema, lk *mutex.Lock, ttl time.Duration
 	assert.Greater(t, j.LeaseMs, 0.0)
 	assert.LessOrEqual(t, j.LeaseMs, float64(ttl.Milliseconds()))
 	assert.Nil(t, j.KeyHex, "a UTF-8 key has no key_hex")
+	if redlock {
+		require.NotNil(t, j.NoQueue, "an empty waiters list over Redlock says nothing: no_queue says so")
+		assert.Equal(t, "Redlock keeps no queue", *j.NoQueue)
+	} else {
+		assert.Nil(t, j.NoQueue, "a single deployment keeps a queue")
+	}
 }
 
 func checkWaiterJSON(t *testing.T, w waiterSchema) {

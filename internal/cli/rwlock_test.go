@@ -2,8 +2,8 @@ package cli
 
 import (
 	"bytes"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"

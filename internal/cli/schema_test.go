@@ -25,6 +25,7 @@ type lockSchema struct {
 	LeaseMs    float64        `json:"lease_ms"`
 	Waited     bool           `json:"waited"`
 	Waiters    []waiterSchema `json:"waiters"`
+	NoQueue    *string        `json:"no_queue"`
 	ServerTime *string        `json:"server_time"`
 }
 

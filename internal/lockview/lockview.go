@@ -36,7 +36,11 @@ type Lock struct {
 	LeaseMs    Millis   `json:"lease_ms"`
 	Waited     bool     `json:"waited"`
 	Waiters    []Waiter `json:"waiters"`
-	ServerTime Time     `json:"server_time"`
+	// NoQueue, when the store keeps no queue of the Lockers waiting for a
+	// key (Redlock, etcd), says so: Waiters is then empty without meaning
+	// that no one waits.
+	NoQueue    string `json:"no_queue,omitempty"`
+	ServerTime Time   `json:"server_time"`
 }
 
 // Inspection is one key with its forced releases and, for Redlock, each

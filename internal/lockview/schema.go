@@ -25,6 +25,8 @@ lock (an element of a listing's locks; the head of an inspection):
   lease_ms     number   what is left of the lease
   waited       bool     a waiting Lock found it held
   waiters      array    {locker, owner_info, since, waited_ms}, longest waiting first
+  no_queue     string   present when the store keeps no queue of waiting Lockers (Redlock,
+                        etcd), saying so: waiters is then empty and says nothing
   server_time  time     when the server read it
 
 listing (redfence locks --json; the page's "listing" has these fields too):

@@ -15,6 +15,7 @@ import (
 	"github.com/redfence/redfence/election"
 	"github.com/redfence/redfence/internal/lockview"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend"
 )
 
 // Named is a Locker shown on the page under a name: for a process with
@@ -140,8 +141,13 @@ func (h *handler) list(ctx context.Context, q query) (*listingView, int) {
 	for _, err := range pg.Skipped {
 		lv.Skipped = append(lv.Skipped, err.Error())
 	}
+	_, queued := n.Locker.Backend().(backend.Queuer)
 	for _, in := range pg.Locks {
-		lv.Locks = append(lv.Locks, lockview.LockOf(in))
+		j := lockview.LockOf(in)
+		if !queued {
+			j.NoQueue = "this store keeps no queue of waiting Lockers"
+		}
+		lv.Locks = append(lv.Locks, j)
 	}
 	slices.SortStableFunc(lv.Locks, func(a, b lockview.Lock) int { return strings.Compare(a.Key, b.Key) })
 	if pg.Cursor != "" {

@@ -152,6 +152,7 @@ type jsonInfo struct {
 	HeldMs     *float64   `json:"held_ms"`
 	LeaseMs    float64    `json:"lease_ms"`
 	ServerTime time.Time  `json:"server_time"`
+	NoQueue    *string    `json:"no_queue"`
 	Waiters    []struct {
 		Locker    string     `json:"locker"`
 		OwnerInfo *jsonOwner `json:"owner_info"`

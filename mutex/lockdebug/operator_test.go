@@ -62,7 +62,9 @@ func TestRedlockListingOnThePage(t *testing.T) {
 	assert.Equal(t, 2, p.Schema)
 	assert.False(t, p.Listing.Complete)
 	assert.NotEmpty(t, p.Listing.Skipped)
-	assert.Len(t, p.Listing.Locks, 1)
+	require.Len(t, p.Listing.Locks, 1)
+	require.NotNil(t, p.Listing.Locks[0].NoQueue, "an empty waiters list over Redlock says nothing: no_queue says so")
+	assert.Contains(t, *p.Listing.Locks[0].NoQueue, "no queue")
 
 	for _, s := range srvs[:2] {
 		s.Kill()

@@ -142,9 +142,10 @@ func checkListedJSON(t *testing.T, out string, lk *mutex.Lock) {
 	var listed struct {
 		Complete bool `json:"complete"`
 		Locks    []struct {
-			Key   string `json:"key"`
-			Name  string `json:"redis_key"` // the store's key, whatever the store
-			Token int64  `json:"token"`
+			Key     string `json:"key"`
+			Name    string `json:"redis_key"` // the store's key, whatever the store
+			Token   int64  `json:"token"`
+			NoQueue string `json:"no_queue"`
 		} `json:"locks"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &listed))
@@ -153,6 +154,7 @@ func checkListedJSON(t *testing.T, out string, lk *mutex.Lock) {
 	assert.Equal(t, lk.Key(), listed.Locks[0].Key)
 	assert.Equal(t, "redfence:"+lk.Key(), listed.Locks[0].Name)
 	assert.Equal(t, lk.Token(), listed.Locks[0].Token)
+	assert.Contains(t, listed.Locks[0].NoQueue, "etcd keeps no queue", "an empty waiters list says nothing over etcd")
 }
 
 // Tokens with etcdlock.WithTokenBase are shown, and matched, with
