@@ -131,3 +131,26 @@ func TestReviewRWCloseTakesWaitingWriterMarkOut(t *testing.T) {
 	require.NoError(t, r2.Unlock(ctx))
 	require.NoError(t, r.Unlock(ctx))
 }
+
+// Review (issue 39), holds: a permit or a lock of the same name in ctx is
+// not a read of the RWMutex: Lock and RLock through their contexts take
+// the hold, neither ErrUpgrade nor ErrInvalid.
+func TestReviewRWUpgradeCheckOnlyForItsOwnHolds(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	l := newLocker(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rw := rwMutex(t, l, "same")
+	p, err := semaphore(t, l, "same", 1).Acquire(ctx)
+	require.NoError(t, err)
+	lk, err := l.Lock(p.Context(), "same")
+	require.NoError(t, err)
+	w, err := rw.TryLock(lk.Context())
+	require.NoError(t, err, "a permit and a lock of the name are not reads")
+	require.NoError(t, w.Unlock(ctx))
+	r, err := rw.TryRLock(lk.Context())
+	require.NoError(t, err)
+	require.NoError(t, r.Unlock(ctx))
+	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, p.Release(ctx))
+}
