@@ -113,8 +113,9 @@ func (h *RWHold) Unlock(ctx context.Context) error {
 // Locker waiting behind are woken (those of other Lockers by the backend's
 // notification), though a waiting writer still keeps new readers out. A
 // read hold returns an error matching ErrInvalid. On a server error the
-// outcome is unknown: the hold stays held as it was (renewal carries on
-// either way) and Write still reports true.
+// outcome is unknown: the hold stays held (renewal carries on either way)
+// and Write still reports true, though the write may be a read already;
+// call Downgrade again to know.
 func (h *RWHold) Downgrade(ctx context.Context) error {
 	if h == nil {
 		return ErrNotHeld

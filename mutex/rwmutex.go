@@ -127,7 +127,8 @@ func (rw *RWMutex) acquire(ctx context.Context, spanName string, write, wait boo
 		return nil, err
 	}
 	if rw.l.held.Load() > 0 {
-		if lk, _ := ctx.Value(rwHeldKey{rw.l, rw.name}).(*Lock); lk != nil {
+		// A hold unlocked or lost is nothing to upgrade or re-enter.
+		if lk, _ := ctx.Value(rwHeldKey{rw.l, rw.name}).(*Lock); lk != nil && lk.usable(ctx) == nil {
 			if write && !lk.kind.(*rwHold).write.Load() {
 				return nil, ErrUpgrade
 			}

@@ -47,7 +47,8 @@ type RWLocker interface {
 	// when the owner holds nothing (released, or its lease ran out).
 	ExtendRW(ctx context.Context, holds []Lease) ([]Renewal, error)
 	// DowngradeRW makes h's write hold a read hold with a lease of h.TTL
-	// (rule 4): false when h.Owner does not hold the write with h.Token.
+	// (rule 4): true too when h.Owner reads with h.Token already (a retry
+	// after an unknown outcome), false when it holds neither.
 	DowngradeRW(ctx context.Context, h Lease) (ok bool, err error)
 	// InspectRW returns the key's live holds.
 	InspectRW(ctx context.Context, key string) (RWState, error)

@@ -7,9 +7,11 @@
 -- ARGV[4]  key TTL in ms (>= 2 leases)
 -- ARGV[5]  the lock's channel
 -- ARGV[6]  the publish command
--- Returns 1 downgraded, 0 when the holder does not hold the write.
+-- Returns 1 downgraded (or already: the holder reads with the write's
+-- token, a retry after an unknown outcome), 0 when it holds neither.
 --[[rw_reclaim.lua]]
 
+if redis.call('HGET', KEYS[2], ARGV[1]) == ARGV[2] then return 1 end
 if redis.call('HGET', KEYS[3], 'w') ~= ARGV[1] or redis.call('HGET', KEYS[3], 'c') ~= ARGV[2] then
   return 0
 end

@@ -1,11 +1,12 @@
 -- rw_reclaim: the start of every writing read-write lock script (see
 -- rw_acquire.lua), put in place of its marker line: now, stretch, and the
 -- holds and waiting marks whose lease ran out taken out (freed says
--- whether any hold was).
+-- whether any hold was). stretch raises the keys' TTL, never lowers it; a
+-- key without one (PTTL -1) was just created here and gets one.
 local function stretch(ms)
   for i = 1, 4 do
     local p = redis.call('PTTL', KEYS[i])
-    if p ~= -1 and p < tonumber(ms) then redis.call('PEXPIRE', KEYS[i], ms) end
+    if p ~= -2 and p < tonumber(ms) then redis.call('PEXPIRE', KEYS[i], ms) end
   end
 end
 

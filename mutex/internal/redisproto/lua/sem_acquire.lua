@@ -26,10 +26,11 @@
 -- one already: a retry); {0, ms} when every permit is held, ms the least
 -- lease left among the holders (at least 1).
 -- stretch raises key k's TTL to ms, never lowers it: a short lease's grant
--- must not make the keys expire under a longer holder's lease.
+-- must not make the keys expire under a longer holder's lease. A key without
+-- a TTL (PTTL -1) is one just created here: it gets one.
 local function stretch(k, ms)
   local p = redis.call('PTTL', k)
-  if p ~= -1 and p < tonumber(ms) then redis.call('PEXPIRE', k, ms) end
+  if p ~= -2 and p < tonumber(ms) then redis.call('PEXPIRE', k, ms) end
 end
 
 local t = redis.call('TIME')
