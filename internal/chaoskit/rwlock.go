@@ -219,9 +219,15 @@ func (w *RWWorld) use(ctx context.Context, id int, h *mutex.RWHold, call time.Ti
 		w.rw.downgrades.Add(1)
 		call, start = dg, time.Now()
 	}
+	// A reader's work between reads, to meet writers; one hold in eight
+	// lasts tens of ms, so that faults land inside read holds too.
+	work := 3
+	if rng.IntN(8) == 0 {
+		work = 40
+	}
 	for range 1 + rng.IntN(3) {
 		w.read(ctx, id, h, call)
-		time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond) // a reader's work, to meet writers
+		time.Sleep(time.Duration(rng.IntN(work)) * time.Millisecond)
 	}
 	w.span(id, h, false, call, start, time.Now(), &ended)
 }
