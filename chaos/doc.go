@@ -38,6 +38,12 @@
 // across a fault that lost the holders, and the writes within their
 // permits.
 //
+// TestChaosRWLock runs a read-write lock workload (issue 39) over the
+// single-node setup: clients mostly read the register under read holds,
+// some write it through the fence with the write's token, some downgrade
+// and read on. Besides the register's checks: every live read sees the
+// live writes its token vouches for, and no read and write hold at once.
+//
 // TestChaosStores runs the single-node setup with the register in the other
 // stores fenced supports: MySQL/MariaDB and SQLite (sqlfence) and Redis
 // (redisfence).
