@@ -138,22 +138,34 @@ func TestStalledFirstAttemptIsRefused(t *testing.T) {
 // (its WATCH refused by an ACL while its GET is allowed: a write whose
 // reply was lost), else 503 (a still partitioned).
 func TestStalledFirstAttemptsWriteFails(t *testing.T) {
-	t.Run("record readable", func(t *testing.T) {
-		const user = "replica-a"
-		s := stalled(t, func(srv *testutil.RedisServer, addr string) *redis.Client {
-			require.NoError(t, srv.Client().Do(t.Context(), "ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all").Err())
-			return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, Username: user, Password: "pw"})
+	for _, order := range []string{"retry first", "late first"} {
+		t.Run("record readable/"+order, func(t *testing.T) {
+			const user = "replica-a"
+			s := stalled(t, func(srv *testutil.RedisServer, addr string) *redis.Client {
+				require.NoError(t, srv.Client().Do(t.Context(), "ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all").Err())
+				return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, Username: user, Password: "pw"})
+			})
+			var fromB result
+			if order == "retry first" {
+				fromB = s.retryEnds(t)
+			}
+			require.NoError(t, s.srv.Client().Do(t.Context(), "ACL", "SETUSER", user, "-watch").Err())
+			s.proxy.Cut()
+			s.proxy.Heal()
+			s.releaseA()
+			fromA := <-s.firstA
+			if order == "late first" {
+				assert.Equal(t, http.StatusConflict, fromA.status, "the retry still runs: %s", fromA.body)
+				assert.Equal(t, idempotency.ProblemInProgress, problemType(t, fromA))
+				fromB = s.retryEnds(t)
+			} else {
+				assert.Equal(t, fromB.body, fromA.body, "the late attempt's client gets the kept result")
+				assert.True(t, fromA.replayed())
+			}
+			require.NoError(t, s.srv.Client().Do(t.Context(), "ACL", "SETUSER", user, "+watch").Err())
+			s.kept(t, fromB)
 		})
-		require.NoError(t, s.srv.Client().Do(t.Context(), "ACL", "SETUSER", user, "-watch").Err())
-		s.proxy.Cut()
-		s.proxy.Heal()
-		s.releaseA()
-		fromA := <-s.firstA
-		assert.Equal(t, http.StatusConflict, fromA.status, "the retry still runs: %s", fromA.body)
-		assert.Equal(t, idempotency.ProblemInProgress, problemType(t, fromA))
-		require.NoError(t, s.srv.Client().Do(t.Context(), "ACL", "SETUSER", user, "+watch").Err())
-		s.kept(t, s.retryEnds(t))
-	})
+	}
 	t.Run("partitioned", func(t *testing.T) {
 		s := stalled(t, proxied)
 		s.releaseA()
