@@ -78,8 +78,11 @@
 // the retry's claim recorded a higher token, and the stalled request's
 // write is refused: the retry's result is kept, and the stalled request's
 // client is given what the record holds (the retry's response, or 409
-// while that runs). A handler that panics stores nothing and releases the
-// lock: a retry runs the handler again, as after a crash.
+// while that runs). So is it when its write failed and its lease had run
+// out (whether the write was applied is unknown, and a retry may have taken
+// over), or 503 (ProblemUnavailable) when the record cannot be read
+// either. A handler that panics stores nothing and releases the lock: a
+// retry runs the handler again, as after a crash.
 //
 // What is stored: the response of every handler that ran, 5xx included
 // (WithStoreStatus: a status it rejects deletes the record, so a retry
@@ -110,7 +113,8 @@
 // for a request whose context had ended before the middleware ran or whose
 // client went away: it gets the 503, for its key may hold a response). After
 // the handler ran, a failed write leaves the response unstored (the client
-// gets it; a retry runs the handler again once the lease ends). Unlike
+// gets it; a retry runs the handler again once the lease ends), unless the
+// lease had run out: then it is withheld, as from a stalled request. Unlike
 // httplock, there is no down state: every request tries Redis.
 //
 // Round trips: a replay is 1 (the open script); a first request about 8

@@ -28,7 +28,7 @@ const (
 	OutcomeBadRequest = "bad_request" // 400 (invalid key, unreadable body), 403 (no scope), 413
 	OutcomeSkipped    = "skipped"     // not covered: another method, or no key where it is optional
 	OutcomeRedisDown  = "redis_down"  // Redis failed before the handler: 503, or passed through (WithOnRedisDown)
-	OutcomeSuperseded = "superseded"  // the handler ran, but a retry took over: its result was refused
+	OutcomeSuperseded = "superseded"  // the handler ran, but lost its key: its result was refused, or not stored and withheld
 )
 
 var (

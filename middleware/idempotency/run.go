@@ -33,11 +33,16 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, id, fp string, lk 
 	c.finish()
 
 	err := h.complete(detached, id, lk.Token(), h.outcome(c, fp))
-	h.unlock(detached, lk)
-	if errors.Is(err, redisfence.ErrStaleToken) {
-		return h.superseded(w, r, c, id, fp)
-	}
-	if err != nil {
+	held := h.unlock(detached, lk)
+	switch {
+	case errors.Is(err, redisfence.ErrStaleToken):
+		return h.superseded(w, r, c, id, fp, true)
+	case err != nil && !held:
+		// Not known stored, and the lease ran out first: a retry may have
+		// taken over, and its result is the one kept.
+		h.tel.recordError(r.Context(), err)
+		return h.superseded(w, r, c, id, fp, false)
+	case err != nil:
 		h.tel.recordError(r.Context(), err) // not stored: a retry runs the handler again
 	}
 	c.send()
@@ -57,19 +62,25 @@ func (h *handler) outcome(c *capture, fp string) *record {
 	return &record{State: stateUnstored, FP: fp, Status: c.status, Reason: c.reason}
 }
 
-// superseded answers a request whose handler ran after it lost its key to
-// a retry (it stalled past its lease): its result was refused. Its client
-// gets what the key's record holds, as every retry will: the retry's
-// response, or 409 while that runs. A response already written through
-// (streamed) is the client's as it is.
-func (h *handler) superseded(w http.ResponseWriter, r *http.Request, c *capture, id, fp string) string {
+// superseded answers a request whose handler ran after it lost its key (it
+// stalled past its lease): its result was refused (a retry took over), or
+// its write failed, so a retry may have. Its client gets what the key's
+// record holds, as every retry will: the retry's response, or 409 while
+// that runs; 503 when the record cannot be read after a failed write, for
+// what it holds is unknown. A response already written through (streamed)
+// is the client's as it is.
+func (h *handler) superseded(w http.ResponseWriter, r *http.Request, c *capture, id, fp string, refused bool) string {
 	if c.through {
 		return OutcomeSuperseded
 	}
 	c.reset()
 	rec, err := h.load(context.WithoutCancel(r.Context()), id)
-	if err != nil || rec == nil {
-		h.tel.recordError(r.Context(), err)
+	h.tel.recordError(r.Context(), err)
+	switch {
+	case err != nil && !refused:
+		writeProblem(w, http.StatusServiceUnavailable, ProblemUnavailable, "the outcome of this request cannot be checked now", h.retryAfter())
+		return OutcomeSuperseded
+	case err != nil || rec == nil:
 		rec = &record{State: stateProcessing, FP: fp}
 	}
 	h.answer(w, r, rec, fp)

@@ -157,11 +157,14 @@ func (h *handler) load(ctx context.Context, id string) (*record, error) {
 	return decode(b)
 }
 
-// unlock releases lk. ErrNotHeld, after a stall past the lease, leaves
-// nothing to undo; any other failure leaves the lock to its lease.
-func (h *handler) unlock(ctx context.Context, lk *mutex.Lock) {
+// unlock releases lk, and reports false when it was no longer held
+// (ErrNotHeld: lost, or its lease deadline passed): a retry may have taken
+// it. Any other failure leaves the lock to its lease, which had not run out.
+func (h *handler) unlock(ctx context.Context, lk *mutex.Lock) bool {
 	err := h.within(ctx, 0, false, func(ctx context.Context) error { return lk.Unlock(ctx) })
-	if err != nil && !errors.Is(err, mutex.ErrNotHeld) {
-		h.tel.recordError(ctx, err)
+	if errors.Is(err, mutex.ErrNotHeld) {
+		return false
 	}
+	h.tel.recordError(ctx, err)
+	return true
 }
