@@ -17,7 +17,7 @@ type Permit struct {
 
 // Name returns the semaphore's name.
 func (p *Permit) Name() string {
-	if p == nil {
+	if p == nil || p.lk == nil {
 		return ""
 	}
 	return p.lk.key
@@ -28,7 +28,7 @@ func (p *Permit) Name() string {
 // protected resource (package fenced) so that it refuses a holder whose
 // permit ran out and was granted again.
 func (p *Permit) Token() int64 {
-	if p == nil {
+	if p == nil || p.lk == nil {
 		return 0
 	}
 	return p.lk.token
@@ -38,7 +38,7 @@ func (p *Permit) Token() int64 {
 // (cause ErrReleased); context.Cause tells which. Work done under the
 // permit should use it. It carries the values of the ctx given to Acquire.
 func (p *Permit) Context() context.Context {
-	if p == nil {
+	if p == nil || p.lk == nil {
 		return (*Lock)(nil).Context()
 	}
 	return p.lk.ctx
@@ -53,7 +53,7 @@ func (p *Permit) Join(ctx context.Context) (context.Context, context.CancelFunc)
 // Deadline returns the local lease deadline: the permit's context ends
 // with ErrLockLost then unless a renewal succeeds first.
 func (p *Permit) Deadline() time.Time {
-	if p == nil {
+	if p == nil || p.lk == nil {
 		return time.Time{}
 	}
 	return p.lk.Deadline()
@@ -67,7 +67,7 @@ func (p *Permit) Deadline() time.Time {
 // TTL), one more release is tried in the background, and the error is
 // returned.
 func (p *Permit) Release(ctx context.Context) error {
-	if p == nil {
+	if p == nil || p.lk == nil {
 		return ErrNotHeld
 	}
 	return releaseHeld(ctx, p.lk, "redfence.Permit.Release")

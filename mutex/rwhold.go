@@ -48,7 +48,7 @@ func rwMode(lk *Lock) string {
 
 // Name returns the read-write lock's name.
 func (h *RWHold) Name() string {
-	if h == nil {
+	if h == nil || h.lk == nil {
 		return ""
 	}
 	return h.lk.key
@@ -57,7 +57,7 @@ func (h *RWHold) Name() string {
 // Write reports whether h holds the write (false for a read, and after
 // Downgrade).
 func (h *RWHold) Write() bool {
-	return h != nil && h.lk.kind.(*rwHold).write.Load()
+	return h != nil && h.lk != nil && h.lk.kind.(*rwHold).write.Load()
 }
 
 // Token returns the hold's token: for the write, strictly greater than
@@ -66,7 +66,7 @@ func (h *RWHold) Write() bool {
 // resource can compare with what it last saw written. A downgraded hold
 // keeps its write's token.
 func (h *RWHold) Token() int64 {
-	if h == nil {
+	if h == nil || h.lk == nil {
 		return 0
 	}
 	return h.lk.token
@@ -77,7 +77,7 @@ func (h *RWHold) Token() int64 {
 // Lock, and the hold itself: RLock or Lock through it are refused at once
 // (ErrUpgrade, ErrInvalid) rather than waiting for themselves.
 func (h *RWHold) Context() context.Context {
-	if h == nil {
+	if h == nil || h.lk == nil {
 		return (*Lock)(nil).Context()
 	}
 	return h.lk.ctx
@@ -92,7 +92,7 @@ func (h *RWHold) Join(ctx context.Context) (context.Context, context.CancelFunc)
 // Deadline returns the local lease deadline: the hold's context ends with
 // ErrLockLost then unless a renewal succeeds first.
 func (h *RWHold) Deadline() time.Time {
-	if h == nil {
+	if h == nil || h.lk == nil {
 		return time.Time{}
 	}
 	return h.lk.Deadline()
@@ -102,7 +102,7 @@ func (h *RWHold) Deadline() time.Time {
 // as Permit.Release is: a second Unlock returns ErrNotHeld and sends
 // nothing; on a server error the hold is given up locally all the same.
 func (h *RWHold) Unlock(ctx context.Context) error {
-	if h == nil {
+	if h == nil || h.lk == nil {
 		return ErrNotHeld
 	}
 	return releaseHeld(ctx, h.lk, "redfence.RWHold.Unlock")
@@ -117,7 +117,7 @@ func (h *RWHold) Unlock(ctx context.Context) error {
 // and Write still reports true, though the write may be a read already;
 // call Downgrade again to know.
 func (h *RWHold) Downgrade(ctx context.Context) error {
-	if h == nil {
+	if h == nil || h.lk == nil {
 		return ErrNotHeld
 	}
 	lk := h.lk

@@ -44,6 +44,11 @@ var ErrUpgrade = errors.New("mutex: read-write lock: a reader cannot upgrade to 
 //     hold's context would wait behind a waiting writer that waits for the
 //     first, so it is refused at once (ErrInvalid), as a nested Lock is.
 //
+// The same wait across goroutines is the caller's to avoid, as with
+// sync.RWMutex: a reader that waits, holding its read, for another
+// goroutine's RLock of the same lock waits forever behind a waiting writer
+// that waits for it (until a context ends).
+//
 // Goroutines of one Locker wait in one FIFO queue per RWMutex, readers and
 // writers together, and only its head asks the backend. Tokens are the
 // RWMutex's own sequence, not those of the lock or the semaphore of the

@@ -216,3 +216,20 @@ func TestRWMutexAndSemaphoreOverSentinel(t *testing.T) {
 	require.ErrorIs(t, err, mutex.ErrNotAcquired)
 	require.NoError(t, p.Release(ctx))
 }
+
+// A zero RWHold or Permit (not from a Locker) answers as a released one,
+// never panics.
+func TestZeroHoldsAreNotHeld(t *testing.T) {
+	ctx := context.Background()
+	var h mutex.RWHold
+	assert.Zero(t, h.Token())
+	assert.False(t, h.Write())
+	assert.Empty(t, h.Name())
+	assert.Error(t, h.Context().Err())
+	assert.ErrorIs(t, h.Unlock(ctx), mutex.ErrNotHeld)
+	assert.ErrorIs(t, h.Downgrade(ctx), mutex.ErrNotHeld)
+	var p mutex.Permit
+	assert.Zero(t, p.Token())
+	assert.Error(t, p.Context().Err())
+	assert.ErrorIs(t, p.Release(ctx), mutex.ErrNotHeld)
+}
