@@ -9,7 +9,6 @@ import (
 
 	"github.com/redfence/redfence/mutex/backend"
 	"github.com/redfence/redfence/mutex/internal/redisproto"
-	"github.com/redfence/redfence/mutex/internal/redisrt"
 )
 
 // The Driver keeps read-write locks (backend.RWLocker) in four keys beside
@@ -69,20 +68,7 @@ func (d *Driver) ReleaseRW(ctx context.Context, h backend.Lease) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if done := d.abandoned.Done(h.Owner); h.Token == 0 && done != nil {
-		select {
-		case <-done:
-		case <-ctx.Done():
-			d.run.Go(func() {
-				<-done
-				ctx, cancel := context.WithTimeout(context.Background(), redisrt.CleanupTimeout)
-				defer cancel()
-				_, _ = d.releaseRW(ctx, keys, h)
-			})
-			return false, ctx.Err()
-		}
-	}
-	return d.releaseRW(ctx, keys, h)
+	return d.releaseAfter(ctx, h, func(ctx context.Context) (bool, error) { return d.releaseRW(ctx, keys, h) })
 }
 
 func (d *Driver) releaseRW(ctx context.Context, keys []string, h backend.Lease) (bool, error) {

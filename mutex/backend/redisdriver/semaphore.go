@@ -83,7 +83,15 @@ func (d *Driver) ReleasePermit(ctx context.Context, p backend.Lease) (bool, erro
 	if err != nil {
 		return false, err
 	}
-	if done := d.abandoned.Done(p.Owner); p.Token == 0 && done != nil {
+	return d.releaseAfter(ctx, p, func(ctx context.Context) (bool, error) { return d.releasePermit(ctx, keys, p) })
+}
+
+// releaseAfter runs release, a permit's or a read-write hold's, once the
+// acquire calls of l.Owner given up on ended when l.Token is 0 (a
+// clean-up): when ctx ends first, in the background on a context of its
+// own (Close waits for it), returning ctx's error.
+func (d *Driver) releaseAfter(ctx context.Context, l backend.Lease, release func(context.Context) (bool, error)) (bool, error) {
+	if done := d.abandoned.Done(l.Owner); l.Token == 0 && done != nil {
 		select {
 		case <-done:
 		case <-ctx.Done():
@@ -91,12 +99,12 @@ func (d *Driver) ReleasePermit(ctx context.Context, p backend.Lease) (bool, erro
 				<-done
 				ctx, cancel := context.WithTimeout(context.Background(), redisrt.CleanupTimeout)
 				defer cancel()
-				_, _ = d.releasePermit(ctx, keys, p)
+				_, _ = release(ctx)
 			})
 			return false, ctx.Err()
 		}
 	}
-	return d.releasePermit(ctx, keys, p)
+	return release(ctx)
 }
 
 func (d *Driver) releasePermit(ctx context.Context, keys []string, p backend.Lease) (bool, error) {
