@@ -56,20 +56,7 @@ func (w *World) Check(name string) {
 		w.checkSemaphore(name)
 		return
 	}
-	ctx := context.Background()
-	w.linearizable(name, registerModel)
-
-	tokens, err := w.reg.Accepted(ctx)
-	require.NoError(t, err)
-	backwards := 0
-	for i := 1; i < len(tokens); i++ {
-		if tokens[i] <= tokens[i-1] {
-			backwards++
-		}
-	}
-	v, err := w.reg.Value(ctx)
-	require.NoError(t, err)
-
+	backwards, v := w.registerChecked(name)
 	t.Logf("%s: %d operations, register %d, faults {%s}, stalls performed %d, overlaps %d, stale writes rejected %d, lock timeouts/errors %d, accepted tokens out of order %d",
 		name, len(w.history), v, w.faultCounts(), w.stalled.Load(), w.overlaps.Load(), w.stale.Load(), w.lockErrs.Load(), backwards)
 	assert.Zero(t, backwards, "the resource accepted a token that was not larger")
@@ -80,6 +67,23 @@ func (w *World) Check(name string) {
 	// the bounded run of make test asserts safety only; make chaos (minutes
 	// of stalls) also asserts that the stalls were exercised.
 	w.stallsShowed()
+}
+
+// registerChecked checks the register's history for linearizability and
+// returns how many tokens the resource accepted out of order and its value.
+func (w *World) registerChecked(name string) (backwards int, v int64) {
+	ctx := context.Background()
+	w.linearizable(name, registerModel)
+	tokens, err := w.reg.Accepted(ctx)
+	require.NoError(w.t, err)
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			backwards++
+		}
+	}
+	v, err = w.reg.Value(ctx)
+	require.NoError(w.t, err)
+	return backwards, v
 }
 
 // stallsShowed asserts, in a long run, that the stalls were exercised.

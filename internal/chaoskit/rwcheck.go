@@ -2,13 +2,11 @@ package chaoskit
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // Check judges the read-write run: the writes' history linearizable, the
@@ -21,18 +19,7 @@ import (
 func (w *RWWorld) Check(name string) {
 	t := w.t
 	t.Helper()
-	ctx := context.Background()
-	w.linearizable(name, registerModel)
-	tokens, err := w.reg.Accepted(ctx)
-	require.NoError(t, err)
-	backwards := 0
-	for i := 1; i < len(tokens); i++ {
-		if tokens[i] <= tokens[i-1] {
-			backwards++
-		}
-	}
-	v, err := w.reg.Value(ctx)
-	require.NoError(t, err)
+	backwards, v := w.registerChecked(name)
 
 	rw := &w.rw
 	rw.mu.Lock()
