@@ -34,18 +34,8 @@ func (d *Driver) AcquireRW(ctx context.Context, a backend.RWAttempt) (backend.Gr
 	if a.Queue {
 		queue = "1"
 	}
-	var reply any
-	pending, err := d.run.Call(ctx, func(ctx context.Context) error {
-		var err error
-		reply, err = redisproto.RWAcquireScript.Run(ctx, d.client, keys[:4],
-			a.Owner, a.TTL.Milliseconds(), mode, queue, d.keyTTL(a.TTL)).Result()
-		return err
-	})
-	d.reload.NoAnswer(err)
-	if pending != nil {
-		d.abandoned.Add(a.Owner, pending)
-		return backend.Grant{}, err // the abandoned call may still write reply
-	}
+	reply, err := d.attempt(ctx, a.Owner, redisproto.RWAcquireScript, keys[:4],
+		a.Owner, a.TTL.Milliseconds(), mode, queue, d.keyTTL(a.TTL))
 	if err != nil {
 		return backend.Grant{}, err
 	}
@@ -126,23 +116,13 @@ func (d *Driver) DowngradeRW(ctx context.Context, h backend.Lease) (bool, error)
 	return n == 1, nil
 }
 
-// InspectRW runs the inspect script, read-only (EVALSHA_RO), as
-// InspectSemaphore does.
+// InspectRW runs the inspect script, read-only, as InspectSemaphore does.
 func (d *Driver) InspectRW(ctx context.Context, key string) (backend.RWState, error) {
 	keys, err := d.rwKeys(key)
 	if err != nil {
 		return backend.RWState{}, err
 	}
-	var reply []any
-	_, err = d.run.Interruptible(ctx, func(ctx context.Context) error {
-		cmds, err := redisproto.RunScriptsRO(ctx, d.client, redisproto.RWInspectScript, []redisproto.Call{{Keys: keys[:4]}})
-		if err != nil {
-			return err
-		}
-		reply, err = cmds[0].Slice()
-		return err
-	})
-	d.reload.NoAnswer(err)
+	reply, err := d.inspectRO(ctx, redisproto.RWInspectScript, keys[:4])
 	if err != nil {
 		return backend.RWState{}, err
 	}

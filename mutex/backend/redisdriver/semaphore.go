@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redfence/redfence/mutex/backend"
 	"github.com/redfence/redfence/mutex/internal/redisproto"
 	"github.com/redfence/redfence/mutex/internal/redisrt"
@@ -30,22 +32,30 @@ func (d *Driver) AcquirePermit(ctx context.Context, a backend.PermitAttempt) (ba
 	if a.Limit < 1 || a.TTL < time.Millisecond {
 		return backend.Grant{}, invalid("permit attempt with limit %d and lease %v", a.Limit, a.TTL)
 	}
-	var reply any
-	pending, err := d.run.Call(ctx, func(ctx context.Context) error {
-		var err error
-		reply, err = redisproto.SemAcquireScript.Run(ctx, d.client, keys[:3],
-			a.Owner, a.TTL.Milliseconds(), a.Limit, d.keyTTL(a.TTL)).Result()
-		return err
-	})
-	d.reload.NoAnswer(err)
-	if pending != nil {
-		d.abandoned.Add(a.Owner, pending)
-		return backend.Grant{}, err // the abandoned call may still write reply
-	}
+	reply, err := d.attempt(ctx, a.Owner, redisproto.SemAcquireScript, keys[:3],
+		a.Owner, a.TTL.Milliseconds(), a.Limit, d.keyTTL(a.TTL))
 	if err != nil {
 		return backend.Grant{}, err
 	}
 	return parsePermit(reply, 1)
+}
+
+// attempt runs an acquire script, a permit's or a read-write hold's, once.
+// A call given up on is recorded under owner, so that a clean-up release
+// of owner comes after it (releaseAfter).
+func (d *Driver) attempt(ctx context.Context, owner string, script *redis.Script, keys []string, args ...any) (any, error) {
+	var reply any
+	pending, err := d.run.Call(ctx, func(ctx context.Context) error {
+		var err error
+		reply, err = script.Run(ctx, d.client, keys, args...).Result()
+		return err
+	})
+	d.reload.NoAnswer(err)
+	if pending != nil {
+		d.abandoned.Add(owner, pending)
+		return nil, err // the abandoned call may still write reply
+	}
+	return reply, err
 }
 
 // parsePermit reads sem_acquire.lua's (and rw_acquire.lua's) {1, token} or
@@ -164,9 +174,19 @@ func (d *Driver) InspectSemaphore(ctx context.Context, key string) (backend.Sema
 	if err != nil {
 		return backend.SemaphoreState{}, err
 	}
+	reply, err := d.inspectRO(ctx, redisproto.SemInspectScript, keys[:3])
+	if err != nil {
+		return backend.SemaphoreState{}, err
+	}
+	return parseSemaphore(reply)
+}
+
+// inspectRO runs an inspect script once, read-only (EVALSHA_RO, so that it
+// runs while the server holds writes).
+func (d *Driver) inspectRO(ctx context.Context, script *redis.Script, keys []string) ([]any, error) {
 	var reply []any
-	_, err = d.run.Interruptible(ctx, func(ctx context.Context) error {
-		cmds, err := redisproto.RunScriptsRO(ctx, d.client, redisproto.SemInspectScript, []redisproto.Call{{Keys: keys[:3]}})
+	_, err := d.run.Interruptible(ctx, func(ctx context.Context) error {
+		cmds, err := redisproto.RunScriptsRO(ctx, d.client, script, []redisproto.Call{{Keys: keys}})
 		if err != nil {
 			return err
 		}
@@ -174,10 +194,7 @@ func (d *Driver) InspectSemaphore(ctx context.Context, key string) (backend.Sema
 		return err
 	})
 	d.reload.NoAnswer(err)
-	if err != nil {
-		return backend.SemaphoreState{}, err
-	}
-	return parseSemaphore(reply)
+	return reply, err
 }
 
 // parseSemaphore reads sem_inspect.lua's {limit, holder, token, µs, ...}.
