@@ -166,9 +166,7 @@ func TestRWMutexWriterNotStarvedByReaders(t *testing.T) {
 			}
 		})
 	}
-	for reads.Load() < 8 { // the stream is flowing
-		runtime_Gosched()
-	}
+	require.Eventually(t, func() bool { return reads.Load() >= 8 }, 10*time.Second, time.Millisecond, "the stream of readers never flowed")
 	late := testutil.MeasureLateness(t)
 	got := make(chan *mutex.RWHold, 1)
 	go func() {
@@ -195,8 +193,6 @@ func TestRWMutexWriterNotStarvedByReaders(t *testing.T) {
 	assert.Zero(t, lateReads.Load(), "readers were let in while the writer waited")
 	assert.Less(t, waited, late.Bound(readerTTL), "the writer waited past one reader lease")
 }
-
-func runtime_Gosched() { time.Sleep(time.Millisecond) }
 
 // A read cannot become a write: Lock through a read hold's context returns
 // ErrUpgrade at once, and asks nothing of the backend (no waiting mark);
