@@ -18,10 +18,10 @@ deps:
 vet:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
-	cd etcd && $(GO) vet ./...
+	cd etcddriver && $(GO) vet ./...
 
 # Lint, run by .ci/run before the tests: gofmt, go vet, staticcheck at a
-# pinned version, go.mod/go.sum tidy (every module: the root, bench, etcd),
+# pinned version, go.mod/go.sum tidy (every module: the root, bench, etcddriver),
 # and one instrumentation scope version across the packages' telemetry.go
 # files.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -35,12 +35,12 @@ fmt-check:
 staticcheck:
 	$(GO) run $(STATICCHECK) ./...
 	cd bench && $(GO) run $(STATICCHECK) ./...
-	cd etcd && $(GO) run $(STATICCHECK) ./...
+	cd etcddriver && $(GO) run $(STATICCHECK) ./...
 
 tidy-check:
 	$(GO) mod tidy -diff
 	cd bench && $(GO) mod tidy -diff
-	cd etcd && $(GO) mod tidy -diff
+	cd etcddriver && $(GO) mod tidy -diff
 
 version-check:
 	@versions=$$(grep -rhE --include=telemetry.go '^\s*version\s*=\s*"' . | sed -E 's/.*"(.*)".*/\1/' | sort -u); \
@@ -48,11 +48,11 @@ version-check:
 		echo "instrumentation scope versions differ across telemetry.go files (or none found):"; \
 		grep -rnE --include=telemetry.go '^\s*version\s*=\s*"' .; exit 1; fi
 
-# etcd/ is a module of its own (grpc, raft, bbolt stay out of a Redis user's
+# etcddriver/ is a module of its own (grpc, raft, bbolt stay out of a Redis user's
 # build); its tests start embedded etcd members, nothing to install.
 unit:
 	@$(GO) test $(GOTEST_FLAGS) ./...
-	@cd etcd && $(GO) test $(GOTEST_FLAGS) ./...
+	@cd etcddriver && $(GO) test $(GOTEST_FLAGS) ./...
 
 # Side-by-side benchmarks (bench/ is its own module, so peers never enter
 # redfence's go.mod): BENCH_ROUNDS interleaved rounds of every benchmark, then
@@ -74,7 +74,7 @@ bench-redis:
 	cd bench && $(GO) run ./report < rounds.txt
 
 # The etcd driver against concurrency.Mutex on one embedded etcd member
-# (etcd/internal/bench, in the etcd module so that bench/ never compiles
+# (etcddriver/internal/bench, in the etcd module so that bench/ never compiles
 # etcd): the same rounds and report as make bench. ETCD_BENCH=regexp narrows it.
 ETCD_BENCH ?= .
 .PHONY: bench-etcd
@@ -82,7 +82,7 @@ bench-etcd:
 	@rm -f bench/etcd-rounds.txt
 	@for i in $$(seq 1 $(BENCH_ROUNDS)); do \
 		echo "### round $$i" | tee -a bench/etcd-rounds.txt; \
-		(cd etcd && $(GO) test -run '^$$' -bench '$(ETCD_BENCH)' -benchtime $(BENCH_TIME) -count 1 ./internal/bench) | tee -a bench/etcd-rounds.txt || exit 1; \
+		(cd etcddriver && $(GO) test -run '^$$' -bench '$(ETCD_BENCH)' -benchtime $(BENCH_TIME) -count 1 ./internal/bench) | tee -a bench/etcd-rounds.txt || exit 1; \
 	done
 	cd bench && $(GO) run ./report < etcd-rounds.txt
 
@@ -108,5 +108,5 @@ CHAOS_FILTER = grep -E '^(=== RUN|--- |ok|FAIL|PASS)|^\s+\S+\.go:[0-9]+: |Error'
 chaos:
 	@set -o pipefail; status=0; \
 	$(GO) test -race -count=1 -timeout 60m -v -run Chaos ./chaos -chaos.duration=$(CHAOS_DURATION) 2>&1 | $(CHAOS_FILTER) || status=1; \
-	(cd etcd && $(GO) test -race -count=1 -timeout 60m -v -run Chaos ./internal/chaos -chaos.duration=$(CHAOS_DURATION)) 2>&1 | $(CHAOS_FILTER) || status=1; \
+	(cd etcddriver && $(GO) test -race -count=1 -timeout 60m -v -run Chaos ./internal/chaos -chaos.duration=$(CHAOS_DURATION)) 2>&1 | $(CHAOS_FILTER) || status=1; \
 	exit $$status

@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/internal/testutil"
-	httplock "github.com/redfence/redfence/middleware/http"
+	httplock "github.com/redfence/redfence/middleware/httplock"
 	"github.com/redfence/redfence/mutex"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redfence/redfence/examples/stampede/burst"
 	"github.com/redfence/redfence/internal/testutil"
-	httplock "github.com/redfence/redfence/middleware/http"
+	httplock "github.com/redfence/redfence/middleware/httplock"
 	"github.com/redfence/redfence/mutex"
 )
 

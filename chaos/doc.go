@@ -50,7 +50,7 @@
 //
 // The harness (the client loop, the fault loop, the PostgreSQL register, the
 // checks and the failure artefacts) is internal/chaoskit, which the etcd
-// module's suite (etcd/internal/chaos) shares; this package holds the Redis
+// module's suite (etcddriver/internal/chaos) shares; this package holds the Redis
 // setups.
 //
 // `make test` runs a bounded version; `make chaos` runs it for

@@ -35,7 +35,7 @@
 //
 // A term journal (backend.TermJournal: the single-deployment Redis driver
 // keeps it in a capped stream beside the lock key, the etcd module's
-// etcdlock in keys beside it, compared in a transaction) records every
+// etcddriver in keys beside it, compared in a transaction) records every
 // term once, refusing a term not above the last one. Campaign returns only
 // journaled terms, Observe reads the journal (every term in order while
 // connected), lock-delay knows whether the last term was resigned. Without

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redfence/redfence/internal/testutil"
-	asynqlock "github.com/redfence/redfence/middleware/asynq"
+	asynqlock "github.com/redfence/redfence/middleware/asynqlock"
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/runner"
 )

@@ -2,7 +2,7 @@
 //
 // A Locker hands out locks on keys of one Redis deployment (New: standalone,
 // Sentinel or Cluster), of N independent masters (NewRedlock), or of any
-// backend.Backend (NewWithBackend: the etcd module's etcdlock, for one).
+// backend.Backend (NewWithBackend: the etcd module's etcddriver, for one).
 // The Redis code lives in the drivers mutex/backend/redisdriver and
 // mutex/backend/redlockdriver, which New and NewRedlock build and close.
 // Every acquisition has a random owner id; on Redis, release, extend and

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redfence/redfence/internal/testutil"
-	httplock "github.com/redfence/redfence/middleware/http"
+	httplock "github.com/redfence/redfence/middleware/httplock"
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/backend"
 )

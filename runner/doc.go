@@ -26,7 +26,7 @@
 //
 // A Locker that lends no Redis client but whose backend claims slots
 // (backend.SlotClaimer, reached through mutex.Locker.Backend; the etcd
-// module's etcdlock is one) keeps the claims and records in that backend; a
+// module's etcddriver is one) keeps the claims and records in that backend; a
 // Locker that lends a Redis client always uses the script above. etcd has no
 // clock a client can read, so there the replica's own clock says which slot
 // it is and whether it is too late for it (past the grace it skips without

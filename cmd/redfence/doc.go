@@ -21,10 +21,10 @@
 // service "redfence-cli".
 //
 // This build reaches Redis only, and never compiles grpc or etcd. The etcd
-// module's build of the same command (etcd/cmd/redfence: from a clone,
+// module's build of the same command (etcddriver/cmd/redfence: from a clone,
 // cd etcd && go install ./cmd/redfence) takes
 // --etcd URL (the members of one cluster; default $ETCD_ENDPOINTS) and
-// --etcd-token-base besides --redis, for the locks of etcdlock Backends.
+// --etcd-token-base besides --redis, for the locks of etcddriver Backends.
 // Both run internal/cli, over the Locker a store builds from the flags.
 //
 // # Forced release

@@ -27,7 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/examples/stampede/burst"
-	httplock "github.com/redfence/redfence/middleware/http"
+	httplock "github.com/redfence/redfence/middleware/httplock"
 	"github.com/redfence/redfence/mutex"
 )
 

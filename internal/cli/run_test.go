@@ -21,8 +21,8 @@ import (
 
 	"github.com/redfence/redfence/internal/lockview"
 	"github.com/redfence/redfence/internal/testutil"
-	asynqlock "github.com/redfence/redfence/middleware/asynq"
-	httplock "github.com/redfence/redfence/middleware/http"
+	asynqlock "github.com/redfence/redfence/middleware/asynqlock"
+	httplock "github.com/redfence/redfence/middleware/httplock"
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/runner"
 )

@@ -1,6 +1,6 @@
 // Package journaltest checks a backend.TermJournal against its contract:
 // the tests of every driver that keeps a journal (redisdriver, the etcd
-// module's etcdlock) run the same checks.
+// module's etcddriver) run the same checks.
 package journaltest
 
 import (

@@ -11,7 +11,7 @@
 //
 // The drivers in this repository: backend/redisdriver (one Redis
 // deployment, what mutex.New builds), backend/redlockdriver (Redlock over
-// independent masters, mutex.NewRedlock), and the etcd module's etcdlock.
+// independent masters, mutex.NewRedlock), and the etcd module's etcddriver.
 //
 // The package imports only the standard library, so that a backend in
 // another module depends on this contract and nothing else.

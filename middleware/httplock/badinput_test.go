@@ -1,0 +1,244 @@
+package httplock_test
+
+import (
+	"errors"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/redfence/redfence/internal/testutil"
+	httplock "github.com/redfence/redfence/middleware/httplock"
+	"github.com/redfence/redfence/mutex"
+)
+
+// callBound is how long one bad-input call may take: it must fail at once.
+const callBound = 5 * time.Second
+
+// deadLocker is a Locker over a client for an address nothing listens on,
+// whose every dial and command is counted: bad input must be turned away
+// before any.
+func deadLocker(t *testing.T) (*mutex.Locker, *testutil.Calls) {
+	t.Helper()
+	c, calls := testutil.DeadClient(t)
+	l := mutex.New(c)
+	t.Cleanup(func() { _ = l.Close() })
+	return l, calls
+}
+
+var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+
+func TestBadInput(t *testing.T) {
+	l, redisHits := deadLocker(t)
+	var nilClient *redis.Client
+	var nilFunc http.HandlerFunc
+	var nilMux *http.ServeMux
+	var nilTP *sdktrace.TracerProvider
+	var nilMP *sdkmetric.MeterProvider
+
+	// with builds the middleware over l with opts and wraps a handler, as a
+	// service does at start-up.
+	with := func(opts ...httplock.Option) func() error {
+		return func() error {
+			mw, err := httplock.New(l, opts...)
+			if err != nil {
+				if mw != nil {
+					return errors.New("a middleware along with an error")
+				}
+				return err
+			}
+			if mw(okHandler) == nil {
+				return errors.New("nil handler without an error")
+			}
+			return nil
+		}
+	}
+	over := func(locker *mutex.Locker) func() error {
+		return func() error { _, err := httplock.New(locker); return err }
+	}
+	handler := func(next http.Handler) func() error {
+		return func() error { _, err := httplock.NewHandler(next, l); return err }
+	}
+	// wrap applies New's middleware to next: the panic it documents for a
+	// nil handler comes back as the error; any other panic goes on.
+	wrap := func(next http.Handler) func() error {
+		return func() (err error) {
+			mw, err := httplock.New(l)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				if v := recover(); v != nil {
+					if e, ok := v.(error); ok && errors.Is(e, httplock.ErrInvalid) {
+						err = e
+						return
+					}
+					panic(v)
+				}
+			}()
+			mw(next)
+			return nil
+		}
+	}
+
+	cases := []struct {
+		name string
+		call func() error
+		want error // nil: accepted
+	}{
+		// The Locker.
+		{"nil locker", over(nil), httplock.ErrInvalid},
+		{"broken locker", over(mutex.New(nil)), httplock.ErrInvalid},
+		{"typed-nil client", over(mutex.New(nilClient)), httplock.ErrInvalid},
+		{"nil locker: NewHandler", func() error { _, err := httplock.NewHandler(okHandler, nil); return err }, httplock.ErrInvalid},
+
+		// The handler.
+		{"NewHandler: nil handler", handler(nil), httplock.ErrInvalid},
+		{"NewHandler: nil HandlerFunc", handler(nilFunc), httplock.ErrInvalid},
+		{"NewHandler: nil *ServeMux", handler(nilMux), httplock.ErrInvalid},
+		{"middleware: nil handler", wrap(nil), httplock.ErrInvalid},
+		{"middleware: nil HandlerFunc", wrap(nilFunc), httplock.ErrInvalid},
+		{"middleware: handler", wrap(okHandler), nil},
+
+		// The share window: Redis counts expiries in whole milliseconds.
+		{"zero share window", with(httplock.WithShareWindow(0)), httplock.ErrInvalid},
+		{"negative share window", with(httplock.WithShareWindow(-time.Second)), httplock.ErrInvalid},
+		{"1ns share window", with(httplock.WithShareWindow(time.Nanosecond)), httplock.ErrInvalid},
+		{"sub-ms share window", with(httplock.WithShareWindow(time.Millisecond - 1)), httplock.ErrInvalid},
+		{"1ms share window", with(httplock.WithShareWindow(time.Millisecond)), nil},
+		{"fractional-ms share window", with(httplock.WithShareWindow(1500 * time.Microsecond)), nil},
+		{"huge share window", with(httplock.WithShareWindow(math.MaxInt64)), nil},
+
+		// The lock age, a mutex lease.
+		{"1µs lock age", with(httplock.WithLockAge(time.Microsecond)), httplock.ErrInvalid},
+		{"1ms lock age", with(httplock.WithLockAge(time.Millisecond)), httplock.ErrInvalid},
+		{"lock age below 10ms", with(httplock.WithLockAge(10*time.Millisecond - 1)), httplock.ErrInvalid},
+		{"negative lock age", with(httplock.WithLockAge(-time.Second)), httplock.ErrInvalid},
+		{"lock age above 1h", with(httplock.WithLockAge(time.Hour + time.Millisecond)), httplock.ErrInvalid},
+		{"overflowing lock age", with(httplock.WithLockAge(math.MaxInt64)), httplock.ErrInvalid},
+		{"10ms lock age", with(httplock.WithLockAge(10 * time.Millisecond)), nil},
+		{"1h lock age", with(httplock.WithLockAge(time.Hour)), nil},
+
+		// Local timeouts.
+		{"negative wait timeout", with(httplock.WithWaitTimeout(-time.Second)), httplock.ErrInvalid},
+		{"zero wait timeout", with(httplock.WithWaitTimeout(0)), httplock.ErrInvalid},
+		{"1ns wait timeout", with(httplock.WithWaitTimeout(time.Nanosecond)), httplock.ErrInvalid},
+		{"huge wait timeout", with(httplock.WithWaitTimeout(math.MaxInt64)), nil},
+		{"negative handler timeout", with(httplock.WithHandlerTimeout(-1)), httplock.ErrInvalid},
+		{"zero handler timeout", with(httplock.WithHandlerTimeout(0)), httplock.ErrInvalid},
+		{"1ns handler timeout", with(httplock.WithHandlerTimeout(time.Nanosecond)), httplock.ErrInvalid},
+		{"huge handler timeout", with(httplock.WithHandlerTimeout(math.MaxInt64)), nil},
+		{"negative redis timeout", with(httplock.WithRedisTimeout(-1)), httplock.ErrInvalid},
+		{"zero redis timeout", with(httplock.WithRedisTimeout(0)), httplock.ErrInvalid},
+		{"sub-ms redis timeout", with(httplock.WithRedisTimeout(time.Millisecond - 1)), httplock.ErrInvalid},
+		{"1ms redis timeout", with(httplock.WithRedisTimeout(time.Millisecond)), nil},
+
+		// The body bound.
+		{"zero max body", with(httplock.WithMaxBody(0)), httplock.ErrInvalid},
+		{"negative max body", with(httplock.WithMaxBody(-1)), httplock.ErrInvalid},
+		{"max body past 256 MiB", with(httplock.WithMaxBody(256<<20 + 1)), httplock.ErrInvalid},
+		{"max body of MaxInt64", with(httplock.WithMaxBody(math.MaxInt64)), httplock.ErrInvalid},
+		{"max body of 256 MiB", with(httplock.WithMaxBody(256 << 20)), nil},
+
+		// Statuses.
+		{"nil share-status function", with(httplock.WithShareStatus(nil)), httplock.ErrInvalid},
+		{"panic status 42", with(httplock.WithPanicStatus(42)), httplock.ErrInvalid},
+		{"negative panic status", with(httplock.WithPanicStatus(-1)), httplock.ErrInvalid},
+		{"informational panic status", with(httplock.WithPanicStatus(http.StatusContinue)), httplock.ErrInvalid},
+		{"panic status 199", with(httplock.WithPanicStatus(199)), httplock.ErrInvalid},
+		{"panic status 600", with(httplock.WithPanicStatus(600)), httplock.ErrInvalid},
+		{"panic status 999", with(httplock.WithPanicStatus(999)), httplock.ErrInvalid},
+		{"panic status 200", with(httplock.WithPanicStatus(http.StatusOK)), nil},
+		{"panic status 599", with(httplock.WithPanicStatus(599)), nil},
+		{"no panic status", with(httplock.WithPanicStatus(0)), nil},
+
+		// Header names.
+		{"role header with a newline", with(httplock.WithRoleHeader("bad header\n")), httplock.ErrInvalid},
+		{"role header with a space", with(httplock.WithRoleHeader("Role Header")), httplock.ErrInvalid},
+		{"role header with a colon", with(httplock.WithRoleHeader("Role:")), httplock.ErrInvalid},
+		{"role header not ASCII", with(httplock.WithRoleHeader("Rôle")), httplock.ErrInvalid},
+		{"role header off", with(httplock.WithRoleHeader("")), nil},
+		{"role header of token punctuation", with(httplock.WithRoleHeader("x-role_1!#$%&'*+.^`|~")), nil},
+		{"empty vary header", with(httplock.WithVary("")), httplock.ErrInvalid},
+		{"vary header with a space", with(httplock.WithVary("Accept-Encoding", "Accept Language")), httplock.ErrInvalid},
+		{"vary header splitting", with(httplock.WithVary("Accept\r\nX-Injected: 1")), httplock.ErrInvalid},
+		{"vary headers", with(httplock.WithVary("accept-encoding", "X-Tenant")), nil},
+		{"credential header with a space", with(httplock.WithCredentialHeaders("X Api Key")), httplock.ErrInvalid},
+		{"empty credential header", with(httplock.WithCredentialHeaders("")), httplock.ErrInvalid},
+		{"credential headers", with(httplock.WithCredentialHeaders("x-api-key", "X-Auth-Token")), nil},
+		{"unkeyed header not in the key", with(httplock.WithoutKeyHeaders("X-Forwarded-For")), httplock.ErrInvalid},
+		{"unkeyed empty header", with(httplock.WithoutKeyHeaders("")), httplock.ErrInvalid},
+		{"unkeyed default headers", with(httplock.WithoutKeyHeaders("host", "X-FORWARDED-HOST", "X-Forwarded-Proto", "forwarded")), nil},
+
+		// The rest.
+		{"prefix with a brace", with(httplock.WithPrefix("http{")), httplock.ErrInvalid},
+		{"empty prefix", with(httplock.WithPrefix("")), nil},
+		{"empty namespace", with(httplock.WithNamespace("")), nil},
+		{"namespace", with(httplock.WithNamespace("billing {v2}\n")), nil},
+		{"nil key function", with(httplock.WithKey(nil)), nil},
+		{"nil option", with(nil), nil},
+		{"nil tracer provider", with(httplock.WithTracerProvider(nil)), nil},
+		{"typed-nil tracer provider", with(httplock.WithTracerProvider(nilTP)), nil},
+		{"typed-nil meter provider", with(httplock.WithMeterProvider(nilMP)), nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := testutil.Safely(t, callBound, tc.call)
+			if tc.want == nil {
+				assert.NoError(t, err)
+				return
+			}
+			if assert.ErrorIs(t, err, tc.want) {
+				assert.True(t, strings.HasPrefix(err.Error(), "httplock: "), "%q names its package", err)
+			}
+		})
+	}
+	assert.Zero(t, redisHits.N(), "building the middleware reached Redis")
+}
+
+// TestRedisDown: with Redis unreachable a request goes to the origin, as
+// its local flight's leader, rather than failing or panicking.
+func TestRedisDown(t *testing.T) {
+	l, redisHits := deadLocker(t)
+	h, err := httplock.NewHandler(okHandler, l, httplock.WithWaitTimeout(time.Second))
+	require.NoError(t, err)
+	rec := httptest.NewRecorder()
+	require.NoError(t, testutil.Safely(t, callBound, func() error {
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/page", nil))
+		return nil
+	}))
+	assert.Equal(t, http.StatusOK, rec.Code)
+	assert.Equal(t, "ok", rec.Body.String())
+	assert.Equal(t, httplock.RoleLeader, rec.Header().Get(httplock.DefaultRoleHeader))
+	assert.Positive(t, redisHits.N(), "the request did try Redis")
+
+	// Redis is now marked down: the next request goes straight to the origin.
+	n := redisHits.N()
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/page", nil))
+	assert.Equal(t, "ok", rec.Body.String())
+	assert.Equal(t, n, redisHits.N(), "a second request called Redis")
+}
+
+// A Redlock Locker is refused when the middleware is built: its shared
+// responses would rest on one of the masters alone.
+func TestRedlockLockerRefused(t *testing.T) {
+	clients, _ := testutil.RedisN(t, 3)
+	l, err := mutex.NewRedlock(clients)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	_, err = httplock.New(l)
+	assert.ErrorIs(t, err, httplock.ErrInvalid)
+	assert.ErrorIs(t, err, httplock.ErrNeedsRedis)
+	assert.ErrorContains(t, err, "Redlock")
+	_, err = httplock.NewHandler(okHandler, l)
+	assert.ErrorIs(t, err, httplock.ErrNeedsRedis)
+}
