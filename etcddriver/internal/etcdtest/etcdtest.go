@@ -106,6 +106,8 @@ func (c *Cluster) Stop() {
 	for _, m := range c.Members {
 		if m != nil {
 			m.Kill()
+			m.gate.close()
+			m.peerGate.close()
 			dirs = append(dirs, m.dir)
 		}
 	}

@@ -7,26 +7,32 @@ import (
 )
 
 // gate is a member's client address: a loopback TCP forwarder to the
-// member's own client listener that can go down (listener and every
-// connection closed, so that clients see refused dials and reset streams, as
-// when a process dies) and come up again on the same address, and that can
-// hold its traffic (connections accepted, bytes read but not forwarded until
-// it lets go, as when a process is stopped).
+// member's own client listener that can go down (every connection closed
+// and new ones reset at once, as when a process dies) and come up again,
+// and that can hold its traffic (connections accepted, bytes read but not
+// forwarded until it lets go, as when a process is stopped).
 //
 // Why not the member's own port: embed.Etcd.Close drains the gRPC server
 // gracefully, waiting up to its request timeout (over 5 s) for the clients'
 // open watch streams; a gate that went down first leaves it nothing to wait
 // for, and its clients never get the polite GOAWAY a crash would not send.
+//
+// The gate keeps its listener while down: a port closed and listened on
+// again can meanwhile be taken by any socket's ephemeral port (a restart
+// once failed with "address already in use"). A connection accepted while
+// down is reset at once, which a client meets as it meets a refused dial.
 type gate struct {
-	addr   string // host:port clients dial; fixed for the gate's life
-	target string // the member's client listener
+	addr string       // host:port clients dial; fixed for the gate's life
+	ln   net.Listener // open until close
+	acc  sync.WaitGroup
 
-	mu    sync.Mutex
-	cond  *sync.Cond   // signalled when held flips or ln changes
-	ln    net.Listener // nil while down
-	held  bool         // hold: forward nothing
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup // accept loop and forwarders
+	mu     sync.Mutex
+	cond   *sync.Cond // signalled when held or up changes
+	target string     // the member's client listener
+	period *struct{}  // this up period; nil while down
+	held   bool       // hold: forward nothing
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup // forwarders
 }
 
 // newGate forwards a free loopback port to target, at once.
@@ -35,38 +41,27 @@ func newGate(target string) (*gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gate{addr: ln.Addr().String(), conns: map[net.Conn]struct{}{}}
+	g := &gate{addr: ln.Addr().String(), ln: ln, conns: map[net.Conn]struct{}{}}
 	g.cond = sync.NewCond(&g.mu)
-	g.open(ln, target)
+	g.up(target)
+	g.acc.Add(1)
+	go g.accept()
 	return g, nil
 }
 
-// up listens again on the gate's address and forwards to target.
-func (g *gate) up(target string) error {
-	ln, err := net.Listen("tcp", g.addr)
-	if err != nil {
-		return err
-	}
-	g.open(ln, target)
-	return nil
-}
-
-func (g *gate) open(ln net.Listener, target string) {
+// up forwards again, to target.
+func (g *gate) up(target string) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.ln, g.target = ln, target
-	g.wg.Add(1)
-	go g.accept(ln)
+	g.target, g.period = target, new(struct{})
+	g.cond.Broadcast()
+	g.mu.Unlock()
 }
 
-// down closes the listener and every connection, ends a hold, and waits for
-// the gate's goroutines. It is safe to call while down.
+// down closes every connection, resets new ones until up, ends a hold, and
+// waits for the forwarders. It is safe to call while down.
 func (g *gate) down() {
 	g.mu.Lock()
-	if g.ln != nil {
-		_ = g.ln.Close()
-		g.ln = nil
-	}
+	g.period = nil
 	for c := range g.conns {
 		_ = c.Close()
 	}
@@ -74,6 +69,13 @@ func (g *gate) down() {
 	g.cond.Broadcast()
 	g.mu.Unlock()
 	g.wg.Wait()
+}
+
+// close takes the gate down and frees its address for good.
+func (g *gate) close() {
+	g.down()
+	_ = g.ln.Close()
+	g.acc.Wait()
 }
 
 // hold stops forwarding (on) or forwards again what it held and what comes
@@ -85,39 +87,50 @@ func (g *gate) hold(on bool) {
 	g.mu.Unlock()
 }
 
-// pass waits while the gate holds and reports whether a connection that ln
-// accepted may still forward: false once the gate went down since.
-func (g *gate) pass(ln net.Listener) bool {
+// pass waits while the gate holds and reports whether a connection accepted
+// in the up period p may still forward: false once the gate went down since.
+func (g *gate) pass(p *struct{}) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for g.held && g.ln == ln {
+	for g.held && g.period == p {
 		g.cond.Wait()
 	}
-	return g.ln == ln
+	return g.period == p
 }
 
-func (g *gate) accept(ln net.Listener) {
-	defer g.wg.Done()
+func (g *gate) accept() {
+	defer g.acc.Done()
 	for {
-		c, err := ln.Accept()
+		c, err := g.ln.Accept()
 		if err != nil {
 			return
 		}
-		if !g.track(ln, c) {
-			return
+		g.mu.Lock()
+		p := g.period
+		g.mu.Unlock()
+		if p == nil || !g.track(p, c) {
+			reset(c)
+			continue
 		}
 		g.wg.Add(1)
-		go g.serve(ln, c)
+		go g.serve(p, c)
 	}
 }
 
-// track keeps c for down, unless the gate went down (or up again on another
-// listener) since ln accepted it.
-func (g *gate) track(ln net.Listener, c net.Conn) bool {
+// reset closes c with a RST instead of a FIN, as a dead process's port does.
+func reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// track keeps c for down, unless the gate went down (or up again) since the
+// up period p in which c was accepted or dialled.
+func (g *gate) track(p *struct{}, c net.Conn) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.ln != ln {
-		_ = c.Close()
+	if g.period != p {
 		return false
 	}
 	g.conns[c] = struct{}{}
@@ -131,7 +144,7 @@ func (g *gate) untrack(c net.Conn) {
 	_ = c.Close()
 }
 
-func (g *gate) serve(ln net.Listener, down net.Conn) {
+func (g *gate) serve(p *struct{}, down net.Conn) {
 	defer g.wg.Done()
 	defer g.untrack(down)
 	g.mu.Lock()
@@ -141,13 +154,14 @@ func (g *gate) serve(ln net.Listener, down net.Conn) {
 	if err != nil {
 		return
 	}
-	if !g.track(ln, up) {
+	if !g.track(p, up) {
+		_ = up.Close()
 		return
 	}
 	defer g.untrack(up)
 	done := make(chan struct{}, 2)
-	go func() { g.pump(ln, up, down); done <- struct{}{} }()
-	go func() { g.pump(ln, down, up); done <- struct{}{} }()
+	go func() { g.pump(p, up, down); done <- struct{}{} }()
+	go func() { g.pump(p, down, up); done <- struct{}{} }()
 	<-done
 	// One direction ended: end the other.
 	_ = up.Close()
@@ -157,12 +171,12 @@ func (g *gate) serve(ln net.Listener, down net.Conn) {
 
 // pump copies src to dst, holding each chunk while the gate holds, until
 // either side fails or the gate goes down.
-func (g *gate) pump(ln net.Listener, dst, src net.Conn) {
+func (g *gate) pump(p *struct{}, dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !g.pass(ln) {
+			if !g.pass(p) {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {

@@ -52,7 +52,7 @@ func newMember(name, dir string) (*Member, error) {
 	}
 	pg, err := newGate(ownPeer.Host)
 	if err != nil {
-		g.down()
+		g.close()
 		return nil, err
 	}
 	return &Member{Name: name, dir: dir, own: *own, ownPeer: *ownPeer, gate: g, peerGate: pg}, nil
@@ -134,7 +134,7 @@ func (m *Member) id() types.ID {
 }
 
 // Kill stops the member as a crash would: every connection to it (its
-// clients', its peers') reset and new ones refused (the gates go down),
+// clients', its peers') reset and new ones too (the gates go down),
 // raft stopped without handing leadership on, then the member closed, which
 // frees its ports and data directory for Restart. It returns once the
 // member's goroutines ended; killing a killed member does nothing.
@@ -185,30 +185,36 @@ func (m *Member) Resume() {
 	m.gate.hold(false)
 }
 
-// Restart runs m, a killed member of c, again on its data directory and
-// ports, and returns once it rejoined the cluster (which needs a majority
-// running) and they agree on a leader. Its client URL is the one it had.
+// Restart runs m, a killed member of c, again on its data directory behind
+// its gates (its own listeners may move), and returns once it rejoined the
+// cluster (which needs a majority running) and they agree on a leader. Its
+// client URL is the one it had.
 func (c *Cluster) Restart(m *Member) error {
 	if m.Running() {
 		return fmt.Errorf("etcdtest: %s is running", m.Name)
 	}
-	if err := m.start(m.initial, false); err != nil {
+	var err error
+	for range 5 { // its own ports, free when it was killed, may be taken since
+		if err = m.start(m.initial, false); err == nil {
+			break
+		}
+		own, ownPeer := freeURL(), freeURL()
+		if own == nil || ownPeer == nil {
+			return errors.New("etcdtest: no free loopback port")
+		}
+		m.own, m.ownPeer = *own, *ownPeer
+	}
+	if err != nil {
 		return err
 	}
-	if err := m.peerGate.up(m.ownPeer.Host); err != nil {
-		m.Kill()
-		return err
-	}
+	m.peerGate.up(m.ownPeer.Host)
 	deadline := time.Now().Add(readyWithin)
 	if err := m.ready(deadline); err != nil {
 		m.Kill()
 		return err
 	}
-	if err := m.gate.up(m.own.Host); err != nil {
-		m.Kill()
-		return err
-	}
-	_, err := c.leader(deadline)
+	m.gate.up(m.own.Host)
+	_, err = c.leader(deadline)
 	return err
 }
 
