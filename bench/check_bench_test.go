@@ -24,7 +24,10 @@ func BenchmarkCheckPaired(b *testing.B) {
 		if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_check_rows (id bigserial PRIMARY KEY, resource text NOT NULL, token bigint NOT NULL)`); err != nil {
 			b.Fatal(err)
 		}
-		g := fenced.New(pool, fenced.WithTable("bench_check_fences"))
+		g, err := fenced.New(pool, fenced.WithTable("bench_check_fences"))
+		if err != nil {
+			b.Fatal(err)
+		}
 		if err := g.Migrate(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -56,7 +59,10 @@ func BenchmarkCheckPaired(b *testing.B) {
 			if _, err := db.ExecContext(ctx, d.create); err != nil {
 				b.Fatal(err)
 			}
-			g := sqlfence.New(db, d.dialect, sqlfence.WithTable("bench_sql_fences"))
+			g, err := sqlfence.New(db, d.dialect, sqlfence.WithTable("bench_sql_fences"))
+			if err != nil {
+				b.Fatal(err)
+			}
 			if err := g.Migrate(ctx); err != nil {
 				b.Fatal(err)
 			}

@@ -21,7 +21,10 @@ func BenchmarkFenced(b *testing.B) {
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_rows (id bigserial PRIMARY KEY, resource text NOT NULL, token bigint NOT NULL)`); err != nil {
 		b.Fatal(err)
 	}
-	g := fenced.New(pool)
+	g, err := fenced.New(pool)
+	if err != nil {
+		b.Fatal(err)
+	}
 	if err := g.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -87,7 +90,10 @@ func nextWorker() int { return int(workers.Add(1)) }
 func BenchmarkFencedPaired(b *testing.B) {
 	pool := testutil.Postgres(b)
 	ctx := context.Background()
-	g := fenced.New(pool)
+	g, err := fenced.New(pool)
+	if err != nil {
+		b.Fatal(err)
+	}
 	if err := g.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/redfence/redfence/internal/testutil"
 	httplock "github.com/redfence/redfence/middleware/httplock"
-	"github.com/redfence/redfence/mutex"
 )
 
 // BenchmarkHTTPLockRedisDown is what httplock adds to a request while its
@@ -42,7 +41,7 @@ func BenchmarkHTTPLockRedisDown(b *testing.B) {
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()}) // go-redis's defaults
 			stores := &setCounter{}
 			rdb.AddHook(stores)
-			l := mutex.New(rdb)
+			l := newLocker(b, rdb)
 			mw, err := httplock.New(l)
 			if err != nil {
 				b.Fatal(err)

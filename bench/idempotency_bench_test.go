@@ -12,7 +12,6 @@ import (
 	"github.com/redfence/redfence/internal/benchkit"
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/middleware/idempotency"
-	"github.com/redfence/redfence/mutex"
 )
 
 // BenchmarkIdempotencyPaired is what the idempotency middleware adds to a
@@ -29,7 +28,7 @@ import (
 // added-us (their difference, in µs per request).
 func BenchmarkIdempotencyPaired(b *testing.B) {
 	rdb, _ := testutil.Redis(b)
-	l := mutex.New(rdb)
+	l := newLocker(b, rdb)
 	b.Cleanup(func() { _ = l.Close() })
 	pay := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)

@@ -126,7 +126,7 @@ func (s *ledgerSide) transfer(ctx context.Context, l *mutex.Locker, from, to int
 		wait = time.Since(t0)
 		claims := make([]fenced.Claim, 0, len(keys))
 		for _, k := range ls.Keys() {
-			claims = append(claims, fenced.Claim{Resource: k, Token: ls.Token(k)})
+			claims = append(claims, fenced.Claim{Resource: k, Token: ls.TokenOf(k)})
 		}
 		return ledgerWrite(ctx, s.pool, s.guard, from, to, claims)
 	})
@@ -171,7 +171,10 @@ func (s *ledgerSide) report(b *testing.B, cycles int, prefix string) {
 func ledgerSetup(ctx context.Context, b *testing.B) (*pgxpool.Pool, *fenced.Guard, []*mutex.Locker, *ledgerCPU) {
 	_, srv := testutil.Redis(b)
 	pool := ledgerPool(ctx, b)
-	guard := fenced.New(pool)
+	guard, err := fenced.New(pool)
+	if err != nil {
+		b.Fatal(err)
+	}
 	if err := guard.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -184,7 +187,7 @@ func ledgerSetup(ctx context.Context, b *testing.B) (*pgxpool.Pool, *fenced.Guar
 	lockers := make([]*mutex.Locker, ledgerWorkers)
 	for i := range lockers {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-		lockers[i] = mutex.New(c)
+		lockers[i] = newLocker(b, c)
 		b.Cleanup(func() { _ = lockers[i].Close(); _ = c.Close() })
 	}
 	return pool, guard, lockers, newLedgerCPU(ctx, b, pool, srv.PID())

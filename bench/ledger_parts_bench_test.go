@@ -27,7 +27,10 @@ func BenchmarkLedgerParts(b *testing.B) {
 	pool, _, lockers, meter := ledgerSetup(ctx, b)
 	// A fence of its own: its token would refuse the paired benchmark's
 	// Redis tokens in the same fence (go test -count).
-	guard := fenced.New(pool, fenced.WithTable("bench_ledger_parts_fences"))
+	guard, err := fenced.New(pool, fenced.WithTable("bench_ledger_parts_fences"))
+	if err != nil {
+		b.Fatal(err)
+	}
 	if err := guard.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}

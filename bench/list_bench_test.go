@@ -12,6 +12,7 @@ import (
 
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 )
 
 // BenchmarkList: what listing the locks costs among many other keys:
@@ -47,14 +48,18 @@ func BenchmarkList(b *testing.B) {
 
 func benchList(b *testing.B, c redis.UniversalClient, servers []*redis.Client, rt *roundTrips, keys, locks int) {
 	ctx := context.Background()
-	l := mutex.New(c)
+	l := newLocker(b, c)
 	b.Cleanup(func() { _ = l.Close() })
+	a, err := admin.New(l)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for i := range locks {
 		lk, err := l.TryLock(ctx, "job:"+strconv.Itoa(i), mutex.WithTTL(time.Hour), mutex.WithAutoRenew(false))
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { _ = lk.Unlock(context.Background()) })
+		b.Cleanup(func() { _ = lk.Release(context.Background()) })
 	}
 	for i := 0; i < keys-locks; i += 1000 {
 		pipe := c.Pipeline()
@@ -72,10 +77,10 @@ func benchList(b *testing.B, c redis.UniversalClient, servers []*redis.Client, r
 	}
 	b.ResetTimer()
 	for range b.N {
-		o := mutex.ListOptions{}
+		o := admin.ListOptions{}
 		found := 0
 		for {
-			page, err := l.List(ctx, o)
+			page, err := a.List(ctx, o)
 			if err != nil {
 				b.Fatal(err)
 			}

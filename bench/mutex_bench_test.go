@@ -16,7 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/internal/benchkit"
-	"github.com/redfence/redfence/mutex"
 )
 
 // The raw floor's release: a compare-and-delete script.
@@ -31,17 +30,11 @@ func token() string {
 // uncontendedSubjects builds every subject of the uncontended comparison.
 func uncontendedSubjects(b *testing.B, s *servers) []subject {
 	one := s.client(b, s.one)
-	l3, err := mutex.NewRedlock(s.clients(b, 3))
-	if err != nil {
-		b.Fatal(err)
-	}
-	l5, err := mutex.NewRedlock(s.clients(b, 5))
-	if err != nil {
-		b.Fatal(err)
-	}
+	l3 := newRedlock(b, s.clients(b, 3))
+	l5 := newRedlock(b, s.clients(b, 5))
 	return []subject{
 		floorSubject(one),
-		redfenceSubject(b, "redfence", mutex.New(one)),
+		redfenceSubject(b, "redfence", newLocker(b, one)),
 		redislockSubject(one),
 		redsyncSubject("redsync-1", one),
 		redfenceSubject(b, "redlock-3", l3),
@@ -154,10 +147,10 @@ func BenchmarkContended(b *testing.B) {
 				var subs []subject
 				switch name {
 				case "redfence-1":
-					subs = []subject{redfenceSubject(b, name, mutex.New(s.client(b, s.one)))}
+					subs = []subject{redfenceSubject(b, name, newLocker(b, s.client(b, s.one)))}
 				case "redfence-4":
 					for range 4 {
-						subs = append(subs, redfenceSubject(b, name, mutex.New(s.client(b, s.one))))
+						subs = append(subs, redfenceSubject(b, name, newLocker(b, s.client(b, s.one))))
 					}
 				case "redislock":
 					subs = []subject{redislockSubject(s.client(b, s.one))}

@@ -29,7 +29,10 @@ const bulkRows = 100_000
 func BenchmarkProtectBulkPaired(b *testing.B) {
 	pool := testutil.Postgres(b)
 	ctx := context.Background()
-	g := fenced.New(pool, fenced.WithTable("bench_bulk_fences"))
+	g, err := fenced.New(pool, fenced.WithTable("bench_bulk_fences"))
+	if err != nil {
+		b.Fatal(err)
+	}
 	if err := g.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}

@@ -23,7 +23,10 @@ func BenchmarkRedisFencePaired(b *testing.B) {
 	_, srv := testutil.Redis(b)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64})
 	b.Cleanup(func() { _ = c.Close() })
-	f := redisfence.New(c)
+	f, err := redisfence.New(c)
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx := context.Background()
 
 	plain := func(res string) error {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redlockdriver"
 )
 
 // The settings of BenchmarkRedlockLatencyPaired, the same for both
@@ -28,10 +29,10 @@ const (
 	latencyTTL = 10 * time.Second
 	// latencyNodeTimeout bounds each master's reply to one call: the Redlock
 	// description's 5–50 ms for a 10 s lease, about 6× the slowest healthy
-	// round trip here. redfence: WithNodeTimeout (default TTL/20 = 500 ms).
-	// redsync: expiry × WithTimeoutFactor (default 0.05 = 500 ms) for an
-	// acquisition; its Unlock has no bound of its own and gets this one
-	// through its ctx, as does redfence's Unlock (which needs none).
+	// round trip here. redfence: redlockdriver.WithStoreTimeout (default
+	// TTL/20 = 500 ms). redsync: expiry × WithTimeoutFactor (default 0.05 =
+	// 500 ms) for an acquisition; its Unlock has no bound of its own and gets
+	// this one through its ctx, as does redfence's Release (which needs none).
 	latencyNodeTimeout = 50 * time.Millisecond
 	// latencyLockDeadline is the caller's deadline for one Lock; a Lock that
 	// has not succeeded by then counts as failed.
@@ -276,10 +277,7 @@ type latencySide struct {
 
 func redlockLatencySide(b *testing.B, name string, m *masters, hooks ...redis.Hook) *latencySide {
 	s := &latencySide{name: name, calls: &counter{}}
-	l, err := mutex.NewRedlock(m.clients(b, append(hooks, s.calls)...), mutex.WithNodeTimeout(latencyNodeTimeout))
-	if err != nil {
-		b.Fatal(err)
-	}
+	l := newRedlock(b, m.clients(b, append(hooks, s.calls)...), redlockdriver.WithStoreTimeout(latencyNodeTimeout))
 	b.Cleanup(func() { _ = l.Close() })
 	s.key = "latency-" + b.Name() + "-" + name
 	s.lock = func(ctx context.Context, key string) (func(context.Context) error, error) {
@@ -287,7 +285,7 @@ func redlockLatencySide(b *testing.B, name string, m *masters, hooks ...redis.Ho
 		if err != nil {
 			return nil, err
 		}
-		return lk.Unlock, nil
+		return lk.Release, nil
 	}
 	return s
 }

@@ -17,7 +17,7 @@ func BenchmarkRenewal(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run("locks="+strconv.Itoa(n), func(b *testing.B) {
 			s := startServers(b)
-			l := mutex.New(s.client(b, s.one))
+			l := newLocker(b, s.client(b, s.one))
 			b.Cleanup(func() { _ = l.Close() })
 			ctx := context.Background()
 			const ttl = 900 * time.Millisecond // a tick every 300 ms

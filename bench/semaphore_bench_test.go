@@ -21,7 +21,7 @@ func BenchmarkSemaphore(b *testing.B) {
 			b.Cleanup(func() { _ = admin.Close() })
 			var subs []subject
 			for range 2 {
-				l := mutex.New(s.client(b, s.one))
+				l := newLocker(b, s.client(b, s.one))
 				if name == "mutex" {
 					subs = append(subs, redfenceSubject(b, name, l))
 					continue
@@ -37,7 +37,7 @@ func BenchmarkSemaphore(b *testing.B) {
 // of n permits, as a subject's lock.
 func semaphoreSubject(b *testing.B, l *mutex.Locker, n int) subject {
 	b.Cleanup(func() { _ = l.Close() })
-	s, err := l.Semaphore("hot", n)
+	s, err := mutex.NewSemaphore(l, "hot", n)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -33,7 +33,10 @@ func BenchmarkSQLFencePaired(b *testing.B) {
 			if _, err := db.ExecContext(ctx, d.create); err != nil {
 				b.Fatal(err)
 			}
-			g := sqlfence.New(db, d.dialect, sqlfence.WithTable("bench_sql_fences"))
+			g, err := sqlfence.New(db, d.dialect, sqlfence.WithTable("bench_sql_fences"))
+			if err != nil {
+				b.Fatal(err)
+			}
 			if err := g.Migrate(ctx); err != nil {
 				b.Fatal(err)
 			}

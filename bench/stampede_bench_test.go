@@ -12,7 +12,6 @@ import (
 	"github.com/redfence/redfence/examples/stampede/burst"
 	"github.com/redfence/redfence/internal/testutil"
 	httplock "github.com/redfence/redfence/middleware/httplock"
-	"github.com/redfence/redfence/mutex"
 )
 
 // BenchmarkStampede is a burst of 1000 identical GETs over 4 replicas whose
@@ -52,8 +51,11 @@ func BenchmarkStampede(b *testing.B) {
 
 // withHTTPLock is the demo's: httplock with waits long enough for the burst.
 func withHTTPLock(rdb redis.UniversalClient, origin http.Handler) (http.Handler, func(), error) {
-	locker := mutex.New(rdb)
-	mw, err := httplock.New(locker, httplock.WithWaitTimeout(10*time.Second), httplock.WithLockAge(10*time.Second))
+	locker, err := testutil.NewLocker(rdb)
+	if err != nil {
+		return nil, nil, err
+	}
+	mw, err := httplock.New(locker, httplock.WithWait(10*time.Second), httplock.WithTTL(10*time.Second))
 	if err != nil {
 		_ = locker.Close()
 		return nil, nil, err

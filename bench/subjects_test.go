@@ -76,6 +76,29 @@ type subject struct {
 
 var errGaveUp = errors.New("gave up")
 
+// newLocker is redfence over one deployment (redisdriver on c, with opts:
+// mutex and redisdriver options). The caller closes it.
+func newLocker(b testing.TB, c redis.UniversalClient, opts ...any) *mutex.Locker {
+	b.Helper()
+	l, err := testutil.NewLocker(c, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return l
+}
+
+// newRedlock is redfence over Redlock's masters (redlockdriver on
+// clients, with opts: mutex and redlockdriver options). The caller closes
+// it.
+func newRedlock(b testing.TB, clients []redis.UniversalClient, opts ...any) *mutex.Locker {
+	b.Helper()
+	l, err := testutil.NewRedlock(clients, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return l
+}
+
 func redfenceSubject(b *testing.B, name string, l *mutex.Locker) subject {
 	b.Cleanup(func() { _ = l.Close() })
 	return subject{name, func(ctx context.Context, key string) (func() error, error) {
@@ -83,7 +106,7 @@ func redfenceSubject(b *testing.B, name string, l *mutex.Locker) subject {
 		if err != nil {
 			return nil, err
 		}
-		return func() error { return lk.Unlock(ctx) }, nil
+		return func() error { return lk.Release(ctx) }, nil
 	}}
 }
 

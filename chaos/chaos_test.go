@@ -14,7 +14,6 @@ import (
 
 	"github.com/redfence/redfence/internal/chaoskit"
 	"github.com/redfence/redfence/internal/testutil"
-	"github.com/redfence/redfence/mutex"
 )
 
 var duration = flag.Duration("chaos.duration", 0, "how long each setup runs under faults (0: the bounded run of make test)")
@@ -47,7 +46,8 @@ func singleNode(t *testing.T, w *chaoskit.World) {
 	for i := range chaoskit.Clients {
 		proxies[i] = testutil.Proxy(t, srv.Addr())
 		c := redis.NewClient(&redis.Options{Addr: proxies[i].Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-		l := mutex.New(c)
+		l, err := testutil.NewLocker(c)
+		require.NoError(t, err)
 		w.Lockers = append(w.Lockers, l)
 		t.Cleanup(func() { _ = l.Close(); _ = c.Close() })
 		p := proxies[i]
@@ -117,7 +117,7 @@ func redlockVia(t *testing.T, w *chaoskit.World, proxied bool) {
 				}
 			})
 		}
-		l, err := mutex.NewRedlock(nodes)
+		l, err := testutil.NewRedlock(nodes)
 		require.NoError(t, err)
 		w.Lockers = append(w.Lockers, l)
 		t.Cleanup(func() { _ = l.Close() })
@@ -179,7 +179,8 @@ func sentinel(t *testing.T, w *chaoskit.World, demoteOld bool) {
 	set := testutil.Sentinel(t)
 	for range chaoskit.Clients {
 		c := set.Client()
-		l := mutex.New(c)
+		l, err := testutil.NewLocker(c)
+		require.NoError(t, err)
 		w.Lockers = append(w.Lockers, l)
 		t.Cleanup(func() { _ = l.Close(); _ = c.Close() })
 	}

@@ -21,7 +21,7 @@
 //
 // TestChaosElection runs an election workload (issue 38) over the
 // single-node and Redlock setups: clients campaign on one election (half
-// with Campaign and Resign, half with Run) and, as leader, make fenced
+// with Campaign and Release, half with Run) and, as leader, make fenced
 // read-modify-writes of the register with their term; a stalling leader is
 // cut off from Redis so that its renewals fail, as a paused process's
 // would. Its checks (internal/leadercheck) are porcupine over the

@@ -8,7 +8,7 @@ import (
 )
 
 // TestChaosElection runs the election workload (issue 38): the clients
-// campaign on one election (half with Campaign and Resign, half with Run)
+// campaign on one election (half with Campaign and Release, half with Run)
 // and, as leader, make fenced read-modify-writes of a PostgreSQL register
 // with their term, under the faults of the single-node and Redlock setups;
 // a stalling leader is cut off from Redis (so its renewals fail, as a

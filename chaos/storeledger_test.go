@@ -81,7 +81,8 @@ func newSQLLedger(t *testing.T, db *sql.DB, d sqlfence.Dialect, name string) *sq
 		_, err := db.ExecContext(ctx, q)
 		require.NoError(t, err, q)
 	}
-	g := sqlfence.New(db, d, sqlfence.WithTable("fences_multi_"+name))
+	g, err := sqlfence.New(db, d, sqlfence.WithTable("fences_multi_"+name))
+	require.NoError(t, err)
 	require.NoError(t, g.Migrate(ctx))
 	return &sqlLedger{db: db, guard: g, table: table, dialect: d}
 }
@@ -161,7 +162,9 @@ type redisLedger struct {
 
 func newRedisLedger(t *testing.T) chaoskit.Ledger {
 	c, _ := testutil.Redis(t)
-	lg := &redisLedger{c: c, fence: redisfence.New(c)}
+	fence, err := redisfence.New(c)
+	require.NoError(t, err)
+	lg := &redisLedger{c: c, fence: fence}
 	for a := range chaoskit.Accounts {
 		require.NoError(t, c.Set(context.Background(), lg.balance(a), chaoskit.InitialBalance, 0).Err())
 	}

@@ -77,7 +77,8 @@ func newSQLRegister(t *testing.T, db *sql.DB, d sqlfence.Dialect, name string) *
 		_, err := db.ExecContext(ctx, q)
 		require.NoError(t, err, q)
 	}
-	g := sqlfence.New(db, d, sqlfence.WithTable("fences_"+name))
+	g, err := sqlfence.New(db, d, sqlfence.WithTable("fences_"+name))
+	require.NoError(t, err)
 	require.NoError(t, g.Migrate(ctx))
 	return &sqlRegister{db: db, guard: g, table: table, dialect: d}
 }
@@ -133,7 +134,9 @@ type redisRegister struct {
 func newRedisRegister(t *testing.T) chaoskit.Register {
 	c, _ := testutil.Redis(t)
 	tag := redisfence.Tag("register")
-	return &redisRegister{c: c, fence: redisfence.New(c), v: "register:" + tag, ok: "accepted:" + tag}
+	fence, err := redisfence.New(c)
+	require.NoError(t, err)
+	return &redisRegister{c: c, fence: fence, v: "register:" + tag, ok: "accepted:" + tag}
 }
 
 func (r *redisRegister) RMW(ctx context.Context, token int64) (read int64, err error) {

@@ -85,7 +85,7 @@ func (e *Election) begin(ctx context.Context, t *Term) error {
 	acquired := time.Now()
 	prevEnd := acquired // a lost term's end is unknown: the lock freed about now
 	if e.j != nil {
-		last, ok, err := e.j.LastTerm(ctx, e.jkey)
+		last, ok, err := e.j.LastTerm(ctx, e.key)
 		if err != nil {
 			return fmt.Errorf("election: reading the term journal: %w", err)
 		}
@@ -128,7 +128,7 @@ func (e *Election) journal(ctx context.Context, t *Term) error {
 	stop := context.AfterFunc(t.ctx, cancel)
 	defer func() { stop(); cancel() }()
 	rec := backend.TermRecord{Term: t.Token(), Value: t.value, Owner: t.owner, At: t.since}
-	ok, err := e.j.AppendTerm(jctx, e.jkey, rec)
+	ok, err := e.j.AppendTerm(jctx, e.key, rec)
 	if err != nil {
 		return fmt.Errorf("election: journaling term %d: %w", rec.Term, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/redfence/redfence/election"
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 )
 
 // After an unclean loss (the leader cut off, its term never resigned) the
@@ -24,8 +25,8 @@ func TestLockDelayAfterUncleanLoss(t *testing.T) {
 	pc, proxy := proxied(t, srv)
 	const delay = time.Second
 	lost, next := candidate(t, pc, "delay"), candidate(t, c, "delay", election.WithLockDelay(delay))
-	inspector := mutex.New(c)
-	t.Cleanup(func() { _ = inspector.Close() })
+	inspector, err := admin.New(testutil.Locker(t, c))
+	require.NoError(t, err)
 
 	old, err := lost.Campaign(ctx, "old")
 	require.NoError(t, err)
@@ -34,7 +35,7 @@ func TestLockDelayAfterUncleanLoss(t *testing.T) {
 	require.ErrorIs(t, context.Cause(old.Context()), election.ErrLost)
 	require.Eventually(t, func() bool { // its lease ran out in Redis too
 		info, err := inspector.Inspect(ctx, next.Key())
-		return err == nil && info.State == mutex.Free
+		return err == nil && info.State == admin.Free
 	}, 10*time.Second, time.Millisecond)
 
 	// Within less than the delay the lock is free but no term can begin.
@@ -51,7 +52,7 @@ func TestLockDelayAfterUncleanLoss(t *testing.T) {
 	assert.Greater(t, term.Token(), old.Token())
 	resign(t, term)
 	proxy.Heal()
-	_ = old.Resign(ctx)
+	_ = old.Release(ctx)
 
 	// Resigned: the next term begins well within the delay.
 	quick, cancel := context.WithTimeout(ctx, delay/2)
@@ -65,15 +66,14 @@ func TestLockDelayAfterUncleanLoss(t *testing.T) {
 // names the rule that failed.
 func TestNewRefusesBadInput(t *testing.T) {
 	c, _ := testutil.Redis(t)
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
+	l := testutil.Locker(t, c)
 	for _, tc := range []struct {
 		name string
 		opts []election.Option
 		want string
 	}{
-		{"lease too short", []election.Option{election.WithLease(time.Millisecond)}, "lease 1ms is outside"},
-		{"renew not below lease minus drift", []election.Option{election.WithLease(time.Second), election.WithRenewDeadline(time.Second - 5*time.Millisecond)}, "rule lease - drift > renew deadline"},
+		{"lease too short", []election.Option{election.WithTTL(time.Millisecond)}, "lease 1ms is outside"},
+		{"renew not below lease minus drift", []election.Option{election.WithTTL(time.Second), election.WithRenewDeadline(time.Second - 5*time.Millisecond)}, "rule lease - drift > renew deadline"},
 		{"renew not above retry × jitter", []election.Option{election.WithRenewDeadline(time.Second), election.WithRetryPeriod(900 * time.Millisecond)}, "rule renew deadline > 1.2 × retry period"},
 		{"zero renew", []election.Option{election.WithRenewDeadline(0)}, "renew deadline 0s must be positive"},
 		{"zero retry", []election.Option{election.WithRetryPeriod(0)}, "retry period 0s must be positive"},
@@ -90,7 +90,7 @@ func TestNewRefusesBadInput(t *testing.T) {
 	require.ErrorIs(t, err, election.ErrInvalid)
 	_, err = election.New(l, "")
 	require.ErrorIs(t, err, election.ErrInvalid)
-	e, err := election.New(l, "ok", election.WithLease(time.Second), election.WithRenewDeadline(900*time.Millisecond), election.WithRetryPeriod(100*time.Millisecond))
+	e, err := election.New(l, "ok", election.WithTTL(time.Second), election.WithRenewDeadline(900*time.Millisecond), election.WithRetryPeriod(100*time.Millisecond))
 	require.NoError(t, err)
 	var nilCtx context.Context // the bad input under test
 	_, err = e.Campaign(nilCtx, "v")
@@ -99,7 +99,7 @@ func TestNewRefusesBadInput(t *testing.T) {
 	require.ErrorIs(t, err, election.ErrInvalid)
 	require.ErrorIs(t, e.Run(context.Background(), "v", nil), election.ErrInvalid)
 	var nilTerm *election.Term
-	require.ErrorIs(t, nilTerm.Resign(context.Background()), election.ErrInvalid)
+	require.ErrorIs(t, nilTerm.Release(context.Background()), election.ErrInvalid)
 	_, ok := <-e.Observe(nilCtx)
 	require.False(t, ok)
 }
@@ -143,7 +143,7 @@ func TestCallbacksOncePerTermInOrder(t *testing.T) {
 	proxy.BlackHole()
 	<-ended
 	proxy.Heal()
-	_ = term.Resign(ctx)
+	_ = term.Release(ctx)
 
 	run, stop := context.WithCancel(ctx)
 	require.NoError(t, e.Run(run, "stopped", func(ctx context.Context, _ *election.Term) error {

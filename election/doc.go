@@ -28,7 +28,7 @@
 //     late writes harmless.
 //
 // Campaign blocks until a candidate leads; Term.Context ends when
-// leadership does, with the cause; Resign gives it up. Run is the loop most
+// leadership does, with the cause; Term.Release gives it up. Run is the loop most
 // callers want: campaign, run fn as leader, and when leadership ends wait
 // for fn before letting the lock go and campaigning again. Leader tells who
 // leads; Observe streams terms in order.
@@ -44,7 +44,7 @@
 // 24 h after its last entry (a term may last longer): Leader then reads the
 // holder from inspection, and the next term waits the lock-delay.
 //
-// Timing follows client-go's leaderelection (WithLease, WithRenewDeadline,
+// Timing follows client-go's leaderelection (WithTTL, WithRenewDeadline,
 // WithRetryPeriod), mapped onto the Locker: the lease is the lock's TTL, a
 // leader renews every retry period and its term ends when no renewal
 // succeeded within the renew deadline; candidates retry a held lock every
@@ -52,7 +52,7 @@
 // refuses timings that break the rules, naming the rule.
 //
 // The leader's value is readable from outside the process: it travels in
-// the lock's owner id (Locker.Inspect, the redfence command's elections)
+// the lock's owner id (admin.Inspect, the redfence command's elections)
 // and in the journal. Candidacies lists a process's own campaigns and terms,
 // which mutex/lockdebug shows (Named.Elections).
 package election

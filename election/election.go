@@ -12,12 +12,13 @@ import (
 
 	"github.com/redfence/redfence/internal/typednil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 	"github.com/redfence/redfence/mutex/backend"
 )
 
 // KeyPrefix begins the lock key of every election: election "billing"
-// holds the Locker's key "election:billing" (and the Locker's prefix on
-// it), which Locker.Inspect and the redfence command show.
+// holds the Locker's key "election:billing" (under the driver's prefix in
+// the store), which admin.Inspect and the redfence command show.
 const KeyPrefix = "election:"
 
 // Election is one named election among the candidates that share a
@@ -26,9 +27,9 @@ const KeyPrefix = "election:"
 type Election struct {
 	l    *mutex.Locker
 	name string
-	key  string              // the lock key, KeyPrefix + name
-	jkey string              // key's name in the backend, for the journal
+	key  string              // the lock key, KeyPrefix + name; also the journal's key
 	j    backend.TermJournal // nil: no journal, Observe polls
+	adm  *admin.Admin        // reads the lock's holder for Leader
 	cfg  config
 	tel  *telemetry
 
@@ -40,9 +41,10 @@ type Election struct {
 // New returns the election name over l. Its terms are tokens of l's key
 // KeyPrefix+name; when l's backend is a backend.TermJournal (one Redis
 // deployment), terms are journaled and Observe reads the journal;
-// otherwise (Redlock) Observe polls. Bad input (nil or broken Locker,
-// empty or too long name, timing options that break a rule, each error
-// naming the rule) returns an error matching ErrInvalid.
+// otherwise (Redlock) Observe polls. Bad input (nil Locker, empty or too
+// long name, timing options that break a rule, each error naming the
+// rule) returns an error matching ErrInvalid; a Locker's own bad options
+// are mutex.New's error.
 //
 // The timing rules are client-go's, with the Locker's clock drift margin:
 //
@@ -52,9 +54,6 @@ func New(l *mutex.Locker, name string, opts ...Option) (*Election, error) {
 	if l == nil {
 		return nil, invalid("nil Locker")
 	}
-	if err := l.Err(); err != nil {
-		return nil, err
-	}
 	if name == "" || len(KeyPrefix+name) > mutex.MaxKeyLen {
 		return nil, invalid("name must have 1 to %d bytes", mutex.MaxKeyLen-len(KeyPrefix))
 	}
@@ -63,7 +62,7 @@ func New(l *mutex.Locker, name string, opts ...Option) (*Election, error) {
 		return nil, err
 	}
 	e := &Election{l: l, name: name, key: KeyPrefix + name, cfg: cfg, campaigns: map[*campaign]struct{}{}, terms: map[*Term]struct{}{}}
-	e.jkey = l.KeyName(e.key)
+	e.adm, _ = admin.New(l) // fails only for a nil Locker
 	if b := l.Backend(); b != nil {
 		e.j, _ = b.(backend.TermJournal)
 	}
@@ -112,7 +111,7 @@ type Leader struct {
 	Since time.Time
 }
 
-// Leader returns who leads now. It reads the lock's holder (Locker.Inspect)
+// Leader returns who leads now. It reads the lock's holder (admin.Inspect)
 // and, with a journal, the last term: a holder whose term has not begun
 // (lock-delay) or that resigned is not a leader. Nobody leading returns
 // ErrNoLeader; a backend without inspection an error matching
@@ -122,11 +121,11 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if e == nil || ctx == nil {
 		return Leader{}, invalid("nil Election or context")
 	}
-	info, err := e.l.Inspect(ctx, e.key)
+	info, err := e.adm.Inspect(ctx, e.key)
 	if err != nil {
 		return Leader{}, err
 	}
-	if info.State != mutex.Held {
+	if info.State != admin.Held {
 		return Leader{}, ErrNoLeader
 	}
 	value, _ := parseOwner(info.Owner)
@@ -134,7 +133,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if e.j == nil {
 		return ld, nil
 	}
-	last, ok, err := e.j.LastTerm(ctx, e.jkey)
+	last, ok, err := e.j.LastTerm(ctx, e.key)
 	switch {
 	case err != nil:
 		return Leader{}, fmt.Errorf("election: reading the term journal: %w", err)

@@ -9,13 +9,13 @@ import (
 
 // Errors. A caller gets:
 //
-//	bad input (New, Campaign, Run, Resign)   ErrInvalid (it is mutex.ErrInvalid)
+//	bad input (New, Campaign, Run, Release)  ErrInvalid (it is mutex.ErrInvalid)
 //	Leader when nobody leads                 ErrNoLeader
 //	Campaign when ctx ended                  ctx.Err(), joined with mutex.ErrNotAcquired
 //	Campaign on a closed Locker              mutex.ErrClosed
 //	Leader/Observe without inspection        an error matching errors.ErrUnsupported
 //	context.Cause(t.Context()) after:
-//	  Resign                                 ErrResigned
+//	  Term.Release                           ErrResigned
 //	  a lost lock                            ErrLost and mutex.ErrLockLost
 //	  no renewal within the renew deadline   ErrLost
 //	  Run's ctx ended                        ErrStopped, and that ctx's cause
@@ -26,7 +26,7 @@ var (
 	// ErrNoLeader: Leader found nobody leading the election (no term begun,
 	// the last one resigned or lost, or its leader still in lock-delay).
 	ErrNoLeader = errors.New("election: no leader")
-	// ErrResigned is the cause of a term's context after Resign.
+	// ErrResigned is the cause of a term's context after Term.Release.
 	ErrResigned = errors.New("election: resigned")
 	// ErrLost is matched by the cause of a term's context when leadership
 	// was lost: the lock lost (also mutex.ErrLockLost) or not renewed

@@ -13,6 +13,7 @@ import (
 	"github.com/redfence/redfence/election"
 	"github.com/redfence/redfence/fenced/redisfence"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
 // Two replicas run the same job; one leads. The leader stalls (its code
@@ -23,12 +24,26 @@ func Example() {
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
-	replicaA, replicaB := mutex.New(rdb), mutex.New(rdb)
+	newLocker := func() *mutex.Locker { // one per replica, each with its own driver
+		driver, err := redisdriver.New(rdb)
+		if err != nil {
+			log.Fatal(err)
+		}
+		locker, err := mutex.New(driver)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return locker
+	}
+	replicaA, replicaB := newLocker(), newLocker()
 	defer replicaA.Close()
 	defer replicaB.Close()
-	fence := redisfence.New(rdb)
+	fence, err := redisfence.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	timing := []election.Option{
-		election.WithLease(300 * time.Millisecond),
+		election.WithTTL(300 * time.Millisecond),
 		election.WithRenewDeadline(200 * time.Millisecond),
 		election.WithRetryPeriod(50 * time.Millisecond),
 	}
@@ -72,7 +87,7 @@ func Example() {
 	close(wake) // A wakes up and writes as if it still led
 	fmt.Println("A refused:", errors.Is(<-stalled, redisfence.ErrStaleToken))
 	<-stalled
-	_ = termB.Resign(ctx)
+	_ = termB.Release(ctx)
 	// Output:
 	// A leads: true
 	// B leads: replica-b true

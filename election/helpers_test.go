@@ -10,7 +10,6 @@ import (
 
 	"github.com/redfence/redfence/election"
 	"github.com/redfence/redfence/internal/testutil"
-	"github.com/redfence/redfence/mutex"
 )
 
 // Short timings keep takeovers fast; the rules hold (300ms - drift > 200ms > 1.2 × 50ms).
@@ -22,7 +21,7 @@ const (
 
 func timing(more ...election.Option) []election.Option {
 	return append([]election.Option{
-		election.WithLease(lease), election.WithRenewDeadline(renew), election.WithRetryPeriod(retry),
+		election.WithTTL(lease), election.WithRenewDeadline(renew), election.WithRetryPeriod(retry),
 	}, more...)
 }
 
@@ -30,9 +29,7 @@ func timing(more ...election.Option) []election.Option {
 // far as the lock can tell), closed at Cleanup.
 func candidate(t *testing.T, c redis.UniversalClient, name string, opts ...election.Option) *election.Election {
 	t.Helper()
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
-	e, err := election.New(l, name, timing(opts...)...)
+	e, err := election.New(testutil.Locker(t, c), name, timing(opts...)...)
 	require.NoError(t, err)
 	return e
 }
@@ -54,21 +51,19 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// resign resigns t under a context of its own, failing the test on error.
+// resign releases t (resigns) under a context of its own, failing the
+// test on error.
 func resign(t *testing.T, term *election.Term) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	require.NoError(t, term.Resign(ctx))
+	require.NoError(t, term.Release(ctx))
 }
 
 // redlockCandidate is candidate over a Redlock Locker: no term journal.
 func redlockCandidate(t *testing.T, clients []redis.UniversalClient, name string, opts ...election.Option) *election.Election {
 	t.Helper()
-	l, err := mutex.NewRedlock(clients)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	e, err := election.New(l, name, timing(opts...)...)
+	e, err := election.New(testutil.Redlock(t, clients), name, timing(opts...)...)
 	require.NoError(t, err)
 	return e
 }

@@ -81,7 +81,7 @@ func (o *observer) journal(ctx context.Context) {
 		}
 	}
 	for ctx.Err() == nil {
-		recs, err := o.e.j.Terms(ctx, o.e.jkey, o.last, observeWait)
+		recs, err := o.e.j.Terms(ctx, o.e.key, o.last, observeWait)
 		if err != nil {
 			if sleep(ctx, o.e.cfg.retry) != nil {
 				return
@@ -104,7 +104,7 @@ func (o *observer) journal(ctx context.Context) {
 // term journaled; false when it could not read. The last term is read
 // first: a term journaled after it is above it, and Terms reads it.
 func (o *observer) sync(ctx context.Context) bool {
-	last, ok, err := o.e.j.LastTerm(ctx, o.e.jkey)
+	last, ok, err := o.e.j.LastTerm(ctx, o.e.key)
 	if err != nil {
 		return false
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/redfence/redfence/election"
 	"github.com/redfence/redfence/internal/testutil"
-	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/backend"
 	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
@@ -138,13 +137,11 @@ type journalOnly struct {
 func TestObserveWithoutInspection(t *testing.T) {
 	c, _ := testutil.Redis(t)
 	ctx := testCtx(t)
-	d, err := redisdriver.New(c, redisdriver.Config{Prefix: "redfence:"})
+	d, err := redisdriver.New(c)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = d.Close() })
+	t.Cleanup(func() { _ = d.Close() }) // journalOnly is no io.Closer: the Lockers leave d open
 	elect := func() *election.Election {
-		l := mutex.NewWithBackend(journalOnly{d, d})
-		t.Cleanup(func() { _ = l.Close() })
-		e, err := election.New(l, "no-inspect", timing()...)
+		e, err := election.New(testutil.WithBackend(t, journalOnly{d, d}), "no-inspect", timing()...)
 		require.NoError(t, err)
 		return e
 	}

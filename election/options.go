@@ -16,7 +16,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 // The defaults are client-go leaderelection's.
 const (
-	DefaultLease         = 15 * time.Second
+	DefaultTTL           = 15 * time.Second
 	DefaultRenewDeadline = 10 * time.Second
 	DefaultRetryPeriod   = 2 * time.Second
 	// JitterFactor is the slack a retry period gets: the renew deadline
@@ -41,7 +41,7 @@ type config struct {
 }
 
 func newConfig(opts []Option) config {
-	c := config{lease: DefaultLease, renew: DefaultRenewDeadline, retry: DefaultRetryPeriod}
+	c := config{lease: DefaultTTL, renew: DefaultRenewDeadline, retry: DefaultRetryPeriod}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c)
@@ -56,10 +56,10 @@ func (c *config) fail(err error) {
 	}
 }
 
-// WithLease sets the lease of the election's lock: how long a leader that
-// stopped renewing (paused, crashed, cut off) keeps others from leading.
-// Default 15s; within mutex.MinTTL..mutex.MaxTTL. It is the lock's TTL.
-func WithLease(d time.Duration) Option {
+// WithTTL sets the lease of the election's lock, its TTL: how long a
+// leader that stopped renewing (paused, crashed, cut off) keeps others from
+// leading. Default 15s; within mutex.MinTTL..mutex.MaxTTL.
+func WithTTL(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.lease = d })
 }
 
@@ -106,8 +106,8 @@ func WithOnStarted(fn func(*Term)) Option {
 
 // WithOnStopped sets a function called once per term that began, when it
 // ended (its context done), with the context's cause, after OnStarted
-// returned, on the term's own goroutine. Resign waits for it, so it must
-// not call Resign. Default none.
+// returned, on the term's own goroutine. Term.Release waits for it, so it
+// must not call Release. Default none.
 func WithOnStopped(fn func(*Term, error)) Option {
 	return optionFunc(func(c *config) { c.onStopped = fn })
 }

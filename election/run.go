@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// resignTimeout bounds the Resign that Run makes after fn returned, on a
-// context of its own (Run's may have ended).
+// resignTimeout bounds the Term.Release that Run makes after fn returned,
+// on a context of its own (Run's may have ended).
 const resignTimeout = 5 * time.Second
 
 // Run campaigns with value and runs fn as leader, with the term's context,
@@ -50,7 +50,7 @@ func (e *Election) Run(ctx context.Context, value string, fn func(ctx context.Co
 	}
 }
 
-// lead runs fn in the term t and resigns after it returned; done is true
+// lead runs fn in the term t and releases it after fn returned; done is true
 // when fn returned while the term lasted (Run returns err then).
 func (e *Election) lead(ctx context.Context, t *Term, fn func(context.Context, *Term) error) (done bool, err error) {
 	stop := context.AfterFunc(ctx, func() { t.cancel(&stoppedError{context.Cause(ctx)}) })
@@ -59,7 +59,7 @@ func (e *Election) lead(ctx context.Context, t *Term, fn func(context.Context, *
 	done = t.ctx.Err() == nil
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resignTimeout)
 	defer cancel()
-	rerr := t.Resign(rctx)
+	rerr := t.Release(rctx)
 	if !done {
 		return false, nil
 	}

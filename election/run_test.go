@@ -105,7 +105,8 @@ func TestRunIgnoringContextIsFenced(t *testing.T) {
 	c, _ := testutil.Redis(t)
 	ctx := testCtx(t)
 	a, b := candidate(t, c, "ignore"), candidate(t, c, "ignore")
-	fence := redisfence.New(c)
+	fence, err := redisfence.New(c)
+	require.NoError(t, err)
 	write := func(who string, term int64) error {
 		return fence.Do(ctx, "ignored", term, nil, func(ctx context.Context, tx *redis.Tx, pipe redis.Pipeliner) error {
 			pipe.Set(ctx, "writer:"+redisfence.Tag("ignored"), who, 0)

@@ -10,13 +10,13 @@ import (
 	"github.com/redfence/redfence/mutex"
 )
 
-// Term is one leadership of one candidate: the election's lock, held. Its
-// methods are safe for concurrent use.
+// Term is one leadership of one candidate: the election's lock, held. It
+// is a mutex.Hold. Its methods are safe for concurrent use.
 //
 // The term owns a goroutine that renews the lease every retry period and
 // ends the term (cancels its context) when the lock is lost, when no
-// renewal succeeded within the renew deadline, or on Resign; it then stops
-// renewing, so that the lock is either released (Resign) or runs out
+// renewal succeeded within the renew deadline, or on Release; it then stops
+// renewing, so that the lock is either released (Release) or runs out
 // within a lease, whatever the leader's code still does.
 type Term struct {
 	e      *Election
@@ -35,9 +35,14 @@ type Term struct {
 	clean   bool          // the term before ended by resignation (journal): no lock-delay
 	done    chan struct{} // the keeper returned: no renewal, OnStopped done
 
-	resign    sync.Once
-	resignErr error
+	mu      sync.Mutex // a leaf
+	renewBy time.Time  // the renew deadline: the term ends then unless a renewal succeeds
+
+	release    sync.Once
+	releaseErr error
 }
+
+var _ mutex.Hold = (*Term)(nil)
 
 func newTerm(e *Election, lk *mutex.Lock, value, owner string) *Term {
 	t := &Term{e: e, lk: lk, value: value, owner: owner, begun: make(chan struct{}), done: make(chan struct{})}
@@ -47,7 +52,9 @@ func newTerm(e *Election, lk *mutex.Lock, value, owner string) *Term {
 	// The lease began when the Lock call sent its attempt: its local
 	// deadline less the lease and the drift margin.
 	lease := e.cfg.lease
-	go t.keep(lk.Deadline().Add(-(lease - e.l.ClockDrift(lease))))
+	acquired := lk.Deadline().Add(-(lease - e.l.ClockDrift(lease)))
+	t.renewBy = acquired.Add(e.cfg.renew)
+	go t.keep(acquired)
 	return t
 }
 
@@ -89,15 +96,34 @@ func (t *Term) Context() context.Context {
 	return t.ctx
 }
 
-// Resign ends the term (its context's cause ErrResigned, unless it had
-// ended already), waits for its goroutine (OnStopped included), marks the
-// term resigned in the journal while the lock is still held, so that the
-// next leader has no lock-delay, and releases the lock. Calls after the
-// first return the first one's result. A term already lost returns nil:
-// nothing is left to give up. On a server error the lock runs out within
-// a lease. A ctx that ends first returns ctx.Err() and leaves the lock to
-// run out.
-func (t *Term) Resign(ctx context.Context) error {
+// Deadline returns when the term ends unless a renewal succeeds first: the
+// start of the last successful renewal (of the acquisition, before one)
+// plus the renew deadline, which comes before the lock's local lease
+// deadline. It is zero once the term ended.
+func (t *Term) Deadline() time.Time {
+	if t == nil || t.ctx.Err() != nil {
+		return time.Time{}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.renewBy
+}
+
+func (t *Term) setRenewBy(d time.Time) {
+	t.mu.Lock()
+	t.renewBy = d
+	t.mu.Unlock()
+}
+
+// Release resigns: it ends the term (its context's cause ErrResigned,
+// unless it had ended already), waits for its goroutine (OnStopped
+// included), marks the term resigned in the journal while the lock is
+// still held, so that the next leader has no lock-delay, and releases the
+// lock. It is idempotent: calls after the first return the first one's
+// result. A term already lost returns nil: nothing is left to give up. On
+// a server error the lock runs out within a lease. A ctx that ends first
+// returns ctx.Err() and leaves the lock to run out.
+func (t *Term) Release(ctx context.Context) error {
 	if t == nil || ctx == nil {
 		return invalid("nil Term or context")
 	}
@@ -107,20 +133,20 @@ func (t *Term) Resign(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	t.resign.Do(func() { t.resignErr = t.release(ctx) })
-	return t.resignErr
+	t.release.Do(func() { t.releaseErr = t.resign(ctx) })
+	return t.releaseErr
 }
 
-// release marks the term resigned (when it ended cleanly and the lock is
+// resign marks the term resigned (when it ended cleanly and the lock is
 // still held) and unlocks it.
-func (t *Term) release(ctx context.Context) error {
+func (t *Term) resign(ctx context.Context) error {
 	var errs []error
 	if t.e.j != nil && t.started && t.lk.Context().Err() == nil && !errors.Is(context.Cause(t.ctx), ErrLost) {
-		if _, err := t.e.j.ResignTerm(ctx, t.e.jkey, t.Token(), time.Now().Truncate(time.Millisecond)); err != nil {
+		if _, err := t.e.j.ResignTerm(ctx, t.e.key, t.Token(), time.Now().Truncate(time.Millisecond)); err != nil {
 			errs = append(errs, fmt.Errorf("election: marking term %d resigned: %w", t.Token(), err))
 		}
 	}
-	if err := t.lk.Unlock(ctx); err != nil && !errors.Is(err, mutex.ErrNotHeld) {
+	if err := t.lk.Release(ctx); err != nil && !errors.Is(err, mutex.ErrNotHeld) {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -144,7 +170,7 @@ func (t *Term) abort() {
 	<-t.done
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_ = t.lk.Unlock(ctx)
+	_ = t.lk.Release(ctx)
 }
 
 // keep renews the lease until the term ends, then reports the end.
@@ -192,6 +218,7 @@ func (t *Term) renewUntilEnd(last time.Time) {
 		switch {
 		case err == nil:
 			last = sent
+			t.setRenewBy(last.Add(cfg.renew))
 		case errors.Is(err, mutex.ErrNotHeld):
 			t.cancel(&lostError{mutex.ErrLockLost})
 			return

@@ -19,20 +19,21 @@ const reentryTries = 4
 
 // Acquire makes one attempt at a.Key, with a lease that lasts a.TTL from
 // no earlier than the call (whole seconds, rounded up, and a reuse window;
-// at least the server's minimum): one of the Backend's pooled leases that
+// at least the server's minimum): one of the Driver's pooled leases that
 // covers it, or one granted first (lease.go says why a pooled one keeps
 // rule 2). Then one transaction: a free key is put with that lease (token:
 // its create revision + the token base); a key a.Owner holds gets one more
 // count and the lease (same token); a key another holds is reported Held
 // with its lease's remaining time. A lease not used goes back to the pool.
 // On error the outcome is unknown.
-func (b *Backend) Acquire(ctx context.Context, a backend.Attempt) (backend.Grant, error) {
+func (b *Driver) Acquire(ctx context.Context, a backend.Attempt) (backend.Grant, error) {
 	if err := b.check(a.Key, a.Owner, true); err != nil {
 		return backend.Grant{}, err
 	}
 	if a.TTL <= 0 {
-		return backend.Grant{}, fmt.Errorf("%w: TTL %v is not positive", ErrInvalid, a.TTL)
+		return backend.Grant{}, invalid("TTL %v is not positive", a.TTL)
 	}
+	a.Key = b.name(a.Key)
 	mine, pooled, err := b.leaseFor(ctx, a.TTL)
 	if err != nil {
 		return backend.Grant{}, fmt.Errorf("etcddriver: acquire %q: lease: %w", a.Key, err)
@@ -54,7 +55,7 @@ func (b *Backend) Acquire(ctx context.Context, a backend.Attempt) (backend.Grant
 
 // acquire runs the transaction with the lease mine; used says whether the
 // key may now be on it.
-func (b *Backend) acquire(ctx context.Context, a backend.Attempt, mine lease) (backend.Grant, bool, error) {
+func (b *Driver) acquire(ctx context.Context, a backend.Attempt, mine lease) (backend.Grant, bool, error) {
 	now := time.Now()
 	for range reentryTries {
 		r, err := b.c.Txn(ctx).
@@ -94,7 +95,7 @@ func (b *Backend) acquire(ctx context.Context, a backend.Attempt, mine lease) (b
 // reenter adds one count to a key a.Owner holds and moves it to the lease
 // mine (a.TTL from this call), if the key did not change since modRev; done
 // is false when it did. The re-entering Lock's handle is mine.
-func (b *Backend) reenter(ctx context.Context, a backend.Attempt, modRev, createRev int64, h holding, mine lease) (backend.Grant, bool, error) {
+func (b *Driver) reenter(ctx context.Context, a backend.Attempt, modRev, createRev int64, h holding, mine lease) (backend.Grant, bool, error) {
 	h.count++
 	r, err := b.c.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(a.Key), "=", modRev)).

@@ -34,7 +34,11 @@ type badCase struct {
 // Bad input gets an error matching the documented sentinel at once, and no
 // request.
 func TestBadInput(t *testing.T) {
-	ok := etcddriver.New(noServer{})
+	ok, err := etcddriver.New(noServer{})
+	if !assert.NoError(t, err) {
+		return
+	}
+	t.Cleanup(func() { assert.NoError(t, ok.Close()) })
 	for _, c := range append(badCases(ok), nulCases(ok)...) {
 		t.Run(c.name, func(t *testing.T) {
 			err := testutil.Safely(t, time.Second, c.call)
@@ -48,23 +52,24 @@ func TestBadInput(t *testing.T) {
 	testutil.Safely(t, time.Second, func() error { _, stop := ok.Watch("", func() {}); stop(); return nil })
 }
 
+// newDriver is New's error, the Driver built closed: a bad configuration
+// is refused by New.
+func newDriver(c etcddriver.Client, opts ...etcddriver.Option) error {
+	d, err := etcddriver.New(c, opts...)
+	if d != nil {
+		_ = d.Close()
+	}
+	return err
+}
+
 // badCases: bad configuration, empty or missing fields, bad numbers.
-func badCases(ok *etcddriver.Backend) []badCase {
+func badCases(ok *etcddriver.Driver) []badCase {
 	ctx := context.Background()
 	l := backend.Lease{Key: "k", Owner: "o", Token: 5, TTL: time.Second}
 	return append([]badCase{
-		{"nil client", etcddriver.ErrInvalid, func() error {
-			_, err := etcddriver.New(nil).Acquire(ctx, attempt("k", "o"))
-			return err
-		}},
-		{"typed nil client", etcddriver.ErrInvalid, func() error {
-			_, err := etcddriver.New((*clientv3.Client)(nil)).Acquire(ctx, attempt("k", "o"))
-			return err
-		}},
-		{"negative base", etcddriver.ErrInvalid, func() error {
-			_, err := etcddriver.New(noServer{}, etcddriver.WithTokenBase(-1)).Acquire(ctx, attempt("k", "o"))
-			return err
-		}},
+		{"nil client", etcddriver.ErrInvalid, func() error { return newDriver(nil) }},
+		{"typed nil client", etcddriver.ErrInvalid, func() error { return newDriver((*clientv3.Client)(nil)) }},
+		{"negative base", etcddriver.ErrInvalid, func() error { return newDriver(noServer{}, etcddriver.WithTokenBase(-1)) }},
 		{"empty key", etcddriver.ErrInvalid, func() error { _, err := ok.Acquire(ctx, attempt("", "o")); return err }},
 		{"NUL in key", etcddriver.ErrInvalid, func() error { _, err := ok.Acquire(ctx, attempt("a\x00b", "o")); return err }},
 		{"empty owner", etcddriver.ErrInvalid, func() error { _, err := ok.Acquire(ctx, attempt("k", "")); return err }},
@@ -87,9 +92,9 @@ func badCases(ok *etcddriver.Backend) []badCase {
 		}},
 		{"abandon empty key", etcddriver.ErrInvalid, func() error { return ok.Abandon(ctx, "", "o") }},
 		{"inspect empty key", etcddriver.ErrInvalid, func() error { _, err := ok.Inspect(ctx, ""); return err }},
-		{"list limit", etcddriver.ErrInvalid, func() error { _, err := ok.List(ctx, backend.ListRequest{Prefix: "p/"}); return err }},
+		{"list limit", etcddriver.ErrInvalid, func() error { _, err := ok.List(ctx, backend.ListRequest{}); return err }},
 		{"list cursor", backend.ErrBadCursor, func() error {
-			_, err := ok.List(ctx, backend.ListRequest{Prefix: "p/", Cursor: "q/x", Count: 10})
+			_, err := ok.List(ctx, backend.ListRequest{Cursor: "q/x", Count: 10}) // not under "redfence:"
 			return err
 		}},
 		{"force negative token", etcddriver.ErrInvalid, func() error {
@@ -100,7 +105,7 @@ func badCases(ok *etcddriver.Backend) []badCase {
 }
 
 // slotCases: the slot claims and records of package runner.
-func slotCases(ok *etcddriver.Backend) []badCase {
+func slotCases(ok *etcddriver.Driver) []badCase {
 	ctx := context.Background()
 	sc := backend.SlotClaim{Key: "k", Slot: 1, Claimer: "c", TTL: time.Minute}
 	claim := func(edit func(c *backend.SlotClaim)) func() error {
@@ -123,9 +128,9 @@ func slotCases(ok *etcddriver.Backend) []badCase {
 	}
 }
 
-// nulCases: a NUL byte in a key (which the Locker passes on), a List
-// prefix or a cursor, for every method.
-func nulCases(ok *etcddriver.Backend) []badCase {
+// nulCases: a NUL byte in a key (which the Locker passes on), the prefix
+// or a List cursor, for every method.
+func nulCases(ok *etcddriver.Driver) []badCase {
 	ctx := context.Background()
 	l := backend.Lease{Key: "k", Owner: "o", Token: 5, TTL: time.Second}
 	return []badCase{
@@ -141,12 +146,9 @@ func nulCases(ok *etcddriver.Backend) []badCase {
 			_, err := ok.ForceRelease(ctx, "a\x00b", backend.Force{})
 			return err
 		}},
-		{"list NUL in prefix", etcddriver.ErrInvalid, func() error {
-			_, err := ok.List(ctx, backend.ListRequest{Prefix: "p\x00", Count: 10})
-			return err
-		}},
+		{"NUL in prefix", etcddriver.ErrInvalid, func() error { return newDriver(noServer{}, etcddriver.WithPrefix("p\x00")) }},
 		{"list NUL in cursor", backend.ErrBadCursor, func() error {
-			_, err := ok.List(ctx, backend.ListRequest{Prefix: "p/", Cursor: "p/\x00audit", Count: 10})
+			_, err := ok.List(ctx, backend.ListRequest{Cursor: "redfence:k\x00audit", Count: 10})
 			return err
 		}},
 	}
@@ -167,25 +169,37 @@ func TestErrInvalidIsTheContracts(t *testing.T) {
 
 // Through a Locker, a nil client and a key with a NUL byte (which the
 // Locker passes on) reach the caller as mutex.ErrInvalid, not a panic, and
-// send nothing.
+// send nothing: the nil client from the driver's New, the key from every
+// call.
 func TestBadInputThroughLocker(t *testing.T) {
-	for name, b := range map[string]*etcddriver.Backend{"nil client": etcddriver.New(nil), "NUL in key": etcddriver.New(noServer{})} {
-		t.Run(name, func(t *testing.T) {
-			l := mutex.NewWithBackend(b)
-			defer func() { assert.NoError(t, l.Close()) }()
-			err := testutil.Safely(t, time.Second, func() error {
-				_, err := l.TryLock(context.Background(), "k\x00")
-				return err
-			})
-			assert.ErrorIs(t, err, mutex.ErrInvalid)
-			// A waiting Lock stops at the backend's refusal too: no ctx
-			// deadline would end its retries.
-			err = testutil.Safely(t, time.Second, func() error {
-				_, err := l.Lock(context.Background(), "k\x00")
-				return err
-			})
-			assert.ErrorIs(t, err, mutex.ErrInvalid)
-			assert.NotErrorIs(t, err, mutex.ErrUnavailable, "bad input is no outage")
+	t.Run("nil client", func(t *testing.T) {
+		err := testutil.Safely(t, time.Second, func() error {
+			d, err := etcddriver.New(nil)
+			assert.Nil(t, d)
+			return err
 		})
-	}
+		assert.ErrorIs(t, err, mutex.ErrInvalid)
+		_, err = mutex.New((*etcddriver.Driver)(nil))
+		assert.ErrorIs(t, err, mutex.ErrInvalid, "nor a Locker over no Driver")
+	})
+	t.Run("NUL in key", func(t *testing.T) {
+		b, err := etcddriver.New(noServer{})
+		if !assert.NoError(t, err) {
+			return
+		}
+		l := testutil.WithBackend(t, b)
+		err = testutil.Safely(t, time.Second, func() error {
+			_, err := l.TryLock(context.Background(), "k\x00")
+			return err
+		})
+		assert.ErrorIs(t, err, mutex.ErrInvalid)
+		// A waiting Lock stops at the backend's refusal too: no ctx
+		// deadline would end its retries.
+		err = testutil.Safely(t, time.Second, func() error {
+			_, err := l.Lock(context.Background(), "k\x00")
+			return err
+		})
+		assert.ErrorIs(t, err, mutex.ErrInvalid)
+		assert.NotErrorIs(t, err, mutex.ErrUnavailable, "bad input is no outage")
+	})
 }

@@ -17,7 +17,8 @@ import (
 func TestWatchFromCompactedRevisionReadsAfresh(t *testing.T) {
 	s := etcdtest.Start(t)
 	cli := s.Client(t)
-	b := New(cli)
+	b, err := New(cli)
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -37,7 +38,7 @@ func TestWatchFromCompactedRevisionReadsAfresh(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		b.watch(wctx, "c", seen, func() {
+		b.watch(wctx, b.name("c"), seen, func() {
 			select {
 			case woken <- struct{}{}:
 			default:

@@ -1,21 +1,27 @@
-// Package etcddriver holds redfence locks in etcd: give its Backend to
-// mutex.NewWithBackend and the Locker (renewal with a loss signal,
-// reentrancy, waiting in arrival order, fencing tokens, the adapters that
-// need no Redis client, Inspect/List/ForceRelease) runs on consensus instead
-// of Redis.
+// Package etcddriver holds redfence locks in etcd: give its Driver to
+// mutex.New and the Locker (renewal with a loss signal, reentrancy, waiting
+// in arrival order, fencing tokens, the adapters that need no Redis
+// client, and package admin's Inspect/List/ForceRelease) runs on consensus
+// instead of Redis.
 //
 //	cli, _ := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:2379"}})
-//	locker := mutex.NewWithBackend(etcddriver.New(cli))
+//	d, err := etcddriver.New(cli)
+//	if err != nil { ... }
+//	locker, err := mutex.New(d) // locker.Close closes d; cli stays the caller's
 //
 // It uses etcd's KV, lease and watch APIs directly (not
 // clientv3/concurrency):
 //
+//   - A lock key is the Driver's prefix (WithPrefix, default "redfence:")
+//     and the Locker's key; what the Driver keeps beside it (forced
+//     releases, an election's terms) is that key, a NUL byte and a name.
+
 //   - One lease per held lock, which lasts the Locker's TTL from no earlier
 //     than the call: its TTL is the Locker's rounded up to whole seconds,
 //     with a reuse window (a tenth of the TTL, at least a second), never
 //     below the server's minimum. A released lock's lease, which holds
 //     nothing then, is kept for the next lock while it still lasts that long
-//     from the next attempt, so an uncontended Lock+Unlock sends two
+//     from the next attempt, so an uncontended Lock+Release sends two
 //     transactions (no grant, no revoke); a holder that dies keeps its key up
 //     to the window longer. Close revokes the leases kept.
 //   - Acquire is one transaction: a free key is put with the lease (the
@@ -34,7 +40,7 @@
 //
 // # Terms for package election
 //
-// The Backend is a backend.TermJournal: an election's terms (create
+// The Driver is a backend.TermJournal: an election's terms (create
 // revisions of its lock key, as any token) are recorded beside the lock
 // key, each by a transaction that compares the newest term, so a term
 // not above it is refused; observers read by term and watch from the
@@ -42,7 +48,7 @@
 //
 // # Slot claims for package runner
 //
-// The Backend is a backend.SlotClaimer, so that package runner runs jobs
+// The Driver is a backend.SlotClaimer, so that package runner runs jobs
 // over an etcd Locker with its claims and records in etcd. etcd has no clock
 // a client can read (a response carries a revision and a raft term, no
 // time), so the slot numbers come from each replica's clock, aligned with
@@ -57,7 +63,7 @@
 // leases, so the gap never shortens. A claim whose reply was lost is found
 // by the same claimer's retry. Claims and records sit on leases of their
 // own that outlive Close (a removed job's keys run out), beside the key the
-// runner names, out of List. package runner says what this gives and what
+// runner names (under the runner's prefix, not the Driver's), out of List. package runner says what this gives and what
 // it does not.
 //
 // What it assumes: a majority of the members up (without one no lock is
@@ -80,14 +86,14 @@
 // # Errors
 //
 //	situation                                   error
-//	nil client, negative WithTokenBase          ErrInvalid, from every call
+//	nil client, a NUL in WithPrefix, negative   ErrInvalid, from New
+//	  WithTokenBase
 //	empty key or owner, a NUL in either,        ErrInvalid; nothing sent
 //	  TTL not positive, token not above the
-//	  base, List limit not positive, a NUL in
-//	  a List prefix; a slot claim's empty
-//	  claimer or negative gap
+//	  base, List count not positive; a slot
+//	  claim's empty claimer or negative gap
 //	a List cursor not one List handed out       backend.ErrBadCursor
-//	the Backend was closed                      ErrClosed; nothing sent
+//	the Driver was closed                       ErrClosed; nothing sent
 //	etcd did not answer (the outcome unknown)   the client's error, wrapped
 //
 // ErrInvalid is backend.ErrInvalid, which is mutex.ErrInvalid: through a

@@ -39,7 +39,7 @@ func TestStaleReleaseNeverFreesNewerHolding(t *testing.T) {
 	old, err := b.Acquire(ctx, attempt("k", "same"))
 	require.NoError(t, err)
 	require.Equal(t, backend.Acquired, old.Status)
-	_, err = cli.Delete(ctx, "k") // the lease ran out, say
+	_, err = cli.Delete(ctx, testPrefix+"k") // the lease ran out, say
 	require.NoError(t, err)
 	newer, err := b.Acquire(ctx, attempt("k", "same"))
 	require.NoError(t, err)
@@ -57,7 +57,7 @@ func TestStaleReleaseNeverFreesNewerHolding(t *testing.T) {
 	require.NoError(t, err)
 	assert.Negative(t, ttl)
 
-	r, err := cli.Get(ctx, "k")
+	r, err := cli.Get(ctx, testPrefix+"k")
 	require.NoError(t, err)
 	require.Len(t, r.Kvs, 1, "the newer holder's key stays")
 	assert.Equal(t, newer.Token, r.Kvs[0].CreateRevision)
@@ -134,5 +134,87 @@ func TestTTLUnderASecondIsHeld(t *testing.T) {
 	_, err = lk.TTL(ctx)
 	require.NoError(t, err, "held")
 	require.NoError(t, lk.Context().Err())
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
+}
+
+// A lock key in etcd is the Driver's prefix and the Locker's key:
+// "redfence:" by default, the keys a Locker over etcd always wrote; an
+// election's journal sits beside it. Inspect and List take and show the key
+// without the prefix, and name the etcd key; List shows the prefix's keys
+// alone.
+func TestKeysUnderThePrefix(t *testing.T) {
+	s := server(t)
+	ctx := testCtx(t)
+	_, err := s.Client(t).Put(ctx, "other/x", "x") // no Driver's key
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name   string
+		opts   []etcddriver.Option
+		prefix string
+	}{
+		{"default", nil, "redfence:"},
+		{"WithPrefix", []etcddriver.Option{etcddriver.WithPrefix("app/")}, "app/"},
+		{"empty", []etcddriver.Option{etcddriver.WithPrefix("")}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cli := s.Client(t)
+			d, err := etcddriver.New(cli, tc.opts...)
+			require.NoError(t, err)
+			l := lockerOn(t, d)
+			key := "acct/" + tc.name
+			lk, err := l.Lock(ctx, key, mutex.WithTTL(time.Minute))
+			require.NoError(t, err)
+			r, err := cli.Get(ctx, tc.prefix+key)
+			require.NoError(t, err)
+			require.Len(t, r.Kvs, 1, "the lock's etcd key")
+			assert.Equal(t, lk.Token(), r.Kvs[0].CreateRevision)
+
+			in, err := operator(t, l).Inspect(ctx, key)
+			require.NoError(t, err)
+			assert.Equal(t, key, in.Key)
+			assert.Equal(t, tc.prefix+key, in.Name)
+			assert.Equal(t, lk.Token(), in.Token)
+
+			page, err := d.List(ctx, backend.ListRequest{Count: 100})
+			require.NoError(t, err)
+			listed := map[string]string{}
+			for _, k := range page.Keys {
+				listed[k.Key] = k.Name
+			}
+			assert.Contains(t, listed, key)
+			if tc.prefix != "" {
+				assert.Equal(t, map[string]string{key: tc.prefix + key}, listed, "the prefix's keys alone")
+			} else {
+				assert.Contains(t, listed, "other/x", "every key is under the empty prefix")
+			}
+
+			ok, err := d.AppendTerm(ctx, "election:"+tc.name, backend.TermRecord{Term: lk.Token(), Value: "v", At: time.Now()})
+			require.NoError(t, err)
+			require.True(t, ok)
+			r, err = cli.Get(ctx, tc.prefix+"election:"+tc.name+"\x00terms")
+			require.NoError(t, err)
+			assert.Len(t, r.Kvs, 1, "the journal beside the lock key")
+			require.NoError(t, lk.Release(ctx))
+		})
+	}
+}
+
+// A bad option is refused by New, before anything is sent: a prefix with a
+// NUL byte (which sets the Driver's records apart), a negative token base.
+func TestNewRefusesBadOptions(t *testing.T) {
+	for name, opt := range map[string]etcddriver.Option{
+		"NUL in prefix": etcddriver.WithPrefix("a\x00"),
+		"negative base": etcddriver.WithTokenBase(-1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			d, err := etcddriver.New(noServer{}, opt, nil)
+			assert.Nil(t, d)
+			assert.ErrorIs(t, err, etcddriver.ErrInvalid)
+			assert.ErrorIs(t, err, mutex.ErrInvalid)
+			assert.ErrorContains(t, err, "etcddriver: ")
+		})
+	}
+	d, err := etcddriver.New(noServer{}, nil)
+	require.NoError(t, err, "a nil Option is ignored")
+	require.NoError(t, d.Close())
 }

@@ -29,9 +29,16 @@ func Example() {
 	}
 	defer cli.Close()
 
-	be := etcddriver.New(cli)
-	defer be.Close()
-	locker := mutex.NewWithBackend(be, mutex.WithPrefix("locks/"))
+	d, err := etcddriver.New(cli, etcddriver.WithPrefix("locks/"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	locker, err := mutex.New(d) // the Locker owns d: its Close closes d
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer locker.Close()
 
 	ctx := context.Background()

@@ -3,36 +3,36 @@ package etcddriver
 import "time"
 
 // Watching is the number of b's watches running.
-func Watching(b *Backend) int {
+func Watching(b *Driver) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.running
 }
 
 // Streams is the number of b's watches whose stream etcd created.
-func Streams(b *Backend) int {
+func Streams(b *Driver) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.streams
 }
 
 // SetClock makes b read the time from now; before any call.
-func SetClock(b *Backend, now func() time.Time) { b.now = now }
+func SetClock(b *Driver, now func() time.Time) { b.now = now }
 
 // Pooled is the number of leases b keeps for later locks.
-func Pooled(b *Backend) int {
+func Pooled(b *Driver) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.pooled
 }
 
-// LeaseTTL is the TTL of the leases a Backend grants for locks of ttl,
+// LeaseTTL is the TTL of the leases a Driver grants for locks of ttl,
 // before the server's minimum.
 func LeaseTTL(ttl time.Duration) time.Duration { return time.Duration(leaseSeconds(ttl)) * time.Second }
 
 // Compactions is the number of times one of b's watches found the revision
 // it resumed from compacted, and read the key afresh.
-func Compactions(b *Backend) int {
+func Compactions(b *Driver) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.compacted

@@ -18,21 +18,20 @@ import (
 // Gone when not (nothing was changed); Unknown, with the error, when etcd
 // did not answer or the key moved to another lease meanwhile. The lease the lock's handle names is kept alive
 // (KeepAliveOnce), then the key is checked to still be on it; a lease too
-// short for the TTL, or a lock without this Backend's handle, gets a new
+// short for the TTL, or a lock without this Driver's handle, gets a new
 // lease put on the key in a transaction that compares owner and create
 // revision.
-func (b *Backend) Extend(ctx context.Context, leases []backend.Lease) ([]backend.Renewal, error) {
-	revs := make([]int64, len(leases))
+func (b *Driver) Extend(ctx context.Context, leases []backend.Lease) ([]backend.Renewal, error) {
+	named, revs := make([]backend.Lease, len(leases)), make([]int64, len(leases))
 	for i, l := range leases {
-		rev, err := b.checkLease(l, true)
-		if err != nil {
+		var err error
+		if named[i], revs[i], err = b.checkLease(l, true); err != nil {
 			return nil, err
 		}
-		revs[i] = rev
 	}
 	out := make([]backend.Renewal, len(leases)) // Unknown
 	var errs []error
-	for i, l := range leases {
+	for i, l := range named {
 		r, err := b.extend(ctx, l, revs[i])
 		out[i] = r
 		if err != nil {
@@ -42,7 +41,7 @@ func (b *Backend) Extend(ctx context.Context, leases []backend.Lease) ([]backend
 	return out, errors.Join(errs...)
 }
 
-func (b *Backend) extend(ctx context.Context, l backend.Lease, rev int64) (backend.Renewal, error) {
+func (b *Driver) extend(ctx context.Context, l backend.Lease, rev int64) (backend.Renewal, error) {
 	h := b.holdOf(l.Handle)
 	if cur, ok := b.current(h); ok && cur.ttl >= ceilSeconds(l.TTL) {
 		sent := b.now()
@@ -73,7 +72,7 @@ func (b *Backend) extend(ctx context.Context, l backend.Lease, rev int64) (backe
 // holding's of the same owner (a re-entry with a longer TTL moved the key
 // onto it), whose deadline must not come early. A key moved meanwhile is
 // Unknown: the next renewal tries again.
-func (b *Backend) regrant(ctx context.Context, l backend.Lease, rev int64, h *hold) (backend.Renewal, error) {
+func (b *Driver) regrant(ctx context.Context, l backend.Lease, rev int64, h *hold) (backend.Renewal, error) {
 	ttl, cur, err := b.cover(ctx, l, rev)
 	switch {
 	case err != nil:
@@ -109,7 +108,7 @@ func (b *Backend) regrant(ctx context.Context, l backend.Lease, rev int64, h *ho
 // lease's remaining time and a second more, its rounding, if that is
 // longer) and the current lease; ttl is negative when l does not hold the
 // key. An error is etcd's: the outcome is unknown.
-func (b *Backend) cover(ctx context.Context, l backend.Lease, rev int64) (ttl time.Duration, cur clientv3.LeaseID, err error) {
+func (b *Driver) cover(ctx context.Context, l backend.Lease, rev int64) (ttl time.Duration, cur clientv3.LeaseID, err error) {
 	r, err := b.c.Txn(ctx).If(held(l.Key, l.Owner, rev)...).Then(clientv3.OpGet(l.Key)).Commit()
 	if err != nil {
 		return 0, 0, fmt.Errorf("etcddriver: extend %q: %w", l.Key, err)
@@ -132,8 +131,8 @@ func (b *Backend) cover(ctx context.Context, l backend.Lease, rev int64) (ttl ti
 // TTL is what is left of l's lease (whole seconds, rounded down: 0 while
 // under a second is left), or -1 when l's owner and token do not hold the
 // key.
-func (b *Backend) TTL(ctx context.Context, l backend.Lease) (time.Duration, error) {
-	rev, err := b.checkLease(l, false)
+func (b *Driver) TTL(ctx context.Context, l backend.Lease) (time.Duration, error) {
+	l, rev, err := b.checkLease(l, false)
 	if err != nil {
 		return 0, err
 	}

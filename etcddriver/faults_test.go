@@ -15,6 +15,7 @@ import (
 	"github.com/redfence/redfence/etcddriver/internal/etcdtest"
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 	"github.com/redfence/redfence/mutex/backend"
 )
 
@@ -27,7 +28,7 @@ func cycle(ctx context.Context, t *testing.T, l *mutex.Locker, key string, last 
 	lk, err := l.Lock(ctx, key)
 	require.NoError(t, err)
 	require.Greater(t, lk.Token(), last, "tokens increase")
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 	return lk.Token()
 }
 
@@ -49,11 +50,11 @@ func TestTokensIncreaseAfterLeaderKilledAndRestarted(t *testing.T) {
 
 	c.RestartMember(t, old)
 	last = cycle(ctx, t, l, "k", last)
-	solo := lockerOn(t, backendOn(t, old.Client(t)))
+	solo := lockerOn(t, driverOn(t, old.Client(t)))
 	cycle(ctx, t, solo, "k", last)
 
 	require.NoError(t, held.Context().Err(), "renewed through the election")
-	require.NoError(t, held.Unlock(ctx))
+	require.NoError(t, held.Release(ctx))
 }
 
 // The sole member restarted on its data directory: tokens go on from its
@@ -83,14 +84,14 @@ type cutOff struct {
 func cutOffHolder(t *testing.T, c *etcdtest.Cluster) cutOff {
 	ctx := testCtx(t)
 	hcli, proxy := c.Members[0].ProxiedClient(t)
-	holder := lockerOn(t, backendOn(t, hcli))
+	holder := lockerOn(t, driverOn(t, hcli))
 	lk, err := holder.Lock(ctx, "p", mutex.WithTTL(time.Second))
 	require.NoError(t, err)
 	var run cutOff
 	lost := make(chan time.Time, 1)
 	context.AfterFunc(lk.Context(), func() { lost <- time.Now() })
 	granted := make(chan bool, 1)
-	ob := &observed{Backend: backendOn(t, c.Client(t))}
+	ob := &observed{Driver: driverOn(t, c.Client(t))}
 	ob.onGrant = func(backend.Grant) {
 		ended := lk.Context().Err() != nil // first: the causal check
 		run.grantedAt = time.Now()
@@ -143,8 +144,8 @@ func TestCompactionDuringWaitLosesNoWaiter(t *testing.T) {
 		ctx := testCtx(t)
 		a, _, cli := locker(t, c)
 		wcli, proxy := c.Members[len(c.Members)-1].ProxiedClient(t)
-		wb := backendOn(t, wcli)
-		ob := &observed{Backend: wb}
+		wb := driverOn(t, wcli)
+		ob := &observed{Driver: wb}
 		w := lockerOn(t, ob)
 		lk, err := a.Lock(ctx, "z", mutex.WithTTL(time.Hour))
 		require.NoError(t, err)
@@ -159,7 +160,7 @@ func TestCompactionDuringWaitLosesNoWaiter(t *testing.T) {
 
 		proxy.BlackHole()
 		proxy.Cut() // the watch's stream is gone and cannot come back yet
-		require.NoError(t, lk.Unlock(ctx))
+		require.NoError(t, lk.Release(ctx))
 		r, err := cli.Put(ctx, "t/other", "x")
 		require.NoError(t, err)
 		_, err = cli.Compact(ctx, r.Header.Revision, clientv3.WithCompactPhysical())
@@ -176,19 +177,19 @@ func TestCompactionDuringWaitLosesNoWaiter(t *testing.T) {
 		assert.Greater(t, x.Token(), lk.Token())
 		assert.Positive(t, etcddriver.Compactions(wb), "the watch found its revision compacted")
 		assert.Equal(t, int32(2), ob.held.Load(), "woken by the watch, not by a poll")
-		require.NoError(t, x.Unlock(ctx))
+		require.NoError(t, x.Release(ctx))
 	})
 }
 
 var errReplyLost = errors.New("test: the release's reply was lost")
 
 // lossy loses the reply to its first Release, as a connection reset after
-// the release landed would. The Locker's Unlock then fails and releases once
+// the release landed would. The Locker's Release then fails and releases once
 // more in the background; that retry is held here until newer is closed,
 // and its outcome sent on retried.
 type lossy struct {
-	*etcddriver.Backend
-	calls   atomic.Int32 // Release calls; only the Locker's Unlock and its retry make them
+	*etcddriver.Driver
+	calls   atomic.Int32 // Release calls; only the Locker's Release and its retry make them
 	newer   chan struct{}
 	retried chan int64
 }
@@ -196,7 +197,7 @@ type lossy struct {
 func (b *lossy) Release(ctx context.Context, l backend.Lease) (int64, error) {
 	switch b.calls.Add(1) {
 	case 1:
-		left, err := b.Backend.Release(ctx, l)
+		left, err := b.Driver.Release(ctx, l)
 		if err != nil || left != 0 {
 			return left, err
 		}
@@ -207,13 +208,13 @@ func (b *lossy) Release(ctx context.Context, l backend.Lease) (int64, error) {
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
-		left, err := b.Backend.Release(ctx, l)
+		left, err := b.Driver.Release(ctx, l)
 		if err == nil {
 			b.retried <- left
 		}
 		return left, err
 	}
-	return b.Backend.Release(ctx, l)
+	return b.Driver.Release(ctx, l)
 }
 
 // A retried release never frees a newer holder (etcd issue 22082): the
@@ -223,12 +224,12 @@ func (b *lossy) Release(ctx context.Context, l backend.Lease) (int64, error) {
 func TestRetriedReleaseNeverFreesNewerHolder(t *testing.T) {
 	onEach(t, func(t *testing.T, c *etcdtest.Cluster) {
 		ctx := testCtx(t)
-		lb := &lossy{Backend: backendOn(t, c.Client(t)), newer: make(chan struct{}), retried: make(chan int64, 1)}
+		lb := &lossy{Driver: driverOn(t, c.Client(t)), newer: make(chan struct{}), retried: make(chan int64, 1)}
 		a := lockerOn(t, lb)
 		b, _, _ := locker(t, c)
 		old, err := a.Lock(ctx, "d", mutex.WithOwner("job-9"))
 		require.NoError(t, err)
-		require.ErrorIs(t, old.Unlock(ctx), errReplyLost)
+		require.ErrorIs(t, old.Release(ctx), errReplyLost)
 
 		newer, err := b.Lock(ctx, "d", mutex.WithOwner("job-9"))
 		require.NoError(t, err)
@@ -240,12 +241,12 @@ func TestRetriedReleaseNeverFreesNewerHolder(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("no retry")
 		}
-		info, err := b.Inspect(ctx, "d")
+		info, err := operator(t, b).Inspect(ctx, "d")
 		require.NoError(t, err)
-		assert.Equal(t, mutex.Held, info.State)
+		assert.Equal(t, admin.Held, info.State)
 		assert.Equal(t, newer.Token(), info.Token, "the newer holding stays")
 		require.NoError(t, newer.Context().Err())
-		require.NoError(t, newer.Unlock(ctx))
+		require.NoError(t, newer.Release(ctx))
 	})
 }
 

@@ -20,9 +20,10 @@ import (
 func TestStaleHolderFencedWriteRefused(t *testing.T) {
 	pool := testutil.Postgres(t)
 	ctx := testCtx(t)
-	guard := fenced.New(pool)
+	guard, err := fenced.New(pool)
+	require.NoError(t, err)
 	require.NoError(t, guard.Migrate(ctx))
-	_, err := pool.Exec(ctx, `CREATE TABLE etcd_ledger (writer text NOT NULL, token bigint NOT NULL)`)
+	_, err = pool.Exec(ctx, `CREATE TABLE etcd_ledger (writer text NOT NULL, token bigint NOT NULL)`)
 	require.NoError(t, err)
 	write := func(writer string, token int64) error {
 		// Not the lock's context: a stale holder does not know it is one.
@@ -46,5 +47,5 @@ func TestStaleHolderFencedWriteRefused(t *testing.T) {
 	writers, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	assert.Equal(t, []string{"fresh"}, writers, "the stale write never ran")
-	require.NoError(t, run.fresh.Unlock(ctx))
+	require.NoError(t, run.fresh.Release(ctx))
 }

@@ -20,13 +20,14 @@ import (
 // holder's Release and Extend find the key gone; watchers see the delete.
 // When Released is false nothing changed: the key was free (Token 0) or held
 // under another token (Token says which).
-func (b *Backend) ForceRelease(ctx context.Context, key string, f backend.Force) (backend.Forced, error) {
+func (b *Driver) ForceRelease(ctx context.Context, key string, f backend.Force) (backend.Forced, error) {
 	if err := b.check(key, "", false); err != nil {
 		return backend.Forced{}, err
 	}
 	if f.Token < 0 {
-		return backend.Forced{}, fmt.Errorf("%w: token %d is negative", ErrInvalid, f.Token)
+		return backend.Forced{}, invalid("token %d is negative", f.Token)
 	}
+	key = b.name(key)
 	for range reentryTries {
 		out, done, err := b.force(ctx, key, f)
 		if done || err != nil {
@@ -38,7 +39,7 @@ func (b *Backend) ForceRelease(ctx context.Context, key string, f backend.Force)
 
 // force makes one try; done is false when the key changed between the read
 // and the transaction.
-func (b *Backend) force(ctx context.Context, key string, f backend.Force) (backend.Forced, bool, error) {
+func (b *Driver) force(ctx context.Context, key string, f backend.Force) (backend.Forced, bool, error) {
 	r, err := b.c.Get(ctx, key)
 	if err != nil {
 		return backend.Forced{}, false, fmt.Errorf("etcddriver: force release %q: %w", key, err)

@@ -20,18 +20,20 @@ const auditShown = 16
 // (the acquiring client's clock), the lease left and when it was last renewed
 // (this client's clock less the lease's elapsed time), and the forced
 // releases recorded beside it. etcd keeps no queue of waiters, so Waiters is
-// empty. Now is this client's clock. It changes nothing.
-func (b *Backend) Inspect(ctx context.Context, key string) (backend.KeyState, error) {
+// empty. Now is this client's clock; Name is the etcd key. It changes
+// nothing.
+func (b *Driver) Inspect(ctx context.Context, key string) (backend.KeyState, error) {
 	if err := b.check(key, "", false); err != nil {
 		return backend.KeyState{}, err
 	}
-	ap := auditPrefix(key)
+	name := b.name(key)
+	ap := auditPrefix(name)
 	r, err := b.c.Txn(ctx).Then(
-		clientv3.OpGet(key),
+		clientv3.OpGet(name),
 		clientv3.OpGet(ap, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(auditShown)),
 	).Commit()
 	if err != nil {
-		return backend.KeyState{}, fmt.Errorf("etcddriver: inspect %q: %w", key, err)
+		return backend.KeyState{}, fmt.Errorf("etcddriver: inspect %q: %w", name, err)
 	}
 	st, err := b.state(ctx, key, first(r.Responses[0].GetResponseRange().Kvs))
 	if err != nil {
@@ -46,9 +48,13 @@ func (b *Backend) Inspect(ctx context.Context, key string) (backend.KeyState, er
 	return st, nil
 }
 
-// state is the KeyState of key as kv holds it (nil: free).
-func (b *Backend) state(ctx context.Context, key string, kv *mvccpb.KeyValue) (backend.KeyState, error) {
+// state is the KeyState of key (without the prefix) as kv holds it (nil:
+// free).
+func (b *Driver) state(ctx context.Context, key string, kv *mvccpb.KeyValue) (backend.KeyState, error) {
 	st := backend.KeyState{Key: key, Now: time.Now()}
+	if name := b.name(key); name != key {
+		st.Name = name
+	}
 	if kv == nil {
 		return st, nil
 	}
@@ -60,7 +66,7 @@ func (b *Backend) state(ctx context.Context, key string, kv *mvccpb.KeyValue) (b
 	st.Owner, st.Count, st.AcquiredAt = h.owner, int(h.count), h.acquired
 	left, granted, err := b.leaseLeft(ctx, clientv3.LeaseID(kv.Lease))
 	if err != nil {
-		return backend.KeyState{}, fmt.Errorf("etcddriver: inspect %q: lease: %w", key, err)
+		return backend.KeyState{}, fmt.Errorf("etcddriver: inspect %q: lease: %w", b.name(key), err)
 	}
 	if left >= 0 { // to the second: etcd tells no finer
 		st.Lease = left
@@ -69,23 +75,21 @@ func (b *Backend) state(ctx context.Context, key string, kv *mvccpb.KeyValue) (b
 	return st, nil
 }
 
-// List returns up to r.Count lock keys whose names begin with r.Prefix, in
-// key order from r.Cursor on ("" starts), and the cursor that goes on: the
-// next key, "" once there is none. One range read makes the page (r.Scans
-// is not needed: a range read skips no key). A cursor is a key; one not
-// under the prefix, or with a NUL byte, gets an error matching
-// backend.ErrBadCursor; a prefix with a NUL byte is bad input. The
-// forced-release records beside the keys are not listed.
-func (b *Backend) List(ctx context.Context, r backend.ListRequest) (backend.ListPage, error) {
+// List returns up to r.Count lock keys under the Driver's prefix, in key
+// order from r.Cursor on ("" starts), without the prefix, and the cursor
+// that goes on: the next etcd key, "" once there is none. One range read
+// makes the page (r.Scans is not needed: a range read skips no key). A
+// cursor not under the prefix, or with a NUL byte, gets an error matching
+// backend.ErrBadCursor. The records the Driver keeps beside lock keys
+// (forced releases, terms, slot claims) are not listed.
+func (b *Driver) List(ctx context.Context, r backend.ListRequest) (backend.ListPage, error) {
 	if err := b.usable(); err != nil {
 		return backend.ListPage{}, err
 	}
-	prefix, cursor, limit := r.Prefix, r.Cursor, r.Count
+	prefix, cursor, limit := b.cfg.prefix, r.Cursor, r.Count
 	switch {
 	case limit <= 0:
-		return backend.ListPage{}, fmt.Errorf("%w: count %d is not positive", ErrInvalid, limit)
-	case strings.IndexByte(prefix, 0) >= 0: // no lock key has one
-		return backend.ListPage{}, fmt.Errorf("%w: prefix %q has a NUL byte", ErrInvalid, prefix)
+		return backend.ListPage{}, invalid("count %d is not positive", limit)
 	case strings.IndexByte(cursor, 0) >= 0: // List hands out lock keys alone
 		return backend.ListPage{}, fmt.Errorf("%w: %q has a NUL byte", backend.ErrBadCursor, cursor)
 	case cursor != "" && !strings.HasPrefix(cursor, prefix):
@@ -97,7 +101,7 @@ func (b *Backend) List(ctx context.Context, r backend.ListRequest) (backend.List
 	}
 	out := make([]backend.KeyState, 0, len(kvs))
 	for _, kv := range kvs {
-		st, err := b.state(ctx, string(kv.Key), kv)
+		st, err := b.state(ctx, strings.TrimPrefix(string(kv.Key), prefix), kv)
 		if err != nil {
 			return backend.ListPage{RoundTrips: 1}, err
 		}
@@ -108,7 +112,7 @@ func (b *Backend) List(ctx context.Context, r backend.ListRequest) (backend.List
 
 // page reads up to limit lock keys under prefix from cursor, skipping audit
 // records, and the key after them ("" when none).
-func (b *Backend) page(ctx context.Context, prefix, cursor string, limit int) ([]*mvccpb.KeyValue, string, error) {
+func (b *Driver) page(ctx context.Context, prefix, cursor string, limit int) ([]*mvccpb.KeyValue, string, error) {
 	from, end := max(prefix, cursor), clientv3.GetPrefixRangeEnd(prefix)
 	if prefix == "" {
 		end = "\x00" // every key

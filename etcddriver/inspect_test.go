@@ -11,6 +11,7 @@ import (
 
 	etcddriver "github.com/redfence/redfence/etcddriver"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 	"github.com/redfence/redfence/mutex/backend"
 )
 
@@ -18,31 +19,32 @@ import (
 func TestInspect(t *testing.T) {
 	s := server(t)
 	a, _, _ := locker(t, s)
-	op, _, _ := locker(t, s)
+	l, _, _ := locker(t, s)
+	op := operator(t, l)
 	ctx := testCtx(t)
 	before := time.Now()
 	lk, err := a.Lock(ctx, "i", mutex.WithTTL(time.Minute))
 	require.NoError(t, err)
 	in, err := op.Inspect(ctx, "i")
 	require.NoError(t, err)
-	assert.Equal(t, mutex.Held, in.State)
+	assert.Equal(t, admin.Held, in.State)
 	assert.Equal(t, lk.Token(), in.Token)
 	assert.Equal(t, 1, in.Count)
 	assert.NotEmpty(t, in.Owner)
 	assert.Greater(t, in.Lease, 50*time.Second)
 	assert.LessOrEqual(t, in.Lease, etcddriver.LeaseTTL(time.Minute), "the key's lease: the TTL and its reuse window")
 	assert.False(t, in.AcquiredAt.Before(before.Truncate(time.Microsecond)), "acquired by the acquiring client's clock")
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 	in, err = op.Inspect(ctx, "i")
 	require.NoError(t, err)
-	assert.NotEqual(t, mutex.Held, in.State)
+	assert.NotEqual(t, admin.Held, in.State)
 }
 
 // List pages through the held keys under the prefix with the backend's
 // cursor, each key once, and shows no forced-release records.
 func TestList(t *testing.T) {
 	s := server(t)
-	a, b, _ := locker(t, s)
+	a, b, cli := locker(t, s)
 	ctx := testCtx(t)
 	want := map[string]int64{}
 	for i := range 7 {
@@ -50,20 +52,24 @@ func TestList(t *testing.T) {
 		require.NoError(t, err)
 		want[lk.Key()] = lk.Token()
 	}
-	_, err := a.ForceRelease(ctx, "l6", mutex.ForceOptions{Reason: "list"}) // leaves a record beside it
+	_, err := operator(t, a).ForceRelease(ctx, "l6", admin.ForceOptions{Reason: "list"}) // leaves a record beside it
 	require.NoError(t, err)
 	delete(want, "l6")
 
+	_, err = cli.Put(ctx, "u/l9", "x") // another prefix's key: not the Driver's
+	require.NoError(t, err)
+
 	seen := map[string]int64{}
-	prefix, cursor, pages := "t/", "", 0
+	cursor, pages := "", 0
 	for {
-		page, err := b.List(ctx, backend.ListRequest{Prefix: prefix, Cursor: cursor, Count: 2})
+		page, err := b.List(ctx, backend.ListRequest{Cursor: cursor, Count: 2})
 		require.NoError(t, err)
 		keys, next := page.Keys, page.Cursor
 		assert.LessOrEqual(t, len(keys), 2)
 		for _, k := range keys {
 			_, dup := seen[k.Key]
 			assert.False(t, dup, "listed twice: %s", k.Key)
+			assert.Equal(t, testPrefix+k.Key, k.Name, "the key without the prefix, the etcd key as its name")
 			seen[k.Key] = k.Token
 		}
 		pages++
@@ -72,16 +78,15 @@ func TestList(t *testing.T) {
 		}
 		cursor = next
 	}
-	got := map[string]int64{}
-	for k, tok := range seen {
-		got[k[len(prefix):]] = tok
-	}
-	assert.Equal(t, want, got)
+	assert.Equal(t, want, seen)
 	assert.Equal(t, 3, pages)
 
-	all, err := a.ListAll(ctx, mutex.ListOptions{Match: "l*"})
+	all, err := operator(t, a).ListAll(ctx, admin.ListOptions{Match: "l*"})
 	require.NoError(t, err)
 	assert.Len(t, all, 6, "the Locker's listing over the backend")
+	for _, in := range all {
+		assert.Equal(t, testPrefix+in.Key, in.Name)
+	}
 }
 
 // A forced release frees the key for a waiter of another Locker (woken by
@@ -91,7 +96,8 @@ func TestForceRelease(t *testing.T) {
 	s := server(t)
 	a, _, _ := locker(t, s)
 	b, bb, _ := locker(t, s)
-	op, _, _ := locker(t, s)
+	l, _, _ := locker(t, s)
+	op := operator(t, l)
 	ctx := testCtx(t)
 	lk, err := a.Lock(ctx, "f", mutex.WithTTL(3*time.Second))
 	require.NoError(t, err)
@@ -103,9 +109,9 @@ func TestForceRelease(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { return etcddriver.Watching(bb) == 1 }, 10*time.Second, time.Millisecond)
 
-	_, err = op.ForceRelease(ctx, "f", mutex.ForceOptions{Token: lk.Token() + 7, Reason: "stuck"})
+	_, err = op.ForceRelease(ctx, "f", admin.ForceOptions{Token: lk.Token() + 7, Reason: "stuck"})
 	assert.ErrorIs(t, err, mutex.ErrNotHeld, "another token")
-	res, err := op.ForceRelease(ctx, "f", mutex.ForceOptions{Token: lk.Token(), By: "ops", Reason: "stuck"})
+	res, err := op.ForceRelease(ctx, "f", admin.ForceOptions{Token: lk.Token(), By: "ops", Reason: "stuck"})
 	require.NoError(t, err)
 	assert.Equal(t, lk.Token(), res.Token)
 	assert.Equal(t, res.Token+1, res.Floor)
@@ -127,7 +133,7 @@ func TestForceRelease(t *testing.T) {
 	assert.Equal(t, "stuck", in.Forced[0].Reason)
 	assert.Equal(t, res.Token, in.Forced[0].Token)
 	assert.Equal(t, res.Floor, in.Forced[0].Floor)
-	require.NoError(t, w.Unlock(ctx))
-	_, err = op.ForceRelease(ctx, "f", mutex.ForceOptions{Reason: "again"})
+	require.NoError(t, w.Release(ctx))
+	_, err = op.ForceRelease(ctx, "f", admin.ForceOptions{Reason: "again"})
 	assert.ErrorIs(t, err, mutex.ErrNotHeld, "nobody holds it")
 }

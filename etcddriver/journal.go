@@ -30,7 +30,7 @@ const (
 	journalRead = 100 // records per read
 )
 
-var _ backend.TermJournal = (*Backend)(nil)
+var _ backend.TermJournal = (*Driver)(nil)
 
 type termValue struct {
 	Value string `json:"v,omitempty"`
@@ -41,13 +41,14 @@ type termValue struct {
 func termName(term int64) string { return fmt.Sprintf("%016x", uint64(term)) }
 
 // AppendTerm records r's start when r.Term is above the newest term.
-func (b *Backend) AppendTerm(ctx context.Context, key string, r backend.TermRecord) (bool, error) {
+func (b *Driver) AppendTerm(ctx context.Context, key string, r backend.TermRecord) (bool, error) {
 	if err := b.check(key, "", false); err != nil {
 		return false, err
 	}
 	if r.Term <= 0 {
-		return false, fmt.Errorf("%w: term %d is not positive", ErrInvalid, r.Term)
+		return false, invalid("term %d is not positive", r.Term)
 	}
+	key = b.name(key)
 	v, _ := json.Marshal(termValue{Value: r.Value, Owner: r.Owner, At: r.At.UnixMilli()})
 	name, newest := termName(r.Term), key+termsSuffix
 	var ok bool
@@ -75,13 +76,14 @@ func (b *Backend) AppendTerm(ctx context.Context, key string, r backend.TermReco
 }
 
 // ResignTerm records term's resignation while it is the newest term.
-func (b *Backend) ResignTerm(ctx context.Context, key string, term int64, at time.Time) (bool, error) {
+func (b *Driver) ResignTerm(ctx context.Context, key string, term int64, at time.Time) (bool, error) {
 	if err := b.check(key, "", false); err != nil {
 		return false, err
 	}
 	if term <= 0 {
-		return false, fmt.Errorf("%w: term %d is not positive", ErrInvalid, term)
+		return false, invalid("term %d is not positive", term)
 	}
+	key = b.name(key)
 	v, _ := json.Marshal(termValue{At: at.UnixMilli()})
 	name := termName(term)
 	var ok bool
@@ -103,10 +105,11 @@ func (b *Backend) ResignTerm(ctx context.Context, key string, term int64, at tim
 
 // Terms reads the records above after; with none, it watches for one from
 // the revision it read, up to wait.
-func (b *Backend) Terms(ctx context.Context, key string, after int64, wait time.Duration) ([]backend.TermRecord, error) {
+func (b *Driver) Terms(ctx context.Context, key string, after int64, wait time.Duration) ([]backend.TermRecord, error) {
 	if err := b.check(key, "", false); err != nil {
 		return nil, err
 	}
+	key = b.name(key)
 	prefix := key + termSuffix
 	from := prefix + termName(after) + "/3" // after every record of term after
 	for {
@@ -126,7 +129,7 @@ func (b *Backend) Terms(ctx context.Context, key string, after int64, wait time.
 
 // awaitPut watches [from, the prefix's end) from rev for up to wait; true
 // when something was put.
-func (b *Backend) awaitPut(ctx context.Context, from, prefix string, rev int64, wait time.Duration) bool {
+func (b *Driver) awaitPut(ctx context.Context, from, prefix string, rev int64, wait time.Duration) bool {
 	wctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), wait)
 	defer cancel()
 	for wr := range b.c.Watch(wctx, from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithRev(rev)) {
@@ -143,10 +146,11 @@ func (b *Backend) awaitPut(ctx context.Context, from, prefix string, rev int64, 
 }
 
 // LastTerm reads the last two records: a start and its resignation.
-func (b *Backend) LastTerm(ctx context.Context, key string) (backend.TermRecord, bool, error) {
+func (b *Driver) LastTerm(ctx context.Context, key string) (backend.TermRecord, bool, error) {
 	if err := b.check(key, "", false); err != nil {
 		return backend.TermRecord{}, false, err
 	}
+	key = b.name(key)
 	prefix := key + termSuffix
 	r, err := b.c.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithLimit(2),
 		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))

@@ -9,10 +9,10 @@ import (
 	"github.com/redfence/redfence/mutex/backend"
 )
 
-// A lock's key is put on an etcd lease that this Backend keeps in a pool
+// A lock's key is put on an etcd lease that this Driver keeps in a pool
 // while no key is on it: granted when the pool has none fresh enough, put
 // back when the lock is released or an attempt did not take the key. An
-// uncontended Lock+Unlock then sends two transactions, no grant and no
+// uncontended Lock+Release then sends two transactions, no grant and no
 // revoke.
 //
 // Why a lease granted before the call keeps rule 2 of the contract (the
@@ -36,8 +36,8 @@ import (
 // No key is ever on a pooled lease, and no revoke is ever pending for one (a
 // late revoke would delete the next lock's key): a lease enters the pool
 // unused by an attempt, or when the key a release deleted was on it and it
-// is its lock's handle's, the lease the Backend put the key on; the leases
-// handed to revokeLater are those the Backend drops, which no handle of a
+// is its lock's handle's, the lease the Driver put the key on; the leases
+// handed to revokeLater are those the Driver drops, which no handle of a
 // live lock can bring back, since only a pooled or new lease gets a key.
 
 // Bounds of the pool and of the revokes in the background.
@@ -50,7 +50,7 @@ const (
 	second       = int64(time.Second)
 )
 
-// lease is an etcd lease of this Backend: it lasts ttl seconds from fresh at
+// lease is an etcd lease of this Driver: it lasts ttl seconds from fresh at
 // least.
 type lease struct {
 	id    clientv3.LeaseID
@@ -63,16 +63,16 @@ func (l lease) covers(now time.Time, ttl time.Duration) bool {
 	return !l.fresh.Add(time.Duration(l.ttl) * time.Second).Before(now.Add(ttl))
 }
 
-// hold is a held lock's Grant.Handle: its key as this Backend wrote it last,
-// and the lease it is on. The fields after rev are guarded by the Backend's
+// hold is a held lock's Grant.Handle: its key as this Driver wrote it last,
+// and the lease it is on. The fields after rev are guarded by the Driver's
 // mu.
 type hold struct {
-	b     *Backend
+	b     *Driver
 	owner string
 	rev   int64 // the key's create revision
 	l     lease
 	class time.Duration // the TTL the lease was granted for: its pool
-	// The key's mod revision after this Backend's last write of it, and
+	// The key's mod revision after this Driver's last write of it, and
 	// whether that left it one count: a release may then compare that
 	// revision alone.
 	modRev int64
@@ -81,13 +81,13 @@ type hold struct {
 }
 
 // newHold is the handle of a lock granted by a write at revision modRev.
-func (b *Backend) newHold(a backend.Attempt, createRev, modRev int64, l lease, one bool) *hold {
+func (b *Driver) newHold(a backend.Attempt, createRev, modRev int64, l lease, one bool) *hold {
 	return &hold{b: b, owner: a.Owner, rev: createRev, l: l, class: a.TTL, modRev: modRev, one: one}
 }
 
-// lastWrite is h's key as this Backend last wrote it with one count, if h is
+// lastWrite is h's key as this Driver last wrote it with one count, if h is
 // the lock of owner and create revision rev; zero otherwise.
-func (b *Backend) lastWrite(h *hold, owner string, rev int64) written {
+func (b *Driver) lastWrite(h *hold, owner string, rev int64) written {
 	if h == nil || h.owner != owner || h.rev != rev {
 		return written{}
 	}
@@ -110,7 +110,7 @@ func ceilSeconds(d time.Duration) int64 { return (int64(d) + second - 1) / secon
 // leaseFor returns a lease for an attempt of ttl: a pooled one that covers
 // ttl from now, or one granted now (pooled false). Pooled leases too old for
 // ttl are revoked in the background.
-func (b *Backend) leaseFor(ctx context.Context, ttl time.Duration) (l lease, pooled bool, err error) {
+func (b *Driver) leaseFor(ctx context.Context, ttl time.Duration) (l lease, pooled bool, err error) {
 	now := b.now()
 	var stale []clientv3.LeaseID
 	b.mu.Lock()
@@ -139,7 +139,7 @@ func (b *Backend) leaseFor(ctx context.Context, ttl time.Duration) (l lease, poo
 }
 
 // grant asks etcd for a new lease for locks of ttl.
-func (b *Backend) grant(ctx context.Context, ttl time.Duration) (lease, error) {
+func (b *Driver) grant(ctx context.Context, ttl time.Duration) (lease, error) {
 	sent := b.now()
 	g, err := b.c.Grant(ctx, leaseSeconds(ttl))
 	if err != nil {
@@ -151,7 +151,7 @@ func (b *Backend) grant(ctx context.Context, ttl time.Duration) (lease, error) {
 // giveBack pools l, which holds no key, for locks of ttl; a lease that can
 // no longer cover ttl, or one the pool has no room for, is revoked in the
 // background.
-func (b *Backend) giveBack(l lease, ttl time.Duration) {
+func (b *Driver) giveBack(l lease, ttl time.Duration) {
 	now := b.now()
 	b.mu.Lock()
 	if !b.closed && b.pooled < poolMax && l.covers(now, ttl) {
@@ -164,18 +164,18 @@ func (b *Backend) giveBack(l lease, ttl time.Duration) {
 	b.revokeLater(l.id)
 }
 
-// holdOf is the Backend's state of a lock from its Lease's handle; nil for
-// none, or another Backend's.
-func (b *Backend) holdOf(handle any) *hold {
+// holdOf is the Driver's state of a lock from its Lease's handle; nil for
+// none, or another Driver's.
+func (b *Driver) holdOf(handle any) *hold {
 	if h, ok := handle.(*hold); ok && h.b == b {
 		return h
 	}
 	return nil
 }
 
-// current is the lease h's key is on as far as this Backend knows, unless
+// current is the lease h's key is on as far as this Driver knows, unless
 // h is nil or released.
-func (b *Backend) current(h *hold) (lease, bool) {
+func (b *Driver) current(h *hold) (lease, bool) {
 	if h == nil {
 		return lease{}, false
 	}
@@ -185,7 +185,7 @@ func (b *Backend) current(h *hold) (lease, bool) {
 }
 
 // renewed records a keep-alive of h's lease id sent at sent.
-func (b *Backend) renewed(h *hold, id clientv3.LeaseID, sent time.Time) {
+func (b *Driver) renewed(h *hold, id clientv3.LeaseID, sent time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !h.done && h.l.id == id && sent.After(h.l.fresh) {
@@ -195,7 +195,7 @@ func (b *Backend) renewed(h *hold, id clientv3.LeaseID, sent time.Time) {
 
 // moved records that h's key is now on l, granted for locks of ttl, by a
 // write at revision modRev that left it one count or not.
-func (b *Backend) moved(h *hold, l lease, ttl time.Duration, modRev int64, one bool) {
+func (b *Driver) moved(h *hold, l lease, ttl time.Duration, modRev int64, one bool) {
 	if h == nil {
 		return
 	}
@@ -209,7 +209,7 @@ func (b *Backend) moved(h *hold, l lease, ttl time.Duration, modRev int64, one b
 // released deals with the lease prev of a key just deleted: back to the pool
 // when it is h's (nothing else is ever put on it), otherwise revoked in the
 // background.
-func (b *Backend) released(h *hold, prev clientv3.LeaseID) {
+func (b *Driver) released(h *hold, prev clientv3.LeaseID) {
 	if h != nil {
 		b.mu.Lock()
 		mine := !h.done && h.l.id == prev
@@ -227,7 +227,7 @@ func (b *Backend) released(h *hold, prev clientv3.LeaseID) {
 // revokeLater revokes id on a goroutine of its own, which Close waits for.
 // With too many in flight, or after Close, the lease is left to run out: it
 // holds no key.
-func (b *Backend) revokeLater(id clientv3.LeaseID) {
+func (b *Driver) revokeLater(id clientv3.LeaseID) {
 	if id == clientv3.NoLease {
 		return
 	}
@@ -251,7 +251,7 @@ func (b *Backend) revokeLater(id clientv3.LeaseID) {
 }
 
 // drainPool revokes the pooled leases, within revokeWithin: Close's.
-func (b *Backend) drainPool(pool map[time.Duration][]lease) {
+func (b *Driver) drainPool(pool map[time.Duration][]lease) {
 	ctx, cancel := context.WithTimeout(context.Background(), revokeWithin)
 	defer cancel()
 	for _, ls := range pool {

@@ -13,11 +13,10 @@ import (
 
 	etcddriver "github.com/redfence/redfence/etcddriver"
 	"github.com/redfence/redfence/etcddriver/internal/etcdtest"
-	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/backend"
 )
 
-// counted is a client that counts the calls a Backend makes, by name.
+// counted is a client that counts the calls a Driver makes, by name.
 type counted struct {
 	*clientv3.Client
 	mu    sync.Mutex
@@ -65,12 +64,10 @@ func (c *counted) KeepAliveOnce(ctx context.Context, id clientv3.LeaseID) (*clie
 	return c.Client.KeepAliveOnce(ctx, id)
 }
 
-// countedDriver is a Backend over a counted client, closed at clean-up.
-func countedDriver(t *testing.T, s *etcdtest.Cluster) (*etcddriver.Backend, *counted) {
+// countedDriver is a Driver over a counted client, closed at clean-up.
+func countedDriver(t *testing.T, s *etcdtest.Cluster) (*etcddriver.Driver, *counted) {
 	c := countedClient(t, s)
-	b := etcddriver.New(c)
-	t.Cleanup(func() { assert.NoError(t, b.Close()) })
-	return b, c
+	return driverOn(t, c), c
 }
 
 // clock is a test's clock: the real one, moved on by hand.
@@ -96,19 +93,18 @@ func leasesWithKeys(t *testing.T, cli *clientv3.Client) (all, withKeys int) {
 	return len(r.Leases), withKeys
 }
 
-// An uncontended Lock+Unlock sends two transactions once a lease is kept:
+// An uncontended Lock+Release sends two transactions once a lease is kept:
 // no grant, no revoke, no lease read (the round trips of
 // concurrency.Mutex's cycle on a long-lived session).
 func TestUncontendedCycleSendsTwoTransactions(t *testing.T) {
 	s := server(t)
 	b, c := countedDriver(t, s)
-	l := mutex.NewWithBackend(b, mutex.WithPrefix("t/"))
-	t.Cleanup(func() { assert.NoError(t, l.Close()) })
+	l := lockerOn(t, b)
 	ctx := testCtx(t)
 	cycle := func() {
 		lk, err := l.Lock(ctx, "u")
 		require.NoError(t, err)
-		require.NoError(t, lk.Unlock(ctx))
+		require.NoError(t, lk.Release(ctx))
 	}
 	cycle()
 	assert.Equal(t, map[string]int{"Grant": 1, "Txn": 2}, c.took(), "the first cycle grants the lease")
@@ -138,7 +134,7 @@ func TestPooledLeaseCoversTheTTL(t *testing.T) {
 		g, err := b.Acquire(ctx, a)
 		require.NoError(t, err)
 		require.Equal(t, backend.Acquired, g.Status)
-		r, err := c.Client.Get(ctx, "p")
+		r, err := c.Client.Get(ctx, testPrefix+"p")
 		require.NoError(t, err)
 		require.Len(t, r.Kvs, 1)
 		left, err := b.Release(ctx, backend.Lease{Key: "p", Owner: "o", Token: g.Token, Handle: g.Handle})
@@ -184,7 +180,7 @@ func TestHeldAttemptKeepsItsLease(t *testing.T) {
 	assert.Equal(t, 1, etcddriver.Pooled(b))
 }
 
-// A kept lease revoked behind the Backend's back: the attempt's transaction
+// A kept lease revoked behind the Driver's back: the attempt's transaction
 // fails with nothing written, and the attempt goes on with a lease granted
 // then.
 func TestPooledLeaseGoneIsReplaced(t *testing.T) {
@@ -193,7 +189,7 @@ func TestPooledLeaseGoneIsReplaced(t *testing.T) {
 	ctx := testCtx(t)
 	g, err := b.Acquire(ctx, attempt("r", "o"))
 	require.NoError(t, err)
-	r, err := c.Client.Get(ctx, "r")
+	r, err := c.Client.Get(ctx, testPrefix+"r")
 	require.NoError(t, err)
 	_, err = b.Release(ctx, backend.Lease{Key: "r", Owner: "o", Token: g.Token, Handle: g.Handle})
 	require.NoError(t, err)
@@ -204,7 +200,7 @@ func TestPooledLeaseGoneIsReplaced(t *testing.T) {
 	g, err = b.Acquire(ctx, attempt("r", "o"))
 	require.NoError(t, err)
 	require.Equal(t, backend.Acquired, g.Status)
-	r, err = c.Client.Get(ctx, "r")
+	r, err = c.Client.Get(ctx, testPrefix+"r")
 	require.NoError(t, err)
 	require.Len(t, r.Kvs, 1)
 	ttl, err := c.Client.TimeToLive(ctx, clientv3.LeaseID(r.Kvs[0].Lease))
@@ -212,7 +208,7 @@ func TestPooledLeaseGoneIsReplaced(t *testing.T) {
 	assert.Greater(t, ttl.TTL, int64(50), "the key is on a live lease of the attempt's TTL")
 }
 
-// Extend keeps the lock's lease alive when the Lease carries the Backend's
+// Extend keeps the lock's lease alive when the Lease carries the Driver's
 // handle; without one it puts the key on a new lease, and the old one is
 // revoked.
 func TestExtendWithAndWithoutHandle(t *testing.T) {
@@ -222,7 +218,7 @@ func TestExtendWithAndWithoutHandle(t *testing.T) {
 	g, err := b.Acquire(ctx, attempt("e", "o"))
 	require.NoError(t, err)
 	leaseOf := func() clientv3.LeaseID {
-		r, err := c.Client.Get(ctx, "e")
+		r, err := c.Client.Get(ctx, testPrefix+"e")
 		require.NoError(t, err)
 		require.Len(t, r.Kvs, 1)
 		return clientv3.LeaseID(r.Kvs[0].Lease)
@@ -279,11 +275,12 @@ func TestReentryLeavesNoLeaseWithAKey(t *testing.T) {
 	}
 }
 
-// Close revokes the leases the Backend kept.
+// Close revokes the leases the Driver kept.
 func TestCloseRevokesKeptLeases(t *testing.T) {
 	s := server(t)
 	cli := s.Client(t)
-	b := etcddriver.New(cli)
+	b, err := etcddriver.New(cli)
+	require.NoError(t, err)
 	ctx := testCtx(t)
 	for _, k := range []string{"a", "b"} {
 		g, err := b.Acquire(ctx, attempt(k, "o"))
@@ -315,7 +312,7 @@ func TestReleaseWithHandleNeverFreesNewerHolder(t *testing.T) {
 	old, err := b.Acquire(ctx, a)
 	require.NoError(t, err)
 	stale := backend.Lease{Key: "n", Owner: "same", Token: old.Token, Handle: old.Handle}
-	_, err = c.Client.Delete(ctx, "n") // the lease ran out, say
+	_, err = c.Client.Delete(ctx, testPrefix+"n") // the lease ran out, say
 	require.NoError(t, err)
 	newer, err := b.Acquire(ctx, a)
 	require.NoError(t, err)
@@ -333,7 +330,7 @@ func TestReleaseWithHandleNeverFreesNewerHolder(t *testing.T) {
 	left, err = b.Release(ctx, l) // retried, as after a lost reply
 	require.NoError(t, err)
 	assert.Equal(t, int64(-1), left)
-	r, err := c.Client.Get(ctx, "n")
+	r, err := c.Client.Get(ctx, testPrefix+"n")
 	require.NoError(t, err)
 	require.Len(t, r.Kvs, 1, "the holder after the release keeps the key")
 	assert.Equal(t, again.Token, r.Kvs[0].CreateRevision)
@@ -356,7 +353,7 @@ func TestReleaseAfterAWriteTheHandleMissed(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, left)
 	assert.Equal(t, 2, c.took()["Txn"], "the compare of the old write failed, the next compares the key as read")
-	r, err := c.Client.Get(ctx, "w")
+	r, err := c.Client.Get(ctx, testPrefix+"w")
 	require.NoError(t, err)
 	assert.Empty(t, r.Kvs)
 	require.Eventually(t, func() bool {
@@ -380,7 +377,7 @@ func TestExtendNeverShortensAnotherHoldingsLease(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, backend.Reentered, long.Status)
 	left := func() int64 {
-		r, err := c.Client.Get(ctx, "m")
+		r, err := c.Client.Get(ctx, testPrefix+"m")
 		require.NoError(t, err)
 		require.Len(t, r.Kvs, 1)
 		ttl, err := c.Client.TimeToLive(ctx, clientv3.LeaseID(r.Kvs[0].Lease))

@@ -40,7 +40,7 @@ func TestMutualExclusion(t *testing.T) {
 						assert.Greater(t, lk.Token(), last, "tokens increase")
 						last = lk.Token()
 						inside.Add(-1)
-						assert.NoError(t, lk.Unlock(ctx))
+						assert.NoError(t, lk.Release(ctx))
 					}
 				})
 			}
@@ -49,7 +49,7 @@ func TestMutualExclusion(t *testing.T) {
 	})
 }
 
-// Waiters of one Locker get the lock in arrival order, each from the Unlock
+// Waiters of one Locker get the lock in arrival order, each from the Release
 // before it: the driver has no hand-off, so the Locker releases and wakes
 // its next waiter, whose poll (an hour, the holder's lease) could not have.
 func TestWaitersOfOneLockerInOrder(t *testing.T) {
@@ -69,13 +69,13 @@ func TestWaitersOfOneLockerInOrder(t *testing.T) {
 				w, err := l.Lock(ctx, "q", mutex.WithRetry(time.Hour, time.Hour), mutex.WithTTL(time.Hour))
 				if assert.NoError(t, err) {
 					order <- got{i, w.Token()}
-					assert.NoError(t, w.Unlock(ctx))
+					assert.NoError(t, w.Release(ctx))
 				}
 			})
 			require.Eventually(t, func() bool { return waiters(l, "q") == i+1 }, 10*time.Second, time.Millisecond,
 				"waiter %d queued", i)
 		}
-		require.NoError(t, lk.Unlock(ctx))
+		require.NoError(t, lk.Release(ctx))
 		wg.Wait()
 		close(order)
 		want, last := 0, lk.Token()
@@ -97,7 +97,7 @@ func TestWatchWakesOtherLocker(t *testing.T) {
 	onEach(t, func(t *testing.T, c *etcdtest.Cluster) {
 		a, _, _ := locker(t, c)
 		bb, _ := driver(t, c)
-		ob := &observed{Backend: bb}
+		ob := &observed{Driver: bb}
 		var woken atomic.Int32
 		ob.onWake = func() { woken.Add(1) }
 		b := lockerOn(t, ob)
@@ -113,7 +113,7 @@ func TestWatchWakesOtherLocker(t *testing.T) {
 		require.Eventually(t, func() bool { return ob.held.Load() == 2 && etcddriver.Streams(bb) == 1 },
 			10*time.Second, time.Millisecond, "the waiter parked, watching the key")
 		require.Zero(t, woken.Load(), "the key is held")
-		require.NoError(t, lk.Unlock(ctx))
+		require.NoError(t, lk.Release(ctx))
 		w := <-got
 		require.NotNil(t, w)
 		assert.Greater(t, w.Token(), lk.Token())
@@ -121,12 +121,12 @@ func TestWatchWakesOtherLocker(t *testing.T) {
 		assert.Positive(t, woken.Load(), "by the watch")
 		require.Eventually(t, func() bool { return etcddriver.Watching(bb) == 0 }, 10*time.Second, time.Millisecond,
 			"nobody waits: the watch stopped")
-		require.NoError(t, w.Unlock(ctx))
+		require.NoError(t, w.Release(ctx))
 	})
 }
 
 // Reentrancy through the context (locally) and through an owner id (in
-// etcd): the same token, one count per Lock, and only the last Unlock
+// etcd): the same token, one count per Lock, and only the last Release
 // frees the key.
 func TestReentrancy(t *testing.T) {
 	onEach(t, func(t *testing.T, c *etcdtest.Cluster) {
@@ -138,22 +138,22 @@ func TestReentrancy(t *testing.T) {
 		again, err := a.Lock(first.Context(), "r")
 		require.NoError(t, err)
 		assert.Same(t, first, again, "re-entered through the context")
-		require.NoError(t, again.Unlock(ctx))
+		require.NoError(t, again.Release(ctx))
 		second, err := b.Lock(ctx, "r", mutex.WithOwner("job-7"))
 		require.NoError(t, err)
 		assert.Equal(t, first.Token(), second.Token(), "re-entry keeps the token")
-		info, err := b.Inspect(ctx, "r")
+		info, err := operator(t, b).Inspect(ctx, "r")
 		require.NoError(t, err)
 		assert.Equal(t, 2, info.Count)
 
-		require.NoError(t, second.Unlock(ctx))
+		require.NoError(t, second.Release(ctx))
 		_, err = b.TryLock(ctx, "r")
 		assert.ErrorIs(t, err, mutex.ErrNotAcquired, "one count is left")
-		require.NoError(t, first.Unlock(ctx))
+		require.NoError(t, first.Release(ctx))
 		lk, err := b.TryLock(ctx, "r")
-		require.NoError(t, err, "the last Unlock freed it")
+		require.NoError(t, err, "the last Release freed it")
 		assert.Greater(t, lk.Token(), first.Token())
-		require.NoError(t, lk.Unlock(ctx))
+		require.NoError(t, lk.Release(ctx))
 	})
 }
 
@@ -179,7 +179,7 @@ func TestRenewalKeepsLock(t *testing.T) {
 		ttl, err := lk.TTL(ctx)
 		require.NoError(t, err, "held")
 		assert.Less(t, ttl, 2*time.Second, "a 1 s lease, to the second")
-		require.NoError(t, lk.Unlock(ctx))
+		require.NoError(t, lk.Release(ctx))
 	})
 }
 
@@ -203,28 +203,34 @@ func TestLossSignalWhenKeyDeleted(t *testing.T) {
 		case <-bound.C:
 			t.Fatal("the holder was not told within a lease")
 		}
-		assert.ErrorIs(t, lk.Unlock(ctx), mutex.ErrNotHeld)
+		assert.ErrorIs(t, lk.Release(ctx), mutex.ErrNotHeld)
 	})
 }
 
-// Close releases what the Locker holds; the Backend's Close ends its
-// watches, and its later calls fail with ErrClosed, sending nothing.
+// Close releases what the Locker holds and closes the Driver, which ends
+// its watches; the Driver's later calls fail with ErrClosed, sending
+// nothing, and closing it again is harmless.
 func TestClose(t *testing.T) {
 	onEach(t, func(t *testing.T, c *etcdtest.Cluster) {
 		b, cli := driver(t, c)
-		l := mutex.NewWithBackend(b)
-		ctx := testCtx(t)
-		_, err := l.Lock(ctx, "c", mutex.WithTTL(time.Hour))
+		l, err := mutex.New(b)
 		require.NoError(t, err)
+		ctx := testCtx(t)
+		_, err = l.Lock(ctx, "c", mutex.WithTTL(time.Hour))
+		require.NoError(t, err)
+		r, err := cli.Get(ctx, testPrefix+"c")
+		require.NoError(t, err)
+		require.Len(t, r.Kvs, 1, "the premise: the lock's key")
+		_, stop := b.Watch("c", func() {})
+		require.Eventually(t, func() bool { return etcddriver.Watching(b) == 1 }, 10*time.Second, time.Millisecond)
+
 		require.NoError(t, l.Close())
-		r, err := cli.Get(ctx, "c")
+		r, err = cli.Get(ctx, testPrefix+"c")
 		require.NoError(t, err)
 		assert.Empty(t, r.Kvs, "Close released the lock")
-
-		_, stop := b.Watch("c", func() {})
-		require.NoError(t, b.Close())
-		assert.Zero(t, etcddriver.Watching(b), "Close ended the watch")
+		assert.Zero(t, etcddriver.Watching(b), "the Locker's Close closed the Driver, which ended the watch")
 		stop()
+		require.NoError(t, b.Close())
 		_, err = b.Acquire(ctx, attempt("c", "o"))
 		assert.ErrorIs(t, err, etcddriver.ErrClosed)
 		_, err = l.TryLock(ctx, "c")

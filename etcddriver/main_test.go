@@ -13,6 +13,7 @@ import (
 	"github.com/redfence/redfence/etcddriver/internal/etcdtest"
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 )
 
 // goleak needs no exceptions: an embedded member's Close and a client's
@@ -41,35 +42,50 @@ func onEach(t *testing.T, test func(t *testing.T, c *etcdtest.Cluster)) {
 	}
 }
 
-// driver is a Backend over a client of its own, closed at t's clean-up.
-func driver(t *testing.T, c *etcdtest.Cluster, opts ...etcddriver.Option) (*etcddriver.Backend, *clientv3.Client) {
+// testPrefix is the prefix of the tests' Drivers: a test that reads etcd
+// itself finds lock "k" at "t/k".
+const testPrefix = "t/"
+
+// driver is a Driver over a client of its own, closed at t's clean-up.
+func driver(t *testing.T, c *etcdtest.Cluster, opts ...etcddriver.Option) (*etcddriver.Driver, *clientv3.Client) {
 	t.Helper()
 	cli := c.Client(t)
-	return backendOn(t, cli, opts...), cli
+	return driverOn(t, cli, opts...), cli
 }
 
-// backendOn is a Backend over cli, closed at t's clean-up.
-func backendOn(t *testing.T, cli etcddriver.Client, opts ...etcddriver.Option) *etcddriver.Backend {
+// driverOn is a Driver over cli, its keys under testPrefix unless opts
+// say otherwise, closed at t's clean-up.
+func driverOn(t *testing.T, cli etcddriver.Client, opts ...etcddriver.Option) *etcddriver.Driver {
 	t.Helper()
-	b := etcddriver.New(cli, opts...)
+	b, err := etcddriver.New(cli, append([]etcddriver.Option{etcddriver.WithPrefix(testPrefix)}, opts...)...)
+	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, b.Close()) })
 	return b
 }
 
-// locker is a Locker over a Backend of its own; both closed at clean-up.
-func locker(t *testing.T, c *etcdtest.Cluster, opts ...etcddriver.Option) (*mutex.Locker, *etcddriver.Backend, *clientv3.Client) {
+// locker is a Locker over a Driver of its own; both closed at clean-up.
+func locker(t *testing.T, c *etcdtest.Cluster, opts ...etcddriver.Option) (*mutex.Locker, *etcddriver.Driver, *clientv3.Client) {
 	t.Helper()
 	b, cli := driver(t, c, opts...)
 	return lockerOn(t, b), b, cli
 }
 
-// lockerOn is a Locker over b (or a wrapper of it), closed at clean-up.
-func lockerOn(t *testing.T, b backendAll) *mutex.Locker {
+// lockerOn is a Locker over b (or a wrapper of it), closed at clean-up
+// (which closes b: the Locker owns it).
+func lockerOn(t *testing.T, b backendAll, opts ...mutex.Option) *mutex.Locker {
 	t.Helper()
-	l := mutex.NewWithBackend(b, mutex.WithPrefix("t/"))
-	require.NoError(t, l.Err())
+	l, err := mutex.New(b, opts...)
+	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, l.Close()) })
 	return l
+}
+
+// operator is the operator API over l.
+func operator(t *testing.T, l *mutex.Locker) *admin.Admin {
+	t.Helper()
+	a, err := admin.New(l)
+	require.NoError(t, err)
+	return a
 }
 
 func testCtx(t *testing.T) context.Context {

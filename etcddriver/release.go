@@ -18,8 +18,8 @@ import (
 // Owner and create revision are compared in the transaction that changes
 // the key, so a retried release never frees a newer holder's key (etcd issue
 // 22082). On error the outcome is unknown.
-func (b *Backend) Release(ctx context.Context, l backend.Lease) (int64, error) {
-	rev, err := b.checkLease(l, false)
+func (b *Driver) Release(ctx context.Context, l backend.Lease) (int64, error) {
+	l, rev, err := b.checkLease(l, false)
 	if err != nil {
 		return 0, err
 	}
@@ -86,7 +86,7 @@ func releaseIf(l backend.Lease, rev int64, w written) ([]clientv3.Cmp, clientv3.
 }
 
 // holds decodes kv when owner holds it under create revision rev.
-func (b *Backend) holds(kv *mvccpb.KeyValue, owner string, rev int64) (holding, bool) {
+func (b *Driver) holds(kv *mvccpb.KeyValue, owner string, rev int64) (holding, bool) {
 	if kv == nil || kv.CreateRevision != rev {
 		return holding{}, false
 	}
@@ -107,10 +107,11 @@ func first(kvs []*mvccpb.KeyValue) *mvccpb.KeyValue {
 // Abandon deletes key when owner holds it, whatever its count, and revokes
 // its lease: the clean-up of an attempt whose outcome is unknown. A key
 // another owner holds is left alone.
-func (b *Backend) Abandon(ctx context.Context, key, owner string) error {
+func (b *Driver) Abandon(ctx context.Context, key, owner string) error {
 	if err := b.check(key, owner, true); err != nil {
 		return err
 	}
+	key = b.name(key)
 	r, err := b.c.Txn(ctx).
 		If(ownedBy(key, owner)...).
 		Then(clientv3.OpDelete(key, clientv3.WithPrevKV())).

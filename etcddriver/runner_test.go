@@ -17,14 +17,15 @@ import (
 )
 
 // A runner over an etcd Locker claims its slots in etcd. Each replica has
-// a client, a Backend and a Locker of its own, as a process would.
+// a client, a Driver and a Locker of its own, as a process would.
 
 // runnerOn starts a Runner on c with the jobs add adds, until stop (or t's
 // clean-up); stop returns what Run returned.
 func runnerOn(t *testing.T, c *etcdtest.Cluster, add func(r *runner.Runner), opts ...runner.Option) (r *runner.Runner, stop func() error) {
 	t.Helper()
 	l, _, _ := locker(t, c)
-	r = runner.New(l, opts...)
+	r, err := runner.New(l, opts...)
+	require.NoError(t, err)
 	add(r)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -23,10 +23,11 @@ import (
 // which the leader counts: the gap between claims is a key on a lease of
 // its own, which the claim needs gone.
 //
-// The keys are the runner's, with a NUL and a name after them, which keeps
-// them out of List (as the audit records are). Claims and records sit on a
+// The keys are the runner's as it names them, under its own prefix
+// (runner.WithPrefix) and not the Driver's, which names lock keys: a NUL
+// and a name after them keep them out of List (as the audit records are). Claims and records sit on a
 // lease kept per TTL (kept), as a pooled lock lease is, but never revoked:
-// they must outlive the Backend that wrote them, for the other replicas.
+// they must outlive the Driver that wrote them, for the other replicas.
 
 // Where the runner's data lives, beside the key it names.
 const (
@@ -46,15 +47,15 @@ const (
 // counts and a new leader only lengthens. A gap under a second, or under
 // the server's least lease TTL (learnt from a grant it raised), is left
 // out. On error the outcome is unknown.
-func (b *Backend) ClaimSlot(ctx context.Context, c backend.SlotClaim) (bool, error) {
+func (b *Driver) ClaimSlot(ctx context.Context, c backend.SlotClaim) (bool, error) {
 	if err := b.check(c.Key, c.Claimer, true); err != nil {
 		return false, err
 	}
 	switch {
 	case c.TTL <= 0:
-		return false, fmt.Errorf("%w: TTL %v is not positive", ErrInvalid, c.TTL)
+		return false, invalid("TTL %v is not positive", c.TTL)
 	case c.Gap < 0:
-		return false, fmt.Errorf("%w: gap %v is negative", ErrInvalid, c.Gap)
+		return false, invalid("gap %v is negative", c.Gap)
 	}
 	var claimed bool
 	err := b.withKept(ctx, c.TTL, func(keep lease) error {
@@ -76,7 +77,7 @@ func (b *Backend) ClaimSlot(ctx context.Context, c backend.SlotClaim) (bool, err
 
 // claim is ClaimSlot's transaction, with the gap's lease gate (NoLease:
 // none).
-func (b *Backend) claim(ctx context.Context, c backend.SlotClaim, keep, gate clientv3.LeaseID) (bool, error) {
+func (b *Driver) claim(ctx context.Context, c backend.SlotClaim, keep, gate clientv3.LeaseID) (bool, error) {
 	ck, gk := c.Key+claimSuffix, c.Key+gateSuffix
 	mine := slotValue(c.Slot) + "\x00" + c.Claimer
 	puts := []clientv3.Op{clientv3.OpPut(ck, mine, clientv3.WithLease(keep))}
@@ -118,7 +119,7 @@ func slotValue(slot int64) string { return fmt.Sprintf("%016x", uint64(slot)^1<<
 // least TTL. A lease the server raised to its least TTL would hold the gap
 // longer than asked, refusing claims the runner is owed: it is revoked, and
 // the least TTL kept for the next claims.
-func (b *Backend) gateLease(ctx context.Context, gap time.Duration) (clientv3.LeaseID, error) {
+func (b *Driver) gateLease(ctx context.Context, gap time.Duration) (clientv3.LeaseID, error) {
 	secs := int64(gap / time.Second)
 	if secs < 1 || secs < b.minLease.Load() {
 		return clientv3.NoLease, nil
@@ -137,12 +138,12 @@ func (b *Backend) gateLease(ctx context.Context, gap time.Duration) (clientv3.Le
 
 // PutRecord puts value at key's record, on a kept lease that lasts ttl from
 // the call at least. On error the outcome is unknown.
-func (b *Backend) PutRecord(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+func (b *Driver) PutRecord(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	if err := b.check(key, "", false); err != nil {
 		return err
 	}
 	if ttl <= 0 {
-		return fmt.Errorf("%w: TTL %v is not positive", ErrInvalid, ttl)
+		return invalid("TTL %v is not positive", ttl)
 	}
 	err := b.withKept(ctx, ttl, func(keep lease) error {
 		_, err := b.c.Put(ctx, key+recordSuffix, string(value), clientv3.WithLease(keep.id))
@@ -155,7 +156,7 @@ func (b *Backend) PutRecord(ctx context.Context, key string, value []byte, ttl t
 }
 
 // GetRecord reads key's record: found false when there is none.
-func (b *Backend) GetRecord(ctx context.Context, key string) ([]byte, bool, error) {
+func (b *Driver) GetRecord(ctx context.Context, key string) ([]byte, bool, error) {
 	if err := b.check(key, "", false); err != nil {
 		return nil, false, err
 	}
@@ -173,7 +174,7 @@ func (b *Backend) GetRecord(ctx context.Context, key string) ([]byte, bool, erro
 // withKept runs write with a kept lease that lasts ttl from now, and once
 // more with a new one when etcd no longer has it (the transaction then
 // wrote nothing).
-func (b *Backend) withKept(ctx context.Context, ttl time.Duration, write func(keep lease) error) error {
+func (b *Driver) withKept(ctx context.Context, ttl time.Duration, write func(keep lease) error) error {
 	keep, err := b.kept(ctx, ttl, clientv3.NoLease)
 	if err != nil {
 		return err
@@ -190,7 +191,7 @@ func (b *Backend) withKept(ctx context.Context, ttl time.Duration, write func(ke
 
 // kept is the lease kept for data of ttl, granted afresh when it no longer
 // lasts ttl from now or is gone (its id).
-func (b *Backend) kept(ctx context.Context, ttl time.Duration, gone clientv3.LeaseID) (lease, error) {
+func (b *Driver) kept(ctx context.Context, ttl time.Duration, gone clientv3.LeaseID) (lease, error) {
 	now := b.now()
 	b.mu.Lock()
 	l, ok := b.keep[ttl]

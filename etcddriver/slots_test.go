@@ -13,10 +13,10 @@ import (
 	"github.com/redfence/redfence/mutex/backend"
 )
 
-// claimer makes claims of one Backend, failing the test on an error.
+// claimer makes claims of one Driver, failing the test on an error.
 type claimer struct {
 	t   *testing.T
-	b   *etcddriver.Backend
+	b   *etcddriver.Driver
 	ctx context.Context
 }
 
@@ -91,7 +91,7 @@ func (c leastTTL) Grant(ctx context.Context, ttl int64) (*clientv3.LeaseGrantRes
 // long, it would refuse claims the runner is owed.
 func TestClaimSlotGapUnderTheLeastTTL(t *testing.T) {
 	cli := server(t).Client(t)
-	b := backendOn(t, leastTTL{cli, 5})
+	b := driverOn(t, leastTTL{cli, 5})
 	c := claimer{t, b, testCtx(t)}
 	for slot := range int64(3) {
 		assert.True(t, c.claim("m", slot, "a", 2*time.Second), "slot %d: no gap", slot)
@@ -140,7 +140,8 @@ func TestRecords(t *testing.T) {
 func TestSlotDataOutlivesClose(t *testing.T) {
 	c := server(t)
 	cli := c.Client(t)
-	b := etcddriver.New(cli)
+	b, err := etcddriver.New(cli)
+	require.NoError(t, err)
 	ctx := testCtx(t)
 	ok, err := b.ClaimSlot(ctx, backend.SlotClaim{Key: "k", Slot: 1, Claimer: "a", TTL: time.Minute})
 	require.NoError(t, err)

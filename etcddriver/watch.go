@@ -16,7 +16,7 @@ const (
 )
 
 // Watch calls wake each time key may have been freed, until stop: one
-// goroutine per call, owned by the Backend (stop and Close end it and wait
+// goroutine per call, owned by the Driver (stop and Close end it and wait
 // for it). It first reads key (absent: wake), then watches its deletes from
 // the revision after that read; a watch that ends (a lost leader, a closed
 // stream) is made again from the revision after the last one it reported,
@@ -27,10 +27,11 @@ const (
 //
 // ready is nil: the first read covers a release made before the watch is
 // in place.
-func (b *Backend) Watch(key string, wake func()) (ready <-chan struct{}, stop func()) {
+func (b *Driver) Watch(key string, wake func()) (ready <-chan struct{}, stop func()) {
 	if b.check(key, "", false) != nil || wake == nil {
 		return nil, func() {}
 	}
+	key = b.name(key)
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -56,7 +57,7 @@ func (b *Backend) Watch(key string, wake func()) (ready <-chan struct{}, stop fu
 }
 
 // watch runs until ctx ends, from revision rev (0: read first).
-func (b *Backend) watch(ctx context.Context, key string, rev int64, wake func()) {
+func (b *Driver) watch(ctx context.Context, key string, rev int64, wake func()) {
 	pause := rewatchMin
 	for ctx.Err() == nil {
 		if rev == 0 {
@@ -81,7 +82,7 @@ func (b *Backend) watch(ctx context.Context, key string, rev int64, wake func())
 
 // freshRead wakes when key is absent and returns the revision to watch from,
 // or 0 when etcd did not answer.
-func (b *Backend) freshRead(ctx context.Context, key string, wake func()) int64 {
+func (b *Driver) freshRead(ctx context.Context, key string, wake func()) int64 {
 	rctx, cancel := context.WithTimeout(ctx, readWithin)
 	defer cancel()
 	r, err := b.c.Get(rctx, key, clientv3.WithKeysOnly())
@@ -97,7 +98,7 @@ func (b *Backend) freshRead(ctx context.Context, key string, wake func()) int64 
 // watchFrom watches key's deletes from rev until the watch ends; it returns
 // the revision to go on from (0: compacted, read afresh) and whether any
 // answer came.
-func (b *Backend) watchFrom(ctx context.Context, key string, rev int64, wake func()) (int64, bool) {
+func (b *Driver) watchFrom(ctx context.Context, key string, rev int64, wake func()) (int64, bool) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	progressed := false
@@ -124,7 +125,7 @@ func (b *Backend) watchFrom(ctx context.Context, key string, rev int64, wake fun
 }
 
 // streaming marks a watch's stream as created (on) or ended, for the tests.
-func (b *Backend) streaming(progressed *bool, on bool) {
+func (b *Driver) streaming(progressed *bool, on bool) {
 	if *progressed == on {
 		return
 	}

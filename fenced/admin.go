@@ -23,7 +23,7 @@ import (
 // a missing fence table and errors from PostgreSQL are reported as by Do.
 // Raises are not counted as checks in redfence.fence.checks.
 func (g *Guard) Raise(ctx context.Context, resource string, token int64) (highest int64, err error) {
-	if err := g.validate(ctx, resource, token); err != nil {
+	if err := g.usable(ctx, Claim{Resource: resource, Token: token}); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {

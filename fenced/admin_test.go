@@ -196,7 +196,7 @@ func TestFences(t *testing.T) {
 func TestAdminBadInput(t *testing.T) {
 	pool, live, fences, _ := setup(t)
 	var nilCtx context.Context
-	unmigrated := fenced.New(pool, fenced.WithTable(fences+"_never"))
+	unmigrated := newGuard(t, pool, fenced.WithTable(fences+"_never"))
 	raise := func(ctx context.Context, g *fenced.Guard, resource string, token int64) error {
 		_, err := g.Raise(ctx, resource, token)
 		return err
@@ -219,29 +219,29 @@ func TestAdminBadInput(t *testing.T) {
 		{name: "Raise: zero Guard", want: fenced.ErrInvalid, call: func(ctx context.Context, _ *spy) error {
 			return raise(ctx, new(fenced.Guard), "r", 1)
 		}},
-		{name: "Raise: bad table name", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return raise(ctx, fenced.New(sp, fenced.WithTable("a.b.c")), "r", 1)
+		{name: "bad table name: New", want: fenced.ErrInvalid, call: func(_ context.Context, sp *spy) error {
+			return built(fenced.New(sp, fenced.WithTable("a.b.c")))
 		}},
 		{name: "Raise: nil ctx", want: fenced.ErrInvalid, call: func(_ context.Context, sp *spy) error {
-			return raise(nilCtx, fenced.New(sp), "r", 1)
+			return raise(nilCtx, must(fenced.New(sp)), "r", 1)
 		}},
 		{name: "Raise: cancelled ctx", want: context.Canceled, call: func(ctx context.Context, sp *spy) error {
-			return raise(cancelled(ctx), fenced.New(sp), "r", 1)
+			return raise(cancelled(ctx), must(fenced.New(sp)), "r", 1)
 		}},
 		{name: "Raise: empty resource", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return raise(ctx, fenced.New(sp), "", 1)
+			return raise(ctx, must(fenced.New(sp)), "", 1)
 		}},
 		{name: "Raise: resource over the limit", want: fenced.ErrInvalid, msg: []string{"1025 bytes"}, call: func(ctx context.Context, sp *spy) error {
-			return raise(ctx, fenced.New(sp), long, 1)
+			return raise(ctx, must(fenced.New(sp)), long, 1)
 		}},
 		{name: "Raise: NUL in resource", want: fenced.ErrInvalid, msg: []string{"NUL"}, call: func(ctx context.Context, sp *spy) error {
-			return raise(ctx, fenced.New(sp), "a\x00b", 1)
+			return raise(ctx, must(fenced.New(sp)), "a\x00b", 1)
 		}},
 		{name: "Raise: invalid UTF-8 resource", want: fenced.ErrInvalid, msg: []string{"UTF-8"}, call: func(ctx context.Context, sp *spy) error {
-			return raise(ctx, fenced.New(sp), "a\xffb", 1)
+			return raise(ctx, must(fenced.New(sp)), "a\xffb", 1)
 		}},
 		{name: "Raise: negative token", want: fenced.ErrInvalid, msg: []string{"-1"}, call: func(ctx context.Context, sp *spy) error {
-			return raise(ctx, fenced.New(sp), "r", -1)
+			return raise(ctx, must(fenced.New(sp)), "r", -1)
 		}},
 		{name: "Raise: MaxInt64 token is accepted", call: func(ctx context.Context, _ *spy) error {
 			return raise(ctx, live, "max", math.MaxInt64)
@@ -257,28 +257,28 @@ func TestAdminBadInput(t *testing.T) {
 			return list(ctx, new(fenced.Guard), "", 1)
 		}},
 		{name: "Fences: nil ctx", want: fenced.ErrInvalid, call: func(_ context.Context, sp *spy) error {
-			return list(nilCtx, fenced.New(sp), "", 1)
+			return list(nilCtx, must(fenced.New(sp)), "", 1)
 		}},
 		{name: "Fences: cancelled ctx", want: context.Canceled, call: func(ctx context.Context, sp *spy) error {
-			return list(cancelled(ctx), fenced.New(sp), "", 1)
+			return list(cancelled(ctx), must(fenced.New(sp)), "", 1)
 		}},
 		{name: "Fences: limit 0", want: fenced.ErrInvalid, msg: []string{"limit 0"}, call: func(ctx context.Context, sp *spy) error {
-			return list(ctx, fenced.New(sp), "", 0)
+			return list(ctx, must(fenced.New(sp)), "", 0)
 		}},
 		{name: "Fences: negative limit", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return list(ctx, fenced.New(sp), "", -1)
+			return list(ctx, must(fenced.New(sp)), "", -1)
 		}},
 		{name: "Fences: limit over MaxFences", want: fenced.ErrInvalid, msg: []string{"10001"}, call: func(ctx context.Context, sp *spy) error {
-			return list(ctx, fenced.New(sp), "", fenced.MaxFences+1)
+			return list(ctx, must(fenced.New(sp)), "", fenced.MaxFences+1)
 		}},
 		{name: "Fences: prefix over the limit", want: fenced.ErrInvalid, msg: []string{"prefix is 1025 bytes"}, call: func(ctx context.Context, sp *spy) error {
-			return list(ctx, fenced.New(sp), long, 1)
+			return list(ctx, must(fenced.New(sp)), long, 1)
 		}},
 		{name: "Fences: NUL in prefix", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return list(ctx, fenced.New(sp), "\x00", 1)
+			return list(ctx, must(fenced.New(sp)), "\x00", 1)
 		}},
 		{name: "Fences: invalid UTF-8 prefix", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return list(ctx, fenced.New(sp), "\xff", 1)
+			return list(ctx, must(fenced.New(sp)), "\xff", 1)
 		}},
 		{name: "Fences: limits at the bounds are accepted", call: func(ctx context.Context, _ *spy) error {
 			if err := list(ctx, live, "", 1); err != nil {

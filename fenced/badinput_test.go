@@ -137,6 +137,24 @@ func runBadCase(t *testing.T, tc badCase) {
 	}
 }
 
+// built is New's error for the cases New must refuse; a Guard returned
+// beside it is an error that matches no sentinel.
+func built(g *fenced.Guard, err error) error {
+	if err != nil && g != nil {
+		return fmt.Errorf("New returned a Guard beside its error %q", err.Error())
+	}
+	return err
+}
+
+// must is New's Guard for the cases New must accept, inside a case's call
+// (not the test's goroutine): an error panics, which the harness reports.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(fmt.Sprintf("New: %v", err))
+	}
+	return v
+}
+
 // lazyPool is a pool to url that connects on first use.
 func lazyPool(t *testing.T, url string) *pgxpool.Pool {
 	t.Helper()
@@ -154,7 +172,7 @@ func TestBadInput(t *testing.T) {
 	pool, live, fences, _ := setup(t)
 	nop := func(context.Context, pgx.Tx) error { return nil }
 	var nilCtx context.Context // a nil ctx, spelt so that linters let it through
-	unmigrated := fenced.New(pool, fenced.WithTable(fences+"_never"))
+	unmigrated := newGuard(t, pool, fenced.WithTable(fences+"_never"))
 
 	closedPool := testutil.Postgres(t)
 	closedPool.Close()
@@ -175,27 +193,21 @@ func TestBadInput(t *testing.T) {
 	}
 
 	cases := []badCase{
-		// The database.
-		{name: "nil db: Do", want: fenced.ErrInvalid, call: func(ctx context.Context, _ *spy) error {
-			return fenced.New(nil).Do(ctx, "r", 1, nop)
+		// The database: New refuses it.
+		{name: "nil db", want: fenced.ErrInvalid, msg: []string{"nil database"}, call: func(context.Context, *spy) error {
+			return built(fenced.New(nil))
 		}},
-		{name: "nil db: Migrate", want: fenced.ErrInvalid, call: func(ctx context.Context, _ *spy) error {
-			return fenced.New(nil).Migrate(ctx)
+		{name: "typed nil pool", want: fenced.ErrInvalid, msg: []string{"*pgxpool.Pool"}, call: func(context.Context, *spy) error {
+			return built(fenced.New((*pgxpool.Pool)(nil)))
 		}},
-		{name: "typed nil pool: Do", want: fenced.ErrInvalid, msg: []string{"*pgxpool.Pool"}, call: func(ctx context.Context, _ *spy) error {
-			return fenced.New((*pgxpool.Pool)(nil)).Do(ctx, "r", 1, nop)
+		{name: "typed nil conn", want: fenced.ErrInvalid, msg: []string{"*pgx.Conn"}, call: func(context.Context, *spy) error {
+			return built(fenced.New((*pgx.Conn)(nil)))
 		}},
-		{name: "typed nil pool: Migrate", want: fenced.ErrInvalid, call: func(ctx context.Context, _ *spy) error {
-			return fenced.New((*pgxpool.Pool)(nil)).Migrate(ctx)
+		{name: "typed nil spy", want: fenced.ErrInvalid, msg: []string{"*fenced_test.spy"}, call: func(context.Context, *spy) error {
+			return built(fenced.New((*spy)(nil)))
 		}},
-		{name: "typed nil conn: Do", want: fenced.ErrInvalid, msg: []string{"*pgx.Conn"}, call: func(ctx context.Context, _ *spy) error {
-			return fenced.New((*pgx.Conn)(nil)).Do(ctx, "r", 1, nop)
-		}},
-		{name: "typed nil conn: Migrate", want: fenced.ErrInvalid, call: func(ctx context.Context, _ *spy) error {
-			return fenced.New((*pgx.Conn)(nil)).Migrate(ctx)
-		}},
-		{name: "typed nil spy: Check", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New((*spy)(nil)).Check(ctx, sp, "r", 1)
+		{name: "typed nil db with a bad option", want: fenced.ErrInvalid, msg: []string{"nil database"}, call: func(context.Context, *spy) error {
+			return built(fenced.New((*pgxpool.Pool)(nil), fenced.WithTable("")))
 		}},
 
 		// The Guard.
@@ -220,53 +232,53 @@ func TestBadInput(t *testing.T) {
 
 		// The context.
 		{name: "nil ctx: Do", want: fenced.ErrInvalid, call: func(_ context.Context, sp *spy) error {
-			return fenced.New(sp).Do(nilCtx, "r", 1, nop)
+			return must(fenced.New(sp)).Do(nilCtx, "r", 1, nop)
 		}},
 		{name: "nil ctx: Migrate", want: fenced.ErrInvalid, call: func(_ context.Context, sp *spy) error {
-			return fenced.New(sp).Migrate(nilCtx)
+			return must(fenced.New(sp)).Migrate(nilCtx)
 		}},
 		{name: "nil ctx: Check", want: fenced.ErrInvalid, call: func(_ context.Context, sp *spy) error {
-			return fenced.New(sp).Check(nilCtx, sp, "r", 1)
+			return must(fenced.New(sp)).Check(nilCtx, sp, "r", 1)
 		}},
 		{name: "cancelled ctx: Do", want: context.Canceled, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp).Do(cancelled(ctx), "r", 1, nop)
+			return must(fenced.New(sp)).Do(cancelled(ctx), "r", 1, nop)
 		}},
 		{name: "expired ctx: Migrate", want: context.DeadlineExceeded, call: func(ctx context.Context, sp *spy) error {
 			ctx, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
 			defer cancel()
-			return fenced.New(sp).Migrate(ctx)
+			return must(fenced.New(sp)).Migrate(ctx)
 		}},
 		{name: "cancelled ctx: Check", want: context.Canceled, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp).Check(cancelled(ctx), sp, "r", 1)
+			return must(fenced.New(sp)).Check(cancelled(ctx), sp, "r", 1)
 		}},
 
 		// The resource.
 		{name: "empty resource: Do", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp).Do(ctx, "", 1, nop)
+			return must(fenced.New(sp)).Do(ctx, "", 1, nop)
 		}},
 		{name: "empty resource: Check", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp).Check(ctx, sp, "", 1)
+			return must(fenced.New(sp)).Check(ctx, sp, "", 1)
 		}},
 		{name: "resource one byte over the limit", want: fenced.ErrInvalid, msg: []string{"1025 bytes", "limit of 1024"}, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp).Do(ctx, long+"x", 1, nop)
+			return must(fenced.New(sp)).Do(ctx, long+"x", 1, nop)
 		}},
 		{name: "3000-byte resource", want: fenced.ErrInvalid, msg: []string{"3000 bytes"}, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp).Do(ctx, strings.Repeat("r", 3000), 1, nop)
+			return must(fenced.New(sp)).Do(ctx, strings.Repeat("r", 3000), 1, nop)
 		}},
 		{name: "1 MB resource: Do", want: fenced.ErrInvalid, msg: []string{"1048576 bytes", "limit of 1024"}, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp).Do(ctx, huge, 1, nop)
+			return must(fenced.New(sp)).Do(ctx, huge, 1, nop)
 		}},
 		{name: "1 MB resource: Check", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp).Check(ctx, sp, huge, 1)
+			return must(fenced.New(sp)).Check(ctx, sp, huge, 1)
 		}},
 		{name: "NUL in resource: Do", want: fenced.ErrInvalid, msg: []string{"NUL"}, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp).Do(ctx, "a\x00b", 1, nop)
+			return must(fenced.New(sp)).Do(ctx, "a\x00b", 1, nop)
 		}},
 		{name: "NUL in resource: Check", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp).Check(ctx, sp, "\x00", 1)
+			return must(fenced.New(sp)).Check(ctx, sp, "\x00", 1)
 		}},
 		{name: "invalid UTF-8 resource", want: fenced.ErrInvalid, msg: []string{"UTF-8"}, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp).Do(ctx, "a\xffb", 1, nop)
+			return must(fenced.New(sp)).Do(ctx, "a\xffb", 1, nop)
 		}},
 		{name: "resource at the limit is accepted", call: func(ctx context.Context, _ *spy) error {
 			return live.Do(ctx, long, 1, nop)
@@ -283,10 +295,10 @@ func TestBadInput(t *testing.T) {
 
 		// The token.
 		{name: "negative token: Do", want: fenced.ErrInvalid, msg: []string{"-1"}, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp).Do(ctx, "r", -1, nop)
+			return must(fenced.New(sp)).Do(ctx, "r", -1, nop)
 		}},
 		{name: "MinInt64 token: Check", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp).Check(ctx, sp, "r", math.MinInt64)
+			return must(fenced.New(sp)).Check(ctx, sp, "r", math.MinInt64)
 		}},
 		{name: "token 0 is accepted", call: func(ctx context.Context, _ *spy) error {
 			return live.Do(ctx, "zero", 0, nop)
@@ -297,44 +309,44 @@ func TestBadInput(t *testing.T) {
 
 		// fn and tx.
 		{name: "nil fn", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp).Do(ctx, "r", 1, nil)
+			return must(fenced.New(sp)).Do(ctx, "r", 1, nil)
 		}},
 		{name: "nil tx", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp).Check(ctx, nil, "r", 1)
+			return must(fenced.New(sp)).Check(ctx, nil, "r", 1)
 		}},
 		{name: "typed nil tx", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp).Check(ctx, (*spy)(nil), "r", 1)
+			return must(fenced.New(sp)).Check(ctx, (*spy)(nil), "r", 1)
 		}},
 
-		// Options.
-		{name: "empty table name", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp, fenced.WithTable("")).Do(ctx, "r", 1, nop)
+		// Options: New refuses them, before any call.
+		{name: "empty table name", want: fenced.ErrInvalid, msg: []string{"empty part"}, call: func(_ context.Context, sp *spy) error {
+			return built(fenced.New(sp, fenced.WithTable("")))
 		}},
-		{name: "empty schema", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp, fenced.WithTable(".t")).Migrate(ctx)
+		{name: "empty schema", want: fenced.ErrInvalid, call: func(_ context.Context, sp *spy) error {
+			return built(fenced.New(sp, fenced.WithTable(".t")))
 		}},
-		{name: "three-part table name", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp, fenced.WithTable("a.b.c")).Check(ctx, sp, "r", 1)
+		{name: "three-part table name", want: fenced.ErrInvalid, call: func(_ context.Context, sp *spy) error {
+			return built(fenced.New(sp, fenced.WithTable("a.b.c")))
 		}},
-		{name: "64-byte table name", want: fenced.ErrInvalid, msg: []string{"64 bytes"}, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp, fenced.WithTable(fmt.Sprintf("%064d", 0))).Do(ctx, "r", 1, nop)
+		{name: "64-byte table name", want: fenced.ErrInvalid, msg: []string{"64 bytes"}, call: func(_ context.Context, sp *spy) error {
+			return built(fenced.New(sp, fenced.WithTable(fmt.Sprintf("%064d", 0))))
 		}},
-		{name: "1 MB table name", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp, fenced.WithTable(huge)).Migrate(ctx)
+		{name: "1 MB table name", want: fenced.ErrInvalid, call: func(_ context.Context, sp *spy) error {
+			return built(fenced.New(sp, fenced.WithTable(huge)))
 		}},
-		{name: "NUL in table name", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp, fenced.WithTable("a\x00b")).Do(ctx, "r", 1, nop)
+		{name: "NUL in table name", want: fenced.ErrInvalid, call: func(_ context.Context, sp *spy) error {
+			return built(fenced.New(sp, fenced.WithTable("a\x00b")))
 		}},
-		{name: "invalid UTF-8 table name", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp, fenced.WithTable("s.t\xff")).Migrate(ctx)
+		{name: "invalid UTF-8 table name", want: fenced.ErrInvalid, call: func(_ context.Context, sp *spy) error {
+			return built(fenced.New(sp, fenced.WithTable("s.t\xff")))
 		}},
 		{name: "nil option is ignored", call: func(ctx context.Context, _ *spy) error {
-			return fenced.New(pool, nil, fenced.WithTable(fences), nil).Do(ctx, "nil-option", 1, nop)
+			return must(fenced.New(pool, nil, fenced.WithTable(fences), nil)).Do(ctx, "nil-option", 1, nop)
 		}},
 		{name: "typed nil providers mean the globals", call: func(ctx context.Context, _ *spy) error {
-			return fenced.New(pool, fenced.WithTable(fences),
+			return must(fenced.New(pool, fenced.WithTable(fences),
 				fenced.WithTracerProvider((*sdktrace.TracerProvider)(nil)),
-				fenced.WithMeterProvider((*sdkmetric.MeterProvider)(nil))).Do(ctx, "nil-providers", 1, nop)
+				fenced.WithMeterProvider((*sdkmetric.MeterProvider)(nil)))).Do(ctx, "nil-providers", 1, nop)
 		}},
 
 		// The server's answers.
@@ -345,32 +357,32 @@ func TestBadInput(t *testing.T) {
 			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return unmigrated.Check(ctx, tx, "r", 1) })
 		}},
 		{name: "Migrate into a missing schema", code: "3F000", msg: []string{"fenced: migrate"}, call: func(ctx context.Context, _ *spy) error {
-			return fenced.New(pool, fenced.WithTable(fences+"_no_schema.t")).Migrate(ctx)
+			return must(fenced.New(pool, fenced.WithTable(fences+"_no_schema.t"))).Migrate(ctx)
 		}},
 		{name: "closed pool: Do", msg: []string{"fenced: begin", "closed pool"}, call: func(ctx context.Context, _ *spy) error {
-			return fenced.New(closedPool, fenced.WithTable(fences)).Do(ctx, "r", 1, nop)
+			return must(fenced.New(closedPool, fenced.WithTable(fences))).Do(ctx, "r", 1, nop)
 		}},
 		{name: "closed pool: Migrate", msg: []string{"fenced: migrate", "closed pool"}, call: func(ctx context.Context, _ *spy) error {
-			return fenced.New(closedPool, fenced.WithTable(fences)).Migrate(ctx)
+			return must(fenced.New(closedPool, fenced.WithTable(fences))).Migrate(ctx)
 		}},
 		{name: "closed conn: Do", msg: []string{"fenced: begin", "closed"}, call: func(ctx context.Context, _ *spy) error {
-			return fenced.New(closedConn, fenced.WithTable(fences)).Do(ctx, "r", 1, nop)
+			return must(fenced.New(closedConn, fenced.WithTable(fences))).Do(ctx, "r", 1, nop)
 		}},
 		{name: "unreachable server: Do", want: syscall.ECONNREFUSED, call: func(ctx context.Context, _ *spy) error {
-			return fenced.New(refused).Do(ctx, "r", 1, nop)
+			return must(fenced.New(refused)).Do(ctx, "r", 1, nop)
 		}},
 		{name: "unreachable server: Migrate", want: syscall.ECONNREFUSED, call: func(ctx context.Context, _ *spy) error {
-			return fenced.New(refused).Migrate(ctx)
+			return must(fenced.New(refused)).Migrate(ctx)
 		}},
 		{name: "silent server: Do ends at the deadline", want: context.DeadlineExceeded, within: time.Second, call: func(ctx context.Context, _ *spy) error {
 			ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			defer cancel()
-			return fenced.New(silent).Do(ctx, "r", 1, nop)
+			return must(fenced.New(silent)).Do(ctx, "r", 1, nop)
 		}},
 		{name: "silent server: Migrate ends at the deadline", want: context.DeadlineExceeded, within: time.Second, call: func(ctx context.Context, _ *spy) error {
 			ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 			defer cancel()
-			return fenced.New(silent).Migrate(ctx)
+			return must(fenced.New(silent)).Migrate(ctx)
 		}},
 	}
 	for _, tc := range cases {

@@ -38,7 +38,7 @@ func TestErrorsCarryTheCause(t *testing.T) {
 			return g.Do(ctx, "acct:cause", 1, insert(data, "acct:cause", 1, "x"))
 		}},
 		{"at begin", func(ctx context.Context, lose func()) error {
-			gb := fenced.New(beginAfter{pool, lose}, fenced.WithTable(fences))
+			gb := newGuard(t, beginAfter{pool, lose}, fenced.WithTable(fences))
 			return gb.Do(ctx, "acct:cause", 1, insert(data, "acct:cause", 1, "x"))
 		}},
 		{"at commit", func(ctx context.Context, lose func()) error {

@@ -115,7 +115,7 @@ func TestCheckAfterReadRefused(t *testing.T) {
 func TestCheckAfterWhat(t *testing.T) {
 	pool, g, fences, data := setup(t)
 	ctx := context.Background()
-	other := fenced.New(pool, fenced.WithTable(fences+"_other"))
+	other := newGuard(t, pool, fenced.WithTable(fences+"_other"))
 	require.NoError(t, other.Migrate(ctx))
 	// parent and child: a foreign key; theirs: a table the other fence
 	// protects.
@@ -201,7 +201,7 @@ func TestCheckAfterWhat(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, g.Check(ctx, sp, "r", 7), fenced.ErrCheckNotFirst)
 	require.NoError(t, sp.Rollback(ctx))
-	nested := fenced.New(tx, fenced.WithTable(fences))
+	nested := newGuard(t, tx, fenced.WithTable(fences))
 	require.ErrorIs(t, nested.Do(ctx, "r", 7, insert(data, "r", 7, "nested")), fenced.ErrCheckNotFirst)
 	require.NoError(t, tx.Rollback(ctx))
 	assert.Empty(t, tags(t, pool, data))

@@ -242,21 +242,21 @@ func TestDoAllBadInput(t *testing.T) {
 	} {
 		t.Run("DoAll: "+tc.name, func(t *testing.T) {
 			runBadCase(t, badCase{want: fenced.ErrInvalid, msg: []string{tc.msg}, call: func(ctx context.Context, sp *spy) error {
-				return fenced.New(sp).DoAll(ctx, tc.claims, nop)
+				return must(fenced.New(sp)).DoAll(ctx, tc.claims, nop)
 			}})
 		})
 		t.Run("CheckAll: "+tc.name, func(t *testing.T) {
 			runBadCase(t, badCase{want: fenced.ErrInvalid, msg: []string{tc.msg}, call: func(ctx context.Context, sp *spy) error {
-				return fenced.New(sp).CheckAll(ctx, sp, tc.claims)
+				return must(fenced.New(sp)).CheckAll(ctx, sp, tc.claims)
 			}})
 		})
 	}
 	for _, tc := range []badCase{
 		{name: "nil fn", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp).DoAll(ctx, ok, nil)
+			return must(fenced.New(sp)).DoAll(ctx, ok, nil)
 		}},
 		{name: "nil ctx", want: fenced.ErrInvalid, call: func(_ context.Context, sp *spy) error {
-			return fenced.New(sp).DoAll(nilCtx, ok, nop)
+			return must(fenced.New(sp)).DoAll(nilCtx, ok, nop)
 		}},
 		{name: "nil Guard", want: fenced.ErrInvalid, call: func(ctx context.Context, _ *spy) error {
 			return (*fenced.Guard)(nil).DoAll(ctx, ok, nop)
@@ -265,15 +265,15 @@ func TestDoAllBadInput(t *testing.T) {
 			return new(fenced.Guard).CheckAll(ctx, sp, ok)
 		}},
 		{name: "nil tx", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp).CheckAll(ctx, nil, ok)
+			return must(fenced.New(sp)).CheckAll(ctx, nil, ok)
 		}},
 		{name: "typed nil tx", want: fenced.ErrInvalid, call: func(ctx context.Context, sp *spy) error {
-			return fenced.New(sp).CheckAll(ctx, (*spy)(nil), ok)
+			return must(fenced.New(sp)).CheckAll(ctx, (*spy)(nil), ok)
 		}},
 		{name: "cancelled ctx", want: context.Canceled, call: func(ctx context.Context, sp *spy) error {
 			ctx, cancel := context.WithCancel(ctx)
 			cancel()
-			return fenced.New(sp).DoAll(ctx, ok, nop)
+			return must(fenced.New(sp)).DoAll(ctx, ok, nop)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runBadCase(t, tc) })

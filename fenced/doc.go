@@ -103,12 +103,14 @@
 //
 // # Errors
 //
-// Do, DoAll, Check, CheckAll, Raise, Fences, Migrate, Protect and Unprotect report each
-// situation with the error on its right (DoAll and CheckAll as Do and
-// Check); errors.Is finds the sentinels through any wrapping:
+// New, Do, DoAll, Check, CheckAll, Raise, Fences, Migrate, Protect and
+// Unprotect report each situation with the error on its right (DoAll and
+// CheckAll as Do and Check); errors.Is finds the sentinels through any
+// wrapping:
 //
 //	Situation                                        Error
-//	bad argument, option or Guard (see below)        ErrInvalid, before any round trip
+//	bad database or option (see below)               ErrInvalid, from New
+//	bad argument or Guard (see below)                ErrInvalid, before any round trip
 //	ctx already done                                 ctx.Err(), wrapped, before any round trip
 //	token lower than the highest recorded            ErrStaleToken, a *StaleTokenError (not from Raise);
 //	                                                   DoAll, CheckAll: the first stale claim's
@@ -131,12 +133,14 @@
 // it: on a lock's context that is mutex.ErrLockLost, which errors.Is finds
 // beside the driver's error.
 //
-// Bad arguments are: a nil or typed-nil database, a nil or zero Guard, a
-// nil ctx, fn or tx, a bad WithTable name, a Fences limit outside 1 to
-// MaxFences, a WithLockTimeout of zero or less, an empty resource
-// expression, no claims or one resource claimed with two different
-// tokens (DoAll, CheckAll; the error names the claim), and a resource (or
-// a Fences prefix, which may be empty) or token outside these limits:
+// ErrInvalid is mutex.ErrInvalid, the one bad-input sentinel of redfence.
+// New refuses a nil or typed-nil database and a bad WithTable name. Bad
+// arguments of the calls are: a nil or zero Guard, a nil ctx, fn or tx, a
+// Fences limit outside 1 to MaxFences, a WithLockTimeout of zero or less,
+// an empty resource expression, no claims or one resource claimed with two
+// different tokens (DoAll, CheckAll; the error names the claim), and a
+// resource (or a Fences prefix, which may be empty) or token outside these
+// limits:
 //
 //   - resource: 1 to MaxResourceLen (1024) bytes of valid UTF-8 without NUL
 //     bytes, which PostgreSQL text cannot hold;

@@ -2,9 +2,9 @@ package fenced
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/redfence/redfence/fenced/fence"
+	invalidpkg "github.com/redfence/redfence/internal/invalid"
 )
 
 // The errors and limits every fence shares live in package fence; these
@@ -15,7 +15,9 @@ var (
 	// The concrete error is a *StaleTokenError.
 	ErrStaleToken = fence.ErrStaleToken
 	// ErrInvalid is matched by errors for bad arguments or configuration,
-	// returned before any round trip to the database.
+	// returned by New or before any round trip to the database. It is
+	// mutex.ErrInvalid (through internal/invalid: fenced does not import
+	// the Locker).
 	ErrInvalid = fence.ErrInvalid
 	// ErrNotMigrated is matched by the error Do, Check, Raise and Fences
 	// return when the fence table does not exist. The error also wraps PostgreSQL's
@@ -43,7 +45,7 @@ type StaleTokenError = fence.StaleTokenError
 const MaxResourceLen = fence.MaxResourceLen
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+	return invalidpkg.Errorf("fenced", format, args...)
 }
 
 // clip shortens s for an error message (fence.Clip).

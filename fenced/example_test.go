@@ -14,6 +14,7 @@ import (
 
 	"github.com/redfence/redfence/fenced"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
 // A write made under a lock carries the lock's token, and the database
@@ -28,10 +29,20 @@ func Example() {
 	defer pool.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
-	locker := mutex.New(rdb)
+	driver, err := redisdriver.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker, err := mutex.New(driver) // the Locker owns the driver; rdb stays ours
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 
-	guard := fenced.New(pool)
+	guard, err := fenced.New(pool)
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := guard.Migrate(ctx); err != nil { // once, at start-up
 		log.Fatal(err)
 	}
@@ -73,11 +84,25 @@ func ExampleGuard_Do() {
 	defer pool.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
-	replicaA, replicaB := mutex.New(rdb), mutex.New(rdb)
+	newLocker := func() *mutex.Locker { // one per replica, each with its own driver
+		driver, err := redisdriver.New(rdb)
+		if err != nil {
+			log.Fatal(err)
+		}
+		locker, err := mutex.New(driver)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return locker
+	}
+	replicaA, replicaB := newLocker(), newLocker()
 	defer replicaA.Close()
 	defer replicaB.Close()
 
-	guard := fenced.New(pool)
+	guard, err := fenced.New(pool)
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := guard.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
@@ -101,7 +126,7 @@ func ExampleGuard_Do() {
 	if err := guard.Do(ctx, "account:43", b.Token(), write("B")); err != nil {
 		log.Fatal(err)
 	}
-	_ = b.Unlock(ctx)
+	_ = b.Release(ctx)
 
 	// A wakes up and writes as if it still held the lock.
 	err = guard.Do(ctx, "account:43", a.Token(), write("A"))
@@ -126,7 +151,10 @@ func ExampleGuard_Check() {
 	}
 	defer pool.Close()
 
-	guard := fenced.New(pool)
+	guard, err := fenced.New(pool)
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := guard.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
@@ -180,7 +208,10 @@ func ExampleGuard_Protect() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	guard := fenced.New(pool)
+	guard, err := fenced.New(pool)
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := guard.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
@@ -219,10 +250,20 @@ func ExampleGuard_DoAll() {
 	defer pool.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
-	locker := mutex.New(rdb)
+	driver, err := redisdriver.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker, err := mutex.New(driver) // the Locker owns the driver; rdb stays ours
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 
-	guard := fenced.New(pool)
+	guard, err := fenced.New(pool)
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := guard.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
@@ -241,12 +282,12 @@ func ExampleGuard_DoAll() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer from.Unlock(ctx)
+	defer from.Release(ctx)
 	to, err := locker.Lock(ctx, "account:46")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer to.Unlock(ctx)
+	defer to.Release(ctx)
 
 	// Listed in any order: the guard records them in one, so that
 	// transfers the other way never deadlock with this one.

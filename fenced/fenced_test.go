@@ -32,12 +32,21 @@ func setup(t *testing.T, opts ...fenced.Option) (*pgxpool.Pool, *fenced.Guard, s
 	n := tableSeq.Add(1)
 	fences := fmt.Sprintf("fences_%s_%d", sanitize(t.Name()), n)
 	data := fmt.Sprintf("data_%s_%d", sanitize(t.Name()), n)
-	g := fenced.New(pool, append([]fenced.Option{fenced.WithTable(fences)}, opts...)...)
+	g := newGuard(t, pool, append([]fenced.Option{fenced.WithTable(fences)}, opts...)...)
 	ctx := context.Background()
 	require.NoError(t, g.Migrate(ctx))
 	_, err := pool.Exec(ctx, `CREATE TABLE `+data+` (id bigserial PRIMARY KEY, resource text NOT NULL, token bigint NOT NULL, tag text NOT NULL, seq bigint NOT NULL DEFAULT 0)`)
 	require.NoError(t, err)
 	return pool, g, fences, data
+}
+
+// newGuard is fenced.New for input it must accept: an error fails the test.
+func newGuard(t testing.TB, db fenced.Beginner, opts ...fenced.Option) *fenced.Guard {
+	t.Helper()
+	g, err := fenced.New(db, opts...)
+	require.NoError(t, err)
+	require.NotNil(t, g)
+	return g
 }
 
 func sanitize(s string) string {
@@ -278,7 +287,7 @@ func TestSavepointAndConn(t *testing.T) {
 	outer, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = outer.Rollback(ctx) }()
-	g := fenced.New(outer, fenced.WithTable(fences))
+	g := newGuard(t, outer, fenced.WithTable(fences))
 	require.NoError(t, g.Do(ctx, "sp", 4, insert(data, "sp", 4, "in-savepoint")))
 	require.ErrorIs(t, g.Do(ctx, "sp", 2, insert(data, "sp", 2, "stale")), fenced.ErrStaleToken)
 	// The outer transaction is still usable after the stale savepoint.
@@ -287,7 +296,7 @@ func TestSavepointAndConn(t *testing.T) {
 	conn, err := pgx.Connect(ctx, testutil.PostgresURL(t))
 	require.NoError(t, err)
 	defer func() { _ = conn.Close(ctx) }()
-	gc := fenced.New(conn, fenced.WithTable(fences))
+	gc := newGuard(t, conn, fenced.WithTable(fences))
 	require.ErrorIs(t, gc.Do(ctx, "sp", 3, insert(data, "sp", 3, "stale")), fenced.ErrStaleToken)
 	require.NoError(t, gc.Do(ctx, "sp", 9, insert(data, "sp", 9, "conn")))
 
@@ -329,7 +338,7 @@ func TestSerializationFailureReachesCaller(t *testing.T) {
 	rr, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	defer rr.Close()
-	g := fenced.New(rr, fenced.WithTable(fences))
+	g := newGuard(t, rr, fenced.WithTable(fences))
 	require.NoError(t, g.Do(ctx, "rr", 1, insert(data, "rr", 1, "seed")))
 
 	inFirst := make(chan struct{})
@@ -366,7 +375,7 @@ func TestMigrate(t *testing.T) {
 	ctx := context.Background()
 	_, err := pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS "Odd Schema"`)
 	require.NoError(t, err)
-	g := fenced.New(pool, fenced.WithTable(`Odd Schema.we"ird`))
+	g := newGuard(t, pool, fenced.WithTable(`Odd Schema.we"ird`))
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for i := range errs {

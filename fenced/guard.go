@@ -31,7 +31,6 @@ type Beginner interface {
 // its own; it owns no goroutines, so there is nothing to close.
 type Guard struct {
 	db      Beginner
-	err     error  // configuration error, returned by every method
 	table   string // the fence table as configured, quoted
 	upsert  string
 	highest string
@@ -40,31 +39,29 @@ type Guard struct {
 }
 
 // New returns a Guard over db. A nil db, a typed nil one (a nil
-// *pgxpool.Pool or *pgx.Conn in the interface) or a bad option does not
-// panic: the Guard's methods return an error matching ErrInvalid without a
-// round trip. Call Migrate once (at start-up or from your migrations) before
-// Do; until then the other methods return an error matching ErrNotMigrated.
-func New(db Beginner, opts ...Option) *Guard {
+// *pgxpool.Pool or *pgx.Conn in the interface) or a bad option returns an
+// error matching ErrInvalid, without a round trip. Call Migrate once (at
+// start-up or from your migrations) before Do; until then the other
+// methods return an error matching ErrNotMigrated.
+func New(db Beginner, opts ...Option) (*Guard, error) {
 	cfg := config{table: DefaultTable}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)
 		}
 	}
-	g := &Guard{db: db, tel: newTelemetry(cfg.tracer, cfg.meter)}
-	if db == nil {
-		g.err = invalid("nil database")
-		return g
+	if err := fence.Required("database", db); err != nil {
+		return nil, err
 	}
-	if typednil.Is(db) {
-		g.err = invalid("nil database: a nil %T", db)
-		return g
+	table, err := quoteTable(cfg.table)
+	if err != nil {
+		return nil, err
 	}
+	g := &Guard{db: db, table: table, tel: newTelemetry(cfg.tracer, cfg.meter)}
 	_, g.nested = db.(pgx.Tx)
-	g.table, g.err = quoteTable(cfg.table)
 	g.upsert = pgfence.Upsert(g.table)
 	g.highest = pgfence.Highest(g.table)
-	return g
+	return g, nil
 }
 
 // Migrate creates the fence table if it does not exist. It is idempotent and
@@ -103,7 +100,7 @@ func (g *Guard) Migrate(ctx context.Context) error {
 // not exist, Do returns an error matching ErrNotMigrated.
 //
 // Before any round trip, Do returns an error matching ErrInvalid for a nil
-// ctx, a nil fn, an unusable Guard (nil, zero or from a bad New), a resource
+// ctx, a nil fn, an unusable Guard (nil, or zero: not from New), a resource
 // that is empty, longer than MaxResourceLen bytes, not valid UTF-8 or holds
 // a NUL byte (PostgreSQL text cannot store those), or a negative token:
 // tokens run from 0 to math.MaxInt64. A ctx already done returns ctx.Err()
@@ -125,10 +122,11 @@ func (g *Guard) Migrate(ctx context.Context) error {
 //
 // fn must do all its writes through tx, and must not commit or roll it back.
 func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	if err := g.validate(ctx, resource, token); err != nil {
+	c := Claim{Resource: resource, Token: token}
+	if err := g.usable(ctx, c); err != nil {
 		return err
 	}
-	return g.do(ctx, "Do", []Claim{{Resource: resource, Token: token}}, fn)
+	return g.do(ctx, "Do", []Claim{c}, fn)
 }
 
 // do is Do and DoAll once their claims are valid and in canonical order:
@@ -208,7 +206,8 @@ func (g *Guard) do(ctx context.Context, op string, claims []Claim, fn func(ctx c
 // Bad arguments and a done ctx are reported as by Do, before any round
 // trip; a nil tx (typed nil included) is ErrInvalid too.
 func (g *Guard) Check(ctx context.Context, tx pgx.Tx, resource string, token int64) error {
-	if err := g.validate(ctx, resource, token); err != nil {
+	c := Claim{Resource: resource, Token: token}
+	if err := g.usable(ctx, c); err != nil {
 		return err
 	}
 	if typednil.Is(tx) {
@@ -217,7 +216,7 @@ func (g *Guard) Check(ctx context.Context, tx pgx.Tx, resource string, token int
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("fenced: %w", cause.Wrap(ctx, err))
 	}
-	return g.checkIn(ctx, "Check", tx, []Claim{{Resource: resource, Token: token}})
+	return g.checkIn(ctx, "Check", tx, []Claim{c})
 }
 
 // checkIn is Check and CheckAll once their claims are valid and in
@@ -245,31 +244,11 @@ func (g *Guard) readFirst(ctx context.Context, tx pgx.Tx, op string, claims []Cl
 	return nil
 }
 
-// usable returns the ErrInvalid every method reports for a Guard it cannot
-// use or a nil ctx.
-func (g *Guard) usable(ctx context.Context) error {
-	switch {
-	case g == nil:
-		return invalid("nil Guard")
-	case g.err != nil:
-		return g.err
-	case g.db == nil:
-		return invalid("zero Guard: make one with New")
-	case ctx == nil:
-		return invalid("nil context")
-	}
-	return nil
-}
-
-// validate is usable plus the limits on resource and token.
-func (g *Guard) validate(ctx context.Context, resource string, token int64) error {
-	if err := g.usable(ctx); err != nil {
-		return err
-	}
-	if err := fence.ValidateResource(resource); err != nil {
-		return err
-	}
-	return fence.ValidateToken(token)
+// usable returns the ErrInvalid a method reports before any round trip
+// for a Guard it cannot use, a nil ctx or a claim outside the limits
+// (fence.Usable).
+func (g *Guard) usable(ctx context.Context, claims ...Claim) error {
+	return fence.Usable(ctx, "Guard", g == nil, g != nil && g.db != nil, claims...)
 }
 
 // check records each claim's token in tx, in claims' order, and counts

@@ -27,7 +27,7 @@ const DefaultTable = "redfence_fences"
 // WithTable names the fence table: "name" or "schema.name". Each part is
 // quoted as an identifier, so it is used exactly as given (case included);
 // a part may not be empty, longer than 63 bytes, contain a dot or a NUL, or
-// be invalid UTF-8: the Guard's methods report such a name as ErrInvalid.
+// be invalid UTF-8: New reports such a name as ErrInvalid.
 // Migrate does not create the schema. Default: DefaultTable, in the
 // connection's search_path.
 func WithTable(name string) Option {

@@ -28,7 +28,7 @@ func TestProtectSameFenceNameInTwoSchemas(t *testing.T) {
 		CREATE TABLE `+tb+`.accounts (id int PRIMARY KEY, written_by bigint NOT NULL);
 		INSERT INTO `+tb+`.accounts VALUES (1, 0)`)
 	require.NoError(t, err)
-	ga, gb := fenced.New(poolWithPath(t, ta)), fenced.New(poolWithPath(t, tb)) // both "redfence_fences"
+	ga, gb := newGuard(t, poolWithPath(t, ta)), newGuard(t, poolWithPath(t, tb)) // both "redfence_fences"
 	require.NoError(t, ga.Migrate(ctx))
 	require.NoError(t, gb.Migrate(ctx))
 	accounts := tb + ".accounts"
@@ -56,8 +56,8 @@ func TestProtectSameFenceNameInTwoSchemas(t *testing.T) {
 	assert.ErrorIs(t, ga.Do(ctx, "account:1", 5, write(5)), fenced.ErrNoToken, "B's trigger")
 	// In one transaction each fence is named with its schema: the same
 	// fences as the tenants' unqualified names.
-	gaq := fenced.New(pool, fenced.WithTable(ta+".redfence_fences"))
-	gbq := fenced.New(pool, fenced.WithTable(tb+".redfence_fences"))
+	gaq := newGuard(t, pool, fenced.WithTable(ta+".redfence_fences"))
+	gbq := newGuard(t, pool, fenced.WithTable(tb+".redfence_fences"))
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		require.NoError(t, gaq.Check(ctx, tx, "account:1", 5))
 		require.NoError(t, gbq.Check(ctx, tx, "account:1", 4))
@@ -95,7 +95,7 @@ func TestProtectIgnoresHostileOperators(t *testing.T) {
 	// The owner's path holds a schema anyone can create in (public, before
 	// PostgreSQL 15).
 	owner := poolWithPath(t, open+", public")
-	g := fenced.New(owner, fenced.WithTable("public."+fences))
+	g := newGuard(t, owner, fenced.WithTable("public."+fences))
 	accounts := open + ".accounts"
 	require.NoError(t, g.Protect(ctx, accounts, `'account:' || id`))
 

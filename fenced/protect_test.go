@@ -405,7 +405,7 @@ func TestProtectPartitionsAndRefusals(t *testing.T) {
 func TestProtectTwoGuards(t *testing.T) {
 	pool, g1, accounts, fences := protected(t)
 	ctx := context.Background()
-	g2 := fenced.New(pool, fenced.WithTable(fences+"_two"))
+	g2 := newGuard(t, pool, fenced.WithTable(fences+"_two"))
 	require.NoError(t, g2.Migrate(ctx))
 	require.NoError(t, g2.Protect(ctx, accounts, `'account:' || id`))
 	update := func(ctx context.Context, tx pgx.Tx) error {

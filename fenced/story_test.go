@@ -27,8 +27,7 @@ func TestPausedHolderIsFenced(t *testing.T) {
 	rc, _ := testutil.Redis(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	la, lb := mutex.New(rc), mutex.New(rc)
-	t.Cleanup(func() { _ = la.Close(); _ = lb.Close() })
+	la, lb := testutil.Locker(t, rc), testutil.Locker(t, rc)
 
 	a, err := la.Lock(ctx, "ledger:42", mutex.WithTTL(200*time.Millisecond), mutex.WithAutoRenew(false))
 	require.NoError(t, err)
@@ -46,8 +45,8 @@ func TestPausedHolderIsFenced(t *testing.T) {
 	var stale *fenced.StaleTokenError
 	require.ErrorAs(t, err, &stale)
 	assert.Equal(t, b.Token(), stale.Highest)
-	require.NoError(t, b.Unlock(ctx))
-	assert.ErrorIs(t, a.Unlock(ctx), mutex.ErrNotHeld)
+	require.NoError(t, b.Release(ctx))
+	assert.ErrorIs(t, a.Release(ctx), mutex.ErrNotHeld)
 
 	assert.Equal(t, []string{"B"}, tags(t, pool, data))
 }

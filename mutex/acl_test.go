@@ -15,6 +15,7 @@ import (
 	"github.com/redfence/redfence/internal/testutil"
 	asynqlock "github.com/redfence/redfence/middleware/asynqlock"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 	"github.com/redfence/redfence/runner"
 )
 
@@ -30,51 +31,54 @@ func TestDocumentedACL(t *testing.T) {
 	for _, f := range strings.Fields(strings.ReplaceAll(string(block[1]), "change-me", "pw")) {
 		args = append(args, f)
 	}
-	admin, srv := testutil.Redis(t)
+	root, srv := testutil.Redis(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, admin.Do(ctx, args...).Err())
+	require.NoError(t, root.Do(ctx, args...).Err())
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "redfence", Password: "pw", ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 
 	holder, waiter := newLocker(t, c), newLocker(t, c)
+	inspector := adminOf(t, holder)
 	lk, err := holder.Lock(ctx, "acct:1", mutex.WithTTL(time.Second))
 	require.NoError(t, err)
 	got := make(chan error, 1)
 	go func() {
 		wl, err := waiter.Lock(ctx, "acct:1")
 		if err == nil {
-			err = wl.Unlock(ctx)
+			err = wl.Release(ctx)
 		}
 		got <- err
 	}()
 	waitFor(t, ctx, "the waiter queued", func() bool {
-		in, err := holder.Inspect(ctx, "acct:1")
+		in, err := inspector.Inspect(ctx, "acct:1")
 		require.NoError(t, err)
 		return len(in.Waiters) == 1
 	})
 	require.NoError(t, lk.Extend(ctx, 2*time.Second))
 	_, err = lk.TTL(ctx)
 	require.NoError(t, err)
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 	require.NoError(t, <-got, "the waiter, woken")
 
 	viewer := newLocker(t, c)
+	ops := adminOf(t, viewer)
 	_, err = holder.Lock(ctx, "acct:2", mutex.WithTTL(time.Minute))
 	require.NoError(t, err)
-	locks, err := viewer.ListAll(ctx, mutex.ListOptions{})
+	locks, err := ops.ListAll(ctx, admin.ListOptions{})
 	require.NoError(t, err)
 	assert.Len(t, locks, 1)
-	_, err = viewer.ForceRelease(ctx, "acct:2", mutex.ForceOptions{Reason: "acl"})
+	_, err = ops.ForceRelease(ctx, "acct:2", admin.ForceOptions{Reason: "acl"})
 	require.NoError(t, err)
-	in, err := viewer.Inspect(ctx, "acct:2")
+	in, err := ops.Inspect(ctx, "acct:2")
 	require.NoError(t, err)
 	assert.Len(t, in.Forced, 1, "the audit entry")
 
 	_, err = asynqlock.Busy(ctx, viewer, "acct:3")
 	require.NoError(t, err)
 
-	r := runner.New(viewer, runner.WithErrorHook(func(_ string, _ runner.Run, err error) { t.Errorf("runner: %v", err) }))
+	r, err := runner.New(viewer, runner.WithErrorHook(func(_ string, _ runner.Run, err error) { t.Errorf("runner: %v", err) }))
+	require.NoError(t, err)
 	ran := make(chan struct{}, 1)
 	require.NoError(t, r.Add("acl", 100*time.Millisecond, func(context.Context, runner.Run) error {
 		select {

@@ -9,47 +9,37 @@ import (
 )
 
 // Lock acquires the lock on key, waiting until it is free or ctx ends.
+// Goroutines of one Locker waiting for a key queue in arrival order and
+// only the head asks the backend, woken by a release (here directly,
+// elsewhere through the backend's notification) or a jittered poll bounded
+// by the holder's remaining lease (WithRetry). A context of a held Lock on
+// the same key re-enters it (the same *Lock, count+1, no round trip); the
+// holder's WithOwner id re-enters in the backend (count+1, same token).
 //
-// Waiting does not make a herd: goroutines of one Locker waiting for one key
-// queue here in arrival order and only the head of the queue tries Redis. A
-// release by another process reaches the head through pub/sub, a release in
-// this process wakes it directly, and a jittered poll bounded by the
-// holder's remaining lease (WithRetry) covers lost notifications and holders
-// that died.
-//
-// Passing a context of a held Lock on the same key (lk.Context() or one
-// derived from it) re-enters it: the same *Lock comes back with its count
-// raised, with no round trip. An acquisition with the owner id of the
-// current holder (WithOwner) re-enters in Redis: count+1, same token.
-//
-// Lock waits for as long as ctx allows, also while Redis is unreachable:
-// pass a ctx with a deadline. Attempts that fail on the server are retried
-// with the backoff, counted (redfence.lock.attempt.errors) and recorded on the
-// span. When ctx ends first, returns errors.Join(ErrNotAcquired, ctx.Err())
-// and, when the last attempts failed on the server or the last went
-// unanswered (none ever answered, or it waited past the shortest poll), an
-// error matching ErrUnavailable that wraps the server's. Whatever an attempt
-// cut short may have taken is freed on a context of its own.
+// Lock waits as long as ctx allows, also while the store is unreachable:
+// pass a ctx with a deadline. When ctx ends first, returns
+// errors.Join(ErrNotAcquired, ctx.Err()) and, when the last attempts failed
+// or went unanswered, an error matching ErrUnavailable that wraps the
+// store's. Whatever an attempt cut short may have taken is freed on a
+// context of its own.
 func (l *Locker) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
 	return l.lock(ctx, "redfence.Lock", key, true, opts)
 }
 
-// TryLock makes one attempt: it returns the lock, ErrNotAcquired when another
-// owner holds it (at once, without waiting), or an error matching
-// ErrUnavailable that wraps the server's (for Redlock, a *QuorumError). It
-// re-enters like Lock. Waiters go first: when Lock calls of this Locker wait
-// for the key, TryLock returns ErrNotAcquired without asking Redis, and a
-// lock just released to another Locker's waiter (reserved for it, for at
-// most 50 ms, until it takes it) counts as held.
+// TryLock makes one attempt: the lock, ErrNotAcquired when another owner
+// holds it, or an error matching ErrUnavailable that wraps the store's. It
+// re-enters like Lock. Waiters go first: while Lock calls of this Locker
+// wait for the key, TryLock returns ErrNotAcquired without asking the
+// store, and a lock reserved for another Locker's waiter counts as held.
 func (l *Locker) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
 	return l.lock(ctx, "redfence.TryLock", key, false, opts)
 }
 
-// Do runs fn while holding the lock on key: Lock, fn, Unlock. fn's context
-// (lk.Join(ctx)) ends when ctx ends or the lock is lost; context.Cause says
-// which. It returns fn's error; an Unlock error only when fn succeeded. The
-// Unlock runs on a context of its own, so it happens even when ctx has
-// ended. If fn panics the lock is released and the panic goes on.
+// Do runs fn while holding the lock on key: Lock, fn, Release. fn's
+// context (lk.Join(ctx)) ends when ctx ends or the lock is lost;
+// context.Cause says which. It returns fn's error, or the Release's when fn
+// succeeded; the Release runs on a context of its own. If fn panics the
+// lock is released and the panic goes on.
 func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context, lk *Lock) error, opts ...LockOption) (err error) {
 	if fn == nil {
 		return invalid("nil function")
@@ -61,7 +51,7 @@ func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
-		if uerr := lk.Unlock(uctx); err == nil && !errors.Is(uerr, ErrNotHeld) {
+		if uerr := lk.Release(uctx); err == nil && !errors.Is(uerr, ErrNotHeld) {
 			err = uerr
 		}
 	}()
@@ -74,7 +64,8 @@ func (l *Locker) lock(ctx context.Context, spanName, key string, wait bool, opts
 	if err := l.check(ctx, key); err != nil {
 		return nil, err
 	}
-	a := &acquisition{l: l, caller: ctx, key: key, wait: wait, lc: newLockConfig(opts)}
+	a := &acquisition{l: l, caller: ctx, key: key, wait: wait}
+	a.lc.init(opts)
 	if err := l.checkLock(&a.lc); err != nil {
 		return nil, err
 	}
@@ -108,7 +99,7 @@ func (a *acquisition) begin(spanCtx context.Context, spanName string) (*Lock, er
 	if a.randomOwner {
 		a.owner = l.newOwner()
 	}
-	a.lockKey = l.name(key)
+	a.lockKey = key
 	var handoffTo *lockConfig
 	if l.drv.ho != nil && lc.replicas == 0 {
 		handoffTo = lc // a local Unlock may hand the lock straight to us
@@ -130,7 +121,7 @@ func (a *acquisition) begin(spanCtx context.Context, spanName string) (*Lock, er
 //	trying   the head: one attempt in Redis (try)
 //	parked   the attempt found the lock held: waits for a release (a local
 //	         wake-up or a notification), the fallback poll, or a local
-//	         Unlock's hand-off (park)
+//	         Release's hand-off (park)
 //	ended    acquired, or given up: ctx ended, the Locker closed, a TryLock
 //	         refused (end)
 //

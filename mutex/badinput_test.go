@@ -22,6 +22,8 @@ import (
 	"github.com/redfence/redfence/internal/earlytrace"
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
+	"github.com/redfence/redfence/mutex/backend/redlockdriver"
 )
 
 // Every bad argument gets ErrInvalid, without a panic, a hang or a call to
@@ -36,33 +38,54 @@ func TestBadInput(t *testing.T) {
 	var nilLocker *mutex.Locker
 	held, err := ok.Lock(ctx, "held")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = held.Unlock(ctx) })
+	t.Cleanup(func() { _ = held.Release(ctx) })
 	lock := func(opts ...mutex.LockOption) func() error {
 		return func() error { _, err := ok.Lock(ctx, "k", opts...); return err }
 	}
-	build := func(opts ...mutex.Option) func() error {
+	// A bad option is the constructor's error: a Locker it built anyway
+	// fails the case.
+	built := func(l *mutex.Locker, err error) error {
+		if err == nil {
+			_ = l.Close()
+			return errors.New("the constructor accepted it")
+		}
+		return err
+	}
+	build := func(opts ...any) func() error {
+		return func() error { return built(testutil.NewLocker(c, opts...)) }
+	}
+	redlock := func(cs ...redis.UniversalClient) func() error {
+		return func() error { return built(testutil.NewRedlock(cs)) }
+	}
+	redlockWith := func(opts ...any) func() error {
+		return func() error { return built(testutil.NewRedlock(clients, opts...)) }
+	}
+	driver := func(c redis.UniversalClient) func() error {
 		return func() error {
-			l := mutex.New(c, opts...)
-			defer l.Close()
-			_, err := l.TryLock(ctx, "k")
+			d, err := redisdriver.New(c)
+			if err == nil {
+				_ = d.Close()
+				return errors.New("the driver accepted it")
+			}
 			return err
 		}
 	}
-	redlock := func(cs ...redis.UniversalClient) func() error {
-		return func() error { _, err := mutex.NewRedlock(cs); return err }
-	}
+	var nilDriver *redisdriver.Driver
 	sameAddr := redis.NewClient(&redis.Options{Addr: clients[0].(*redis.Client).Options().Addr})
 	t.Cleanup(func() { _ = sameAddr.Close() })
 	cases := []struct {
 		name string
 		call func() error
 	}{
-		{"nil client", func() error { _, err := mutex.New(nil).Lock(ctx, "k"); return err }},
-		{"typed nil client", func() error { _, err := mutex.New(nilClient).TryLock(ctx, "k"); return err }},
+		{"nil client", driver(nil)},
+		{"typed nil client", driver(nilClient)},
+		{"nil backend", func() error { return built(mutex.New(nil)) }},
+		{"typed nil backend", func() error { return built(mutex.New(nilDriver)) }},
 		{"nil locker Lock", func() error { _, err := nilLocker.Lock(ctx, "k"); return err }},
 		{"nil locker TryLock", func() error { _, err := nilLocker.TryLock(ctx, "k"); return err }},
 		{"nil locker Do", func() error { return nilLocker.Do(ctx, "k", func(context.Context, *mutex.Lock) error { return nil }) }},
-		{"nil locker Err", func() error { return nilLocker.Err() }},
+		{"nil locker LockAll", func() error { _, err := nilLocker.LockAll(ctx, []string{"k"}); return err }},
+		{"nil locker TryLockAll", func() error { _, err := nilLocker.TryLockAll(ctx, []string{"k"}); return err }},
 		{"empty key", func() error { _, err := ok.Lock(ctx, ""); return err }},
 		{"key over MaxKeyLen", func() error { _, err := ok.Lock(ctx, strings.Repeat("k", mutex.MaxKeyLen+1)); return err }},
 		{"nil context Lock", func() error { _, err := ok.Lock(nilCtx, "k"); return err }},
@@ -83,19 +106,23 @@ func TestBadInput(t *testing.T) {
 		{"negative replica ack", lock(mutex.WithReplicaAck(-1, time.Second))},
 		{"replica ack without timeout", lock(mutex.WithReplicaAck(1, 0))},
 		{"negative replica ack timeout", lock(mutex.WithReplicaAck(1, -time.Second))},
-		{"brace prefix", build(mutex.WithPrefix("a{b"))},
-		{"short fence TTL", build(mutex.WithFenceTTL(time.Millisecond))},
+		{"brace prefix", build(redisdriver.WithPrefix("a{b"))},
+		{"short fence TTL", build(redisdriver.WithFenceTTL(time.Millisecond))},
 		{"drift factor 0.5", build(mutex.WithClockDrift(0.5, 0))},
 		{"negative drift factor", build(mutex.WithClockDrift(-0.1, 0))},
 		{"negative drift min", build(mutex.WithClockDrift(0.01, -time.Millisecond))},
 		{"nil clock", build(mutex.WithClock(nil))},
-		{"zero node timeout", build(mutex.WithNodeTimeout(0))},
+		{"OwnerInfo negative pid", build(mutex.WithOwnerInfo(mutex.OwnerInfo{PID: -1}))},
+		{"zero store timeout", redlockWith(redlockdriver.WithStoreTimeout(0))},
+		{"Redlock brace prefix", redlockWith(redlockdriver.WithPrefix("a}"))},
+		{"Redlock short fence TTL", redlockWith(redlockdriver.WithFenceTTL(time.Millisecond))},
+		{"Redlock bad Locker option", redlockWith(mutex.WithClockDrift(0.5, 0))},
 		{"nil fn", func() error { return ok.Do(ctx, "k", nil) }},
 		{"Extend to zero", func() error { return held.Extend(ctx, 0) }},
 		{"Extend below MinTTL", func() error { return held.Extend(ctx, time.Millisecond) }},
 		{"Extend above MaxTTL", func() error { return held.Extend(ctx, 150*365*24*time.Hour) }},
 		{"Extend nil context", func() error { return held.Extend(nilCtx, time.Second) }},
-		{"Unlock nil context", func() error { return held.Unlock(nilCtx) }},
+		{"Unlock nil context", func() error { return held.Release(nilCtx) }},
 		{"TTL nil context", func() error { _, err := held.TTL(nilCtx); return err }},
 		{"Redlock of two", redlock(clients[:2]...)},
 		{"Redlock of none", redlock()},
@@ -118,7 +145,7 @@ func TestBadInput(t *testing.T) {
 	assert.Equal(t, evalCalls(before), evalCalls(after), "bad input must not reach Redis")
 
 	var nilLock *mutex.Lock
-	assert.ErrorIs(t, nilLock.Unlock(ctx), mutex.ErrNotHeld)
+	assert.ErrorIs(t, nilLock.Release(ctx), mutex.ErrNotHeld)
 	assert.ErrorIs(t, nilLock.Extend(ctx, time.Second), mutex.ErrNotHeld)
 	_, err = nilLock.TTL(ctx)
 	assert.ErrorIs(t, err, mutex.ErrNotHeld)
@@ -132,12 +159,26 @@ func TestBadInput(t *testing.T) {
 			mutex.WithMeterProvider((*sdkmetric.MeterProvider)(nil)))
 		lk, err := l.Lock(ctx, "typed-nil providers")
 		require.NoError(t, err, "typed-nil providers mean the globals")
-		require.NoError(t, lk.Unlock(ctx))
+		require.NoError(t, lk.Release(ctx))
 	})
 
 	rl := newRedlock(t, clients)
 	_, err = rl.Lock(ctx, "x", mutex.WithReplicaAck(1, time.Second))
 	assert.ErrorIs(t, err, mutex.ErrInvalid, "WithReplicaAck on Redlock")
+}
+
+// The owner info costs nothing to the protocol: it is inside the owner id,
+// which a longer OwnerInfo lengthens up to its bound; past it, New refuses
+// the option.
+func TestOwnerInfoBound(t *testing.T) {
+	c, calls := testutil.DeadClient(t)
+	l, err := testutil.NewLocker(c, mutex.WithOwnerInfo(mutex.OwnerInfo{Label: strings.Repeat("x", 300)}))
+	assert.ErrorIs(t, err, mutex.ErrInvalid)
+	assert.Nil(t, l)
+	l, err = testutil.NewLocker(c, mutex.WithOwnerInfo(mutex.OwnerInfo{Label: strings.Repeat("x", 100)}))
+	require.NoError(t, err, "a label within the bound")
+	require.NoError(t, l.Close())
+	assert.Zero(t, calls.N(), "New sends nothing")
 }
 
 // A lease can never be so long that the key (and its fencing counter)
@@ -146,15 +187,15 @@ func TestBadInput(t *testing.T) {
 // at least as long as the lease, whatever the fence TTL.
 func TestLongLeaseKeepsItsKey(t *testing.T) {
 	c, _ := testutil.Redis(t)
-	l := newLocker(t, c, mutex.WithFenceTTL(time.Second))
+	l := newLocker(t, c, redisdriver.WithFenceTTL(time.Second))
 	ctx := context.Background()
 	_, err := l.TryLock(ctx, "long", mutex.WithTTL(150*365*24*time.Hour))
 	require.ErrorIs(t, err, mutex.ErrInvalid)
 
 	lk, err := l.TryLock(ctx, "long", mutex.WithTTL(mutex.MaxTTL), mutex.WithAutoRenew(false))
 	require.NoError(t, err)
-	defer lk.Unlock(ctx)
-	pttl, err := c.PTTL(ctx, mutex.LockKeyOf(l, "long")).Result()
+	defer lk.Release(ctx)
+	pttl, err := c.PTTL(ctx, mutex.LockKeyOf("long")).Result()
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, pttl, mutex.MaxTTL-time.Minute, "the key expires before the lease")
 	_, err = newLocker(t, c).TryLock(ctx, "long")
@@ -187,7 +228,7 @@ func TestGrantAfterTheLeaseIsGivenBack(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		require.NoError(t, lk.Unlock(ctx))
+		require.NoError(t, lk.Release(ctx))
 		return true
 	}, 10*time.Second, 5*time.Millisecond, "the late grant was not given back")
 
@@ -198,7 +239,7 @@ func TestGrantAfterTheLeaseIsGivenBack(t *testing.T) {
 	require.NoError(t, err, "Lock returned a lock Redis does not hold for it")
 	_, err = other.TryLock(ctx, "slow")
 	assert.ErrorIs(t, err, mutex.ErrNotAcquired)
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 }
 
 // Lock that gives up against a server that refuses connections says why:
@@ -260,7 +301,7 @@ func TestContentionAndOutageAreDistinct(t *testing.T) {
 	ctx := context.Background()
 	lk, err := a.Lock(ctx, "busy")
 	require.NoError(t, err)
-	defer lk.Unlock(ctx)
+	defer lk.Release(ctx)
 
 	_, err = b.TryLock(ctx, "busy")
 	assert.ErrorIs(t, err, mutex.ErrNotAcquired)
@@ -309,7 +350,7 @@ func TestRedlockQuorumErrorSaysWhy(t *testing.T) {
 	}
 	l := newRedlock(t, down)
 	err := testutil.Safely(t, 10*time.Second, func() error { _, err := l.TryLock(ctx, "q"); return err })
-	var qerr *mutex.QuorumError
+	var qerr *redlockdriver.QuorumError
 	require.ErrorAs(t, err, &qerr)
 	assert.ErrorIs(t, err, mutex.ErrUnavailable)
 	assert.NotErrorIs(t, err, mutex.ErrNotAcquired)
@@ -324,7 +365,7 @@ func TestRedlockQuorumErrorSaysWhy(t *testing.T) {
 	holder := newRedlock(t, clients)
 	lk, err := holder.Lock(ctx, "held")
 	require.NoError(t, err)
-	defer lk.Unlock(ctx)
+	defer lk.Release(ctx)
 	_, err = newRedlock(t, clients).TryLock(ctx, "held")
 	require.ErrorAs(t, err, &qerr)
 	assert.ErrorIs(t, err, mutex.ErrNotAcquired)
@@ -356,7 +397,7 @@ func TestDoEndsWithTheCallersContext(t *testing.T) {
 	assert.ErrorIs(t, err, context.Canceled)
 
 	err = l.Do(context.Background(), "do", func(fctx context.Context, lk *mutex.Lock) error {
-		require.NoError(t, c.Del(context.Background(), mutex.LockKeyOf(l, "do")).Err())
+		require.NoError(t, c.Del(context.Background(), mutex.LockKeyOf("do")).Err())
 		_, err := lk.TTL(context.Background()) // finds it gone: lost
 		assert.ErrorIs(t, err, mutex.ErrNotHeld)
 		<-fctx.Done()
@@ -385,7 +426,7 @@ func TestSpansWithAProviderSetInAnEarlierInit(t *testing.T) {
 	ctx := context.Background()
 	lk, err := l.Lock(ctx, "early")
 	require.NoError(t, err)
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 	assert.ElementsMatch(t, []string{"redfence.Lock", "redfence.Unlock"}, earlytrace.Provider.Ended())
 }
 
@@ -401,7 +442,7 @@ func TestRedlockCloseWithAPausedNode(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		clients[i] = c
 	}
-	l, err := mutex.NewRedlock(clients, mutex.WithNodeTimeout(nodeTimeout))
+	l, err := testutil.NewRedlock(clients, redlockdriver.WithStoreTimeout(nodeTimeout))
 	require.NoError(t, err)
 	ctx := context.Background()
 	for _, key := range []string{"a", "b", "c", "d", "e"} {
@@ -421,43 +462,17 @@ func TestRedlockCloseWithAPausedNode(t *testing.T) {
 	assert.Less(t, took, late.Bound(2*nodeTimeout+readTimeout+500*time.Millisecond), "Close took %v", took)
 }
 
-// Client is the deployment's client for adapters, and nil for a Redlock
-// Locker, whose data no single node holds.
+// The backend lends the deployment's client to adapters
+// (redisdriver.ClientOf), and a Redlock Locker's none, whose data no
+// single node holds.
 func TestClientOfEachBackend(t *testing.T) {
 	c, _ := testutil.Redis(t)
-	assert.Equal(t, redis.UniversalClient(c), newLocker(t, c).Client())
+	assert.Equal(t, redis.UniversalClient(c), redisdriver.ClientOf(newLocker(t, c).Backend()))
 	clients, _ := redlockNodes(t, 3)
-	assert.Nil(t, newRedlock(t, clients).Client())
+	assert.Nil(t, redisdriver.ClientOf(newRedlock(t, clients).Backend()))
 	var nilLocker *mutex.Locker
-	assert.Nil(t, nilLocker.Client())
-}
-
-// A Redlock attempt is an outage only when the nodes that failed left too
-// few to make a quorum: a minority down with the lock held elsewhere is
-// contention, whichever nodes answered first.
-func TestQuorumErrorOutageOrContention(t *testing.T) {
-	refused := syscall.ECONNREFUSED
-	for _, tc := range []struct {
-		name   string
-		nodes  []error
-		outage bool
-	}{
-		{"held, refused, not awaited", []error{mutex.ErrNotAcquired, refused, mutex.ErrNotAwaited}, false},
-		{"refused, held, held", []error{refused, mutex.ErrNotAcquired, mutex.ErrNotAcquired}, false},
-		{"granted, held, refused", []error{nil, mutex.ErrNotAcquired, refused}, false},
-		{"refused twice", []error{refused, refused, mutex.ErrNotAwaited}, true},
-		{"granted, refused twice", []error{nil, refused, refused}, true},
-		{"five: held twice, one error, two not awaited", []error{mutex.ErrNotAcquired, mutex.ErrNotAcquired, refused, mutex.ErrNotAwaited, mutex.ErrNotAwaited}, false},
-		{"five: three errors", []error{refused, refused, refused, mutex.ErrNotAcquired, nil}, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := &mutex.QuorumError{Quorum: len(tc.nodes)/2 + 1, Nodes: tc.nodes}
-			assert.Equal(t, tc.outage, errors.Is(err, mutex.ErrUnavailable))
-			assert.Equal(t, !tc.outage, errors.Is(err, mutex.ErrNotAcquired))
-		})
-	}
-	assert.True(t, errors.Is(&mutex.QuorumError{Quorum: 2, Nodes: []error{nil, nil, mutex.ErrNotAcquired}, Late: true}, mutex.ErrUnavailable),
-		"a quorum that granted too late is an outage")
+	assert.Nil(t, nilLocker.Backend())
+	assert.Nil(t, redisdriver.ClientOf(nilLocker.Backend()))
 }
 
 // A server that hangs after it answered "held" is still an outage when
@@ -469,7 +484,7 @@ func TestHungAfterContentionIsAnOutage(t *testing.T) {
 	ctx := context.Background()
 	lk, err := holder.Lock(ctx, "hang")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = lk.Unlock(ctx) })
+	t.Cleanup(func() { _ = lk.Release(ctx) })
 
 	waiter := redis.NewClient(&redis.Options{Addr: srv.Addr()}) // go-redis's 5 s read timeout
 	t.Cleanup(func() { _ = waiter.Close() })
@@ -481,7 +496,7 @@ func TestHungAfterContentionIsAnOutage(t *testing.T) {
 		_, err := w.Lock(wctx, "hang", mutex.WithRetry(50*time.Millisecond, 100*time.Millisecond))
 		got <- err
 	}()
-	awaitQueued(t, c, mutex.QueueOf(mutex.LockKeyOf(holder, "hang")), 1) // answered "held"
+	awaitQueued(t, c, mutex.QueueOf(mutex.LockKeyOf("hang")), 1) // answered "held"
 	srv.Pause()
 	t.Cleanup(srv.Resume)
 	err = <-got

@@ -52,7 +52,7 @@ func TestClockDriftAssumption(t *testing.T) {
 		}, 2*time.Second, 5*time.Millisecond)
 		assert.NoError(t, lk.Context().Err(), "the slow holder still believes it holds the lock: two holders")
 		assert.Greater(t, second.Token(), lk.Token(), "the token still tells them apart")
-		require.NoError(t, second.Unlock(ctx))
+		require.NoError(t, second.Release(ctx))
 		<-lk.Context().Done() // it does give up, late
 	})
 }

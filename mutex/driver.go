@@ -14,18 +14,17 @@ import (
 // when the Locker is built (as database/sql asks its driver's conns): a nil
 // one is absent, and the Locker does without it.
 type driver struct {
-	b    backend.Backend
-	w    backend.Watcher      // nil: waiters poll
-	ho   backend.HandOffer    // nil: an Unlock releases and wakes the next waiter
-	q    backend.Queuer       // nil: no queue of Lockers in the backend
-	ra   backend.ReplicaAcker // nil: WithReplicaAck is refused
-	br   backend.BulkReleaser // nil: Close releases one lock at a time
-	in   backend.Inspector    // nil: Inspect, List, ForceRelease unsupported
-	ba   backend.Batcher      // nil: LockAll takes every key on its own
-	sem  backend.Semaphorer   // nil: Semaphore is refused (errors.ErrUnsupported)
-	rw   backend.RWLocker     // nil: RWMutex is refused (errors.ErrUnsupported)
-	lend ClientHolder         // nil: no client for the adapters
-	own  io.Closer            // a driver the Locker built (New, NewRedlock): Close closes it
+	b   backend.Backend
+	w   backend.Watcher      // nil: waiters poll
+	ho  backend.HandOffer    // nil: an Unlock releases and wakes the next waiter
+	q   backend.Queuer       // nil: no queue of Lockers in the backend
+	ra  backend.ReplicaAcker // nil: WithReplicaAck is refused
+	br  backend.BulkReleaser // nil: Close releases one lock at a time
+	in  backend.Inspector    // nil: Inspect, List, ForceRelease unsupported
+	ba  backend.Batcher      // nil: LockAll takes every key on its own
+	sem backend.Semaphorer   // nil: Semaphore is refused (errors.ErrUnsupported)
+	rw  backend.RWLocker     // nil: RWMutex is refused (errors.ErrUnsupported)
+	own io.Closer            // b, when it is one: Close closes it
 }
 
 func newDriver(b backend.Backend) driver {
@@ -39,48 +38,34 @@ func newDriver(b backend.Backend) driver {
 	d.ba, _ = b.(backend.Batcher)
 	d.sem, _ = b.(backend.Semaphorer)
 	d.rw, _ = b.(backend.RWLocker)
-	d.lend = lendOnce(b)
+	d.own, _ = b.(io.Closer)
 	return d
 }
 
-// NewWithBackend returns a Locker whose locks are held by b, a backend
-// outside this package (package backend states its contract). The Locker
-// brings what it brings to Redis: the per-key queue (an Unlock hands the
-// lock to the next waiter of this Locker when b implements
-// backend.HandOffer, and otherwise releases and wakes it), reentrancy, the
-// lease deadline with the clock drift (WithClockDrift), renewal and the
-// loss signal, telemetry. Keys reach b with the prefix (WithPrefix) on
-// them. Waiters are woken by b when it implements backend.Watcher, and
-// poll otherwise. Inspect, List and ForceRelease work when b implements
-// backend.Inspector, and return an error matching errors.ErrUnsupported
-// otherwise; WithReplicaAck needs backend.ReplicaAcker.
-//
-// The Locker does not close b: like a go-redis client given to New, b is
-// the caller's, and must stay usable until the Locker's Close and every
-// call of the Locker returned. Client returns the client b lends when it
-// implements ClientHolder, nil otherwise: then httplock, which keeps its
-// responses in Redis, refuses such a Locker, and runner keeps its slot
-// claims in b if b is a backend.SlotClaimer (Backend), refusing the Locker
-// otherwise. A nil b makes every call return an error wrapping ErrInvalid.
-func NewWithBackend(b backend.Backend, opts ...Option) *Locker {
-	l := newLocker(opts)
+// New returns a Locker whose locks are held by b, the backend a driver
+// package built (redisdriver.New, redlockdriver.New, etcddriver.New), as
+// database/sql's OpenDB takes a driver's Connector. The Locker brings the
+// per-key queue, reentrancy, the lease deadline, renewal, the loss signal
+// and telemetry; b's optional capabilities (package backend) are detected
+// here, once. The Locker owns b: Close closes it when it is an io.Closer
+// (a driver's store client stays the caller's). A nil b or a bad option
+// returns an error matching ErrInvalid; nothing is sent.
+func New(b backend.Backend, opts ...Option) (*Locker, error) {
 	if b == nil || isNilPointer(b) {
-		if l.err == nil {
-			l.err = invalid("nil backend")
-		}
-		return l
+		return nil, invalid("nil backend")
+	}
+	l, err := newLocker(opts)
+	if err != nil {
+		return nil, err
 	}
 	l.drv = newDriver(b)
-	return l
+	return l, nil
 }
 
-// Backend returns the backend that holds the Locker's locks: the one given
-// to NewWithBackend, or the driver New or NewRedlock built (the Locker's:
-// its Close closes it). It is nil for a nil Locker and one built without a
-// backend. As database/sql's DB.Driver does, it lets adapters ask for
-// capabilities beyond locking (package runner: backend.SlotClaimer);
-// calling its lock methods directly bypasses the Locker's queue, leases and
-// renewal.
+// Backend returns the backend given to New (nil for a nil Locker), so that
+// adapters can ask for capabilities beyond locking (backend.SlotClaimer,
+// backend.TermJournal, redisdriver.ClientHolder), as database/sql's
+// DB.Driver does. Its lock methods bypass the Locker's queue and renewal.
 func (l *Locker) Backend() backend.Backend {
 	if l == nil {
 		return nil
@@ -88,15 +73,12 @@ func (l *Locker) Backend() backend.Backend {
 	return l.drv.b
 }
 
-// name is key's name in the backend: the prefix on it.
-func (l *Locker) name(key string) string { return l.cfg.prefix + key }
-
 // attempt makes one attempt for a, sent at sent; waiting says the call
 // waits when the key is held (Attempt.Waiter). A failed attempt of a random
 // owner is abandoned (the backend orders that after the call), a grant
 // that arrived after its lease refused and freed.
 func (l *Locker) attempt(a *acquisition, waiting bool, sent time.Time) (acquireResult, error) {
-	at := backend.Attempt{Key: a.lockKey, Owner: a.owner, TTL: a.lc.ttl, Shared: !a.randomOwner}
+	at := backend.Attempt{Key: a.lockKey, Owner: a.owner, TTL: a.lc.ttl, Drift: l.drift(a.lc.ttl), Shared: !a.randomOwner}
 	if waiting {
 		at.Waiter = l.id
 		at.InQueue = l.drv.q != nil && l.inBackendQueue(a.key)
@@ -162,7 +144,8 @@ func (l *Locker) abandon(lockKey, owner string) {
 
 // lease names lk to its backend, with its current TTL; never under lk.mu.
 func lease(lk *Lock) backend.Lease {
-	return backend.Lease{Key: lk.lockKey, Owner: lk.owner, Token: lk.token, TTL: lk.leaseTTL(), Handle: lk.handle}
+	ttl := lk.leaseTTL()
+	return backend.Lease{Key: lk.lockKey, Owner: lk.owner, Token: lk.token, TTL: ttl, Drift: lk.l.drift(ttl), Handle: lk.handle}
 }
 
 // release takes one count of lk: the counts left (0: freed), or -1 when it
@@ -177,7 +160,7 @@ func (l *Locker) extend(ctx context.Context, locks []*Lock, ttls []time.Duration
 	leases := make([]backend.Lease, len(locks))
 	for i, lk := range locks {
 		leases[i] = lease(lk)
-		leases[i].TTL = ttls[i]
+		leases[i].TTL, leases[i].Drift = ttls[i], l.drift(ttls[i])
 	}
 	sent = l.now()
 	got, err := l.extendLeases(ctx, locks, leases)
@@ -259,7 +242,7 @@ func (l *Locker) extendLeases(ctx context.Context, locks []*Lock, leases []backe
 // owner for ttl in the same step: the counts left (0: handed off, with the
 // grant's token and handle), or -1 when lk did not hold it.
 func (l *Locker) handOffTo(ctx context.Context, lk *Lock, owner string, ttl time.Duration) (left, token int64, handle any, err error) {
-	left, g, err := l.drv.ho.HandOff(ctx, lease(lk), backend.Attempt{Key: lk.lockKey, Owner: owner, TTL: ttl})
+	left, g, err := l.drv.ho.HandOff(ctx, lease(lk), backend.Attempt{Key: lk.lockKey, Owner: owner, TTL: ttl, Drift: l.drift(ttl)})
 	if err != nil || left != 0 {
 		return left, 0, nil, err
 	}

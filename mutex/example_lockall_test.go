@@ -22,7 +22,7 @@ func ExampleLocker_DoAll() {
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locker := mutex.New(rdb)
+	locker := lockerFor(rdb)
 	defer locker.Close()
 
 	from, to := "account:17", "account:4"
@@ -30,13 +30,17 @@ func ExampleLocker_DoAll() {
 		// ctx ends when the caller's does, or when either account's lock
 		// is lost (context.Cause names it): stop writing then.
 		fmt.Println("keys:", ls.Keys())
-		fmt.Println("a token per account:", ls.Token(from) > 0, ls.Token(to) > 0)
+		fmt.Println("a token per account:", ls.TokenOf(from) > 0, ls.TokenOf(to) > 0)
+		// A resource guarded by the pair as a whole takes the set's token,
+		// the larger of the two.
+		fmt.Println("the set's token:", ls.Token() == max(ls.TokenOf(from), ls.TokenOf(to)))
 		return nil
 	})
 	fmt.Println("err:", err)
 	// Output:
 	// keys: [account:17 account:4]
 	// a token per account: true true
+	// the set's token: true
 	// err: <nil>
 }
 
@@ -47,7 +51,7 @@ func ExampleLocker_TryLockAll() {
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locker := mutex.New(rdb)
+	locker := lockerFor(rdb)
 	defer locker.Close()
 
 	lk, err := locker.Lock(ctx, "seat:12B")
@@ -56,7 +60,7 @@ func ExampleLocker_TryLockAll() {
 	}
 	_, err = locker.TryLockAll(ctx, []string{"seat:12A", "seat:12B"})
 	fmt.Println("busy:", errors.Is(err, mutex.ErrNotAcquired))
-	if err := lk.Unlock(ctx); err != nil {
+	if err := lk.Release(ctx); err != nil {
 		log.Fatal(err)
 	}
 	ls, err := locker.TryLockAll(ctx, []string{"seat:12A", "seat:12B"})
@@ -64,7 +68,7 @@ func ExampleLocker_TryLockAll() {
 		log.Fatal(err)
 	}
 	fmt.Println("held:", ls.Keys())
-	if err := ls.Unlock(ctx); err != nil {
+	if err := ls.Release(ctx); err != nil {
 		log.Fatal(err)
 	}
 	// Output:

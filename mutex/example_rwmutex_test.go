@@ -17,15 +17,15 @@ import (
 // writer's token fences its writes; a reader's token is the last write's,
 // what it reads after. A reader cannot become the writer (ErrUpgrade, at
 // once); the writer can become a reader.
-func ExampleLocker_RWMutex() {
+func ExampleNewRWMutex() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locker := mutex.New(rdb)
+	locker := lockerFor(rdb)
 	defer locker.Close()
 
-	prices, err := locker.RWMutex("prices")
+	prices, err := mutex.NewRWMutex(locker, "prices")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func ExampleLocker_RWMutex() {
 	_, err = prices.TryLock(ctx)
 	fmt.Println("writer while reading:", errors.Is(err, mutex.ErrNotAcquired))
 	for _, h := range []*mutex.RWHold{w, r} {
-		if err := h.Unlock(ctx); err != nil {
+		if err := h.Release(ctx); err != nil {
 			log.Fatal(err)
 		}
 	}

@@ -16,15 +16,15 @@ import (
 // At most 2 exports of a tenant at once, across every process: a third
 // TryAcquire finds both permits held, and a release gives one back. Each
 // permit has its own fencing token and a context that ends if it is lost.
-func ExampleLocker_Semaphore() {
+func ExampleNewSemaphore() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locker := mutex.New(rdb)
+	locker := lockerFor(rdb)
 	defer locker.Close()
 
-	exports, err := locker.Semaphore("exports:tenant-42", 2)
+	exports, err := mutex.NewSemaphore(locker, "exports:tenant-42", 2)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -12,17 +12,28 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
+	"github.com/redfence/redfence/mutex/backend/redlockdriver"
 )
 
-// A lock on a key of one Redis deployment: Lock waits until it is free,
-// Unlock releases it, and the lock's context ends on either loss or release.
+// A lock on a key of one Redis deployment: a driver builds the backend
+// over the client, New the Locker over the backend (which it then owns).
+// Lock waits until the key is free, Release frees it, and the lock's
+// context ends on either loss or release.
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
-	defer rdb.Close()
-	locker := mutex.New(rdb)
-	defer locker.Close()
+	defer rdb.Close() // after the Locker's Close: the client stays the caller's
+	d, err := redisdriver.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker, err := mutex.New(d)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close() // closes d too
 
 	lk, err := locker.Lock(ctx, "report:2026-11")
 	if err != nil {
@@ -32,7 +43,7 @@ func Example() {
 	// and sends lk.Token() with every write to the protected resource.
 	fmt.Println("held:", lk.Key(), lk.Token() > 0)
 
-	if err := lk.Unlock(ctx); err != nil {
+	if err := lk.Release(ctx); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("released:", context.Cause(lk.Context()) == mutex.ErrReleased)
@@ -41,13 +52,13 @@ func Example() {
 	// released: true
 }
 
-// Do is Lock, fn, Unlock; the Unlock happens however fn ends.
+// Do is Lock, fn, Release; the Release happens however fn ends.
 func ExampleLocker_Do() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locker := mutex.New(rdb)
+	locker := lockerFor(rdb)
 	defer locker.Close()
 
 	err := locker.Do(ctx, "ledger:42", func(ctx context.Context, lk *mutex.Lock) error {
@@ -70,7 +81,7 @@ func ExampleLocker_TryLock() {
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	replicaA, replicaB := mutex.New(rdb), mutex.New(rdb)
+	replicaA, replicaB := lockerFor(rdb), lockerFor(rdb) // as two processes would
 	defer replicaA.Close()
 	defer replicaB.Close()
 
@@ -83,13 +94,13 @@ func ExampleLocker_TryLock() {
 	fmt.Println("busy:", errors.Is(err, mutex.ErrNotAcquired))
 	fmt.Println("outage:", errors.Is(err, mutex.ErrUnavailable))
 
-	if err := held.Unlock(ctx); err != nil {
+	if err := held.Release(ctx); err != nil {
 		log.Fatal(err)
 	}
 	lk, err := replicaB.TryLock(ctx, "cleanup:tmp")
 	fmt.Println("after the release:", err == nil)
 	if err == nil {
-		_ = lk.Unlock(ctx)
+		_ = lk.Release(ctx)
 	}
 	// Output:
 	// busy: true
@@ -104,7 +115,7 @@ func ExampleLocker_Lock() {
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	replicaA, replicaB := mutex.New(rdb), mutex.New(rdb)
+	replicaA, replicaB := lockerFor(rdb), lockerFor(rdb) // as two processes would
 	defer replicaA.Close()
 	defer replicaB.Close()
 
@@ -122,12 +133,12 @@ func ExampleLocker_Lock() {
 	}()
 
 	fmt.Println("A releases")
-	if err := first.Unlock(ctx); err != nil {
+	if err := first.Release(ctx); err != nil {
 		log.Fatal(err)
 	}
 	second := <-next
 	fmt.Println("B holds, with a larger token:", second.Token() > first.Token())
-	if err := second.Unlock(ctx); err != nil {
+	if err := second.Release(ctx); err != nil {
 		log.Fatal(err)
 	}
 	// Output:
@@ -142,7 +153,7 @@ func ExampleLocker_Lock_deadline() {
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	replicaA, replicaB := mutex.New(rdb), mutex.New(rdb)
+	replicaA, replicaB := lockerFor(rdb), lockerFor(rdb) // as two processes would
 	defer replicaA.Close()
 	defer replicaB.Close()
 
@@ -150,7 +161,7 @@ func ExampleLocker_Lock_deadline() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer held.Unlock(ctx)
+	defer held.Release(ctx)
 
 	wait, cancelWait := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancelWait()
@@ -163,13 +174,13 @@ func ExampleLocker_Lock_deadline() {
 }
 
 // Locking again with the lock's own context re-enters it: the same *Lock,
-// one more count, no round trip. The last Unlock releases it.
+// one more count, no round trip. The last Release frees it.
 func ExampleLocker_Lock_reentrant() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locker := mutex.New(rdb)
+	locker := lockerFor(rdb)
 	defer locker.Close()
 
 	outer, err := locker.Lock(ctx, "tree:1")
@@ -182,14 +193,14 @@ func ExampleLocker_Lock_reentrant() {
 	}
 	fmt.Println("same lock:", inner == outer)
 
-	_ = inner.Unlock(ctx)
-	fmt.Println("held after the inner Unlock:", outer.Context().Err() == nil)
-	_ = outer.Unlock(ctx)
-	fmt.Println("held after the outer Unlock:", outer.Context().Err() == nil)
+	_ = inner.Release(ctx)
+	fmt.Println("held after the inner Release:", outer.Context().Err() == nil)
+	_ = outer.Release(ctx)
+	fmt.Println("held after the outer Release:", outer.Context().Err() == nil)
 	// Output:
 	// same lock: true
-	// held after the inner Unlock: true
-	// held after the outer Unlock: false
+	// held after the inner Release: true
+	// held after the outer Release: false
 }
 
 // A lock can be lost: here an operator flushes Redis (a restart without its
@@ -201,7 +212,7 @@ func ExampleLock_Context() {
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locker := mutex.New(rdb)
+	locker := lockerFor(rdb)
 	defer locker.Close()
 
 	// A short lease, renewed every third of it, so that the loss shows soon.
@@ -218,10 +229,10 @@ func ExampleLock_Context() {
 	// Work under the lock watches its context, and stops when it ends.
 	<-lk.Context().Done()
 	fmt.Println("lock lost:", errors.Is(context.Cause(lk.Context()), mutex.ErrLockLost))
-	fmt.Println("unlock:", errors.Is(lk.Unlock(ctx), mutex.ErrNotHeld))
+	fmt.Println("release:", errors.Is(lk.Release(ctx), mutex.ErrNotHeld))
 	// Output:
 	// lock lost: true
-	// unlock: true
+	// release: true
 }
 
 // Join serves a caller under a lock held for longer than its call: the joined
@@ -231,7 +242,7 @@ func ExampleLock_Join() {
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locker := mutex.New(rdb)
+	locker := lockerFor(rdb)
 	defer locker.Close()
 
 	lk, err := locker.Lock(ctx, "shard:3")
@@ -249,7 +260,7 @@ func ExampleLock_Join() {
 
 	work2, done2 := lk.Join(ctx)
 	defer done2()
-	_ = lk.Unlock(ctx) // the lock ends first this time
+	_ = lk.Release(ctx) // the lock ends first this time
 	<-work2.Done()
 	fmt.Println("lock released:", errors.Is(context.Cause(work2), mutex.ErrReleased))
 	// Output:
@@ -258,10 +269,10 @@ func ExampleLock_Join() {
 	// lock released: true
 }
 
-// NewRedlock builds a Locker over independent Redis masters (not replicas of
-// one another): a lock is held when a majority granted it. It has the API of
-// a single-deployment Locker.
-func ExampleNewRedlock() {
+// A Redlock Locker is New over redlockdriver's backend of independent Redis
+// masters (not replicas of one another): a lock is held when a majority
+// granted it. It has the API of a single-deployment Locker.
+func ExampleNew_redlock() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var masters []redis.UniversalClient
@@ -274,10 +285,14 @@ func ExampleNewRedlock() {
 		}
 	}()
 
-	_, err := mutex.NewRedlock(masters[:2])
+	_, err := redlockdriver.New(masters[:2])
 	fmt.Println("two masters:", errors.Is(err, mutex.ErrInvalid))
 
-	locker, err := mutex.NewRedlock(masters)
+	d, err := redlockdriver.New(masters)
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker, err := mutex.New(d)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -292,4 +307,18 @@ func ExampleNewRedlock() {
 	// two masters: true
 	// held on a majority of 3 masters, token: true
 	// err: <nil>
+}
+
+// lockerFor builds a Locker over rdb as the examples' programs do: a
+// redisdriver backend over the client, and New over the backend.
+func lockerFor(rdb redis.UniversalClient) *mutex.Locker {
+	d, err := redisdriver.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker, err := mutex.New(d)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return locker
 }

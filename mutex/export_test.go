@@ -4,17 +4,16 @@ import (
 	"context"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/redfence/redfence/mutex/backend"
-	"github.com/redfence/redfence/mutex/internal/glob"
 	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
-// LockKeyOf exposes the Redis key of a user key to the tests.
-func LockKeyOf(l *Locker, key string) string { return redisproto.LockKey(l.cfg.prefix, key) }
+// LockKeyOf is the Redis key of key under the Redis drivers' default
+// prefix (redisproto.DefaultPrefix), which the tests' Lockers use unless
+// they give the driver another.
+func LockKeyOf(key string) string { return redisproto.LockKey(redisproto.DefaultPrefix, key) }
 
 // ChannelOf exposes the release channel of a lock key to the tests.
 func ChannelOf(lockKey string) string { return redisproto.ChannelOf(lockKey) }
@@ -61,17 +60,8 @@ func StartsSpans(l *Locker) bool {
 	return !skipped
 }
 
-// ErrNotAwaited is a Redlock node's answer when the others had decided.
-var ErrNotAwaited = backend.ErrNotAwaited
-
-// MatchGlob exposes List's pattern matching.
-func MatchGlob(p, s string) bool { return glob.Match(p, s) }
-
 // AcquireSHA is the acquire script's SHA-1, for SCRIPT EXISTS.
 func AcquireSHA() string { return redisproto.AcquireScript.Hash() }
-
-// ReadsReplicas is readsReplicas: inspection's choice of EVALSHA for c.
-func ReadsReplicas(c redis.UniversalClient) bool { return redisproto.ReadsReplicas(c) }
 
 // OrderOf is the order LockAll takes keys in, their groups flattened.
 func OrderOf(l *Locker, keys []string) []string {
@@ -87,7 +77,7 @@ func GroupOf(l *Locker, key string) int {
 	if l.drv.ba == nil {
 		return -1
 	}
-	return l.drv.ba.Group(l.name(key))
+	return l.drv.ba.Group(key)
 }
 
 // SemaphoreSubscribed reports whether a goroutine of l waits for a permit

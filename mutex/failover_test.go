@@ -12,6 +12,7 @@ import (
 
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 )
 
 // clusterLocker is a Locker on a Cluster client of its own, as another
@@ -25,9 +26,7 @@ func clusterLocker(t *testing.T, cl *testutil.Cluster) *mutex.Locker {
 		DialTimeout: time.Second, ReadTimeout: time.Second, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	require.NoError(t, c.ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() }))
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
-	return l
+	return testutil.Locker(t, c)
 }
 
 // masterOf is the index of the master that holds key's lock.
@@ -83,7 +82,8 @@ func TestClusterFailoverBehindAHungMaster(t *testing.T) {
 			require.NoError(t, err)
 			_, err = lb.TryLock(ctx, key) // B's client knows the slot's master
 			require.ErrorIs(t, err, mutex.ErrNotAcquired)
-			viewer := clusterLocker(t, cl)
+			viewer, err := admin.New(clusterLocker(t, cl))
+			require.NoError(t, err)
 			_, err = viewer.Inspect(ctx, key) // and so does the viewer's
 			require.NoError(t, err)
 
@@ -105,7 +105,7 @@ func TestClusterFailoverBehindAHungMaster(t *testing.T) {
 
 			// Inspection, too, reloads the slot map after no answer.
 			asked := time.Now()
-			var in mutex.LockInfo
+			var in admin.LockInfo
 			for {
 				ictx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
 				in, err = viewer.Inspect(ictx, key)
@@ -117,7 +117,7 @@ func TestClusterFailoverBehindAHungMaster(t *testing.T) {
 			require.NoError(t, err, "the viewer never reached the new master")
 			assert.Less(t, time.Since(asked), late.Bound(5*time.Second), "the viewer reached the new master too late")
 			assert.Equal(t, b.Token(), in.Token, "the viewer sees B's lock")
-			require.NoError(t, b.Unlock(ctx))
+			require.NoError(t, b.Release(ctx))
 		})
 	}
 }

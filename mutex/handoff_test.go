@@ -39,7 +39,7 @@ func TestHandoffOneRoundTrip(t *testing.T) {
 				}
 				assert.Equal(t, int32(1), inside.Add(1))
 				inside.Add(-1)
-				assert.NoError(t, lk.Unlock(ctx))
+				assert.NoError(t, lk.Release(ctx))
 			}
 		})
 	}
@@ -68,7 +68,7 @@ func TestHandoffLeavesOtherLockersATurn(t *testing.T) {
 					return
 				}
 				time.Sleep(time.Millisecond) // the critical section
-				_ = lk.Unlock(context.Background())
+				_ = lk.Release(context.Background())
 			}
 		})
 	}
@@ -80,7 +80,7 @@ func TestHandoffLeavesOtherLockersATurn(t *testing.T) {
 		lcancel()
 		require.NoError(t, err, "B starved")
 		assert.Less(t, time.Since(start), late.Bound(time.Second), "B waited too long")
-		require.NoError(t, lk.Unlock(ctx))
+		require.NoError(t, lk.Release(ctx))
 	}
 	cancel()
 	wg.Wait()
@@ -104,18 +104,18 @@ func TestReleaseGoesToTheLockerWaitingLongest(t *testing.T) {
 			if assert.NoError(t, err) {
 				got <- name
 				time.Sleep(20 * time.Millisecond) // hold it a moment
-				assert.NoError(t, lk.Unlock(ctx))
+				assert.NoError(t, lk.Release(ctx))
 			}
 		}
 		wg.Go(func() { waitFor(b, "b") })
 		require.Eventually(t, func() bool { return mutex.WaitersOf(b, "fifo") == 1 }, 5*time.Second, time.Millisecond)
 		// b's head has tried and queued in Redis before c's.
-		queue := mutex.QueueOf(mutex.LockKeyOf(a, "fifo"))
+		queue := mutex.QueueOf(mutex.LockKeyOf("fifo"))
 		awaitQueued(t, c, queue, 1)
 		wg.Go(func() { waitFor(cc, "c") })
 		awaitQueued(t, c, queue, 2)
 
-		require.NoError(t, held.Unlock(ctx))
+		require.NoError(t, held.Release(ctx))
 		assert.Equal(t, "b", <-got, "the Locker that waited longest goes first")
 		assert.Equal(t, "c", <-got)
 	})
@@ -132,23 +132,23 @@ func TestWaitedMarkCarriesOverAReservation(t *testing.T) {
 		held, err := a.Lock(ctx, "chain")
 		require.NoError(t, err)
 		slow := mutex.WithRetry(3*time.Second, 4*time.Second)
-		queue := mutex.QueueOf(mutex.LockKeyOf(a, "chain"))
+		queue := mutex.QueueOf(mutex.LockKeyOf("chain"))
 		wctx, wg := waiters(t)
 		bGot := waitLock(wctx, t, wg, b, "chain", slow)
 		awaitQueued(t, c, queue, 1)
 		cGot := waitLock(wctx, t, wg, cc, "chain", slow)
 		awaitQueued(t, c, queue, 2)
 
-		require.NoError(t, held.Unlock(ctx))
+		require.NoError(t, held.Release(ctx))
 		lk := <-bGot
 		require.NotNil(t, lk)
 		late := testutil.MeasureLateness(t)
 		released := time.Now()
-		require.NoError(t, lk.Unlock(ctx))
+		require.NoError(t, lk.Release(ctx))
 		lk = <-cGot
 		require.NotNil(t, lk)
 		assert.Less(t, time.Since(released), late.Bound(time.Second), "c was not notified of b's release")
-		require.NoError(t, lk.Unlock(ctx))
+		require.NoError(t, lk.Release(ctx))
 	})
 }
 
@@ -172,7 +172,7 @@ func TestUncontendedReleaseIsQuiet(t *testing.T) {
 	for range 10 {
 		lk, err := a.Lock(ctx, "quiet")
 		require.NoError(t, err)
-		require.NoError(t, lk.Unlock(ctx))
+		require.NoError(t, lk.Release(ctx))
 	}
 	assert.Equal(t, pub, calls("publish"), "uncontended releases published")
 	assert.Equal(t, zr, calls("zrange"), "uncontended releases read the queue")
@@ -183,14 +183,14 @@ func TestUncontendedReleaseIsQuiet(t *testing.T) {
 	got := waitLock(wctx, t, wg, b, "quiet")
 	// Not just subscribed: b's attempt after the subscription is what marks
 	// the lock (and queues b); an Unlock before it frees the lock quietly.
-	lockKey := mutex.LockKeyOf(a, "quiet")
+	lockKey := mutex.LockKeyOf("quiet")
 	require.Eventually(t, func() bool {
 		return c.ZScore(ctx, mutex.QueueOf(lockKey), mutex.LockerIDOf(b)).Err() == nil
 	}, 5*time.Second, time.Millisecond)
-	require.NoError(t, held.Unlock(ctx))
+	require.NoError(t, held.Release(ctx))
 	lk := <-got
 	require.NotNil(t, lk)
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 	assert.Equal(t, pub+1, calls("publish"), "the release a waiter saw publishes once")
 	assert.Equal(t, zr+1, calls("zrange"))
 }
@@ -205,7 +205,7 @@ func TestReservationHoldsBackTryLockAndRunsOut(t *testing.T) {
 	ctx := context.Background()
 	held, err := a.Lock(ctx, "res")
 	require.NoError(t, err)
-	queue := mutex.QueueOf(mutex.LockKeyOf(a, "res"))
+	queue := mutex.QueueOf(mutex.LockKeyOf("res"))
 	wctx, wg := waiters(t)
 	got := waitLock(wctx, t, wg, b, "res")
 	awaitQueued(t, c, queue, 1)
@@ -213,7 +213,7 @@ func TestReservationHoldsBackTryLockAndRunsOut(t *testing.T) {
 
 	late := testutil.MeasureLateness(t)
 	released := time.Now() // before the release script starts the 50 ms reservation
-	require.NoError(t, held.Unlock(ctx))
+	require.NoError(t, held.Release(ctx))
 	_, err = cc.TryLock(ctx, "res")
 	require.ErrorIs(t, err, mutex.ErrNotAcquired, "TryLock took a lock reserved for another Locker")
 	assert.Equal(t, []string{mutex.LockerIDOf(b)}, c.ZRange(ctx, queue, 0, -1).Val(), "the ghost was popped, b still queued")
@@ -223,7 +223,7 @@ func TestReservationHoldsBackTryLockAndRunsOut(t *testing.T) {
 	// Redis counts the reservation's PX in whole milliseconds.
 	assert.GreaterOrEqual(t, waited, 48*time.Millisecond, "b took the lock inside the ghost's reservation")
 	assert.Less(t, waited, late.Bound(time.Second), "the reservation did not run out")
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 }
 
 // TestHandoffLeavesTheRedisQueue: a Locker whose queued waiter got the lock
@@ -234,7 +234,7 @@ func TestHandoffLeavesTheRedisQueue(t *testing.T) {
 	c, _ := testutil.Redis(t)
 	a, b := newLocker(t, c), newLocker(t, c)
 	ctx := context.Background()
-	queue := mutex.QueueOf(mutex.LockKeyOf(a, "hq"))
+	queue := mutex.QueueOf(mutex.LockKeyOf("hq"))
 	h0, err := a.Lock(ctx, "hq")
 	require.NoError(t, err)
 	wctx, wg := waiters(t)
@@ -243,7 +243,7 @@ func TestHandoffLeavesTheRedisQueue(t *testing.T) {
 	bGot := waitLock(wctx, t, wg, b, "hq", mutex.WithRetry(3*time.Second, 4*time.Second))
 	awaitQueued(t, c, queue, 2) // and b
 
-	require.NoError(t, h0.Unlock(ctx)) // hands the lock to a's waiter
+	require.NoError(t, h0.Release(ctx)) // hands the lock to a's waiter
 	lk := <-h1
 	require.NotNil(t, lk)
 	require.Eventually(t, func() bool {
@@ -251,11 +251,11 @@ func TestHandoffLeavesTheRedisQueue(t *testing.T) {
 	}, 5*time.Second, time.Millisecond, "a left the queue")
 	late := testutil.MeasureLateness(t)
 	released := time.Now()
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 	lk = <-bGot
 	require.NotNil(t, lk)
 	assert.Less(t, time.Since(released), late.Bound(40*time.Millisecond), "b waited out a reservation for a")
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 }
 
 // waitLock takes key on l in a goroutine owned by wg and sends the Lock

@@ -4,42 +4,24 @@ import (
 	"cmp"
 	"slices"
 	"strings"
-	"time"
+
+	"github.com/redfence/redfence/mutex/internal/hostlink"
 )
 
-// HeldLock is a lock this Locker holds, as this process sees it (Held).
-type HeldLock struct {
-	Key      string
-	Token    int64
-	Acquired time.Time     // by this process's clock
-	HeldFor  time.Duration // since Acquired
-	// Lease is what is left of the lease by the local deadline, which ends
-	// before the server's (the drift margin); TTL is the lease renewed to.
-	Lease time.Duration
-	TTL   time.Duration
-	// Count is the re-entries through the lock's context, plus one.
-	Count int
-	// AutoRenew, Renewals and LastRenewal: whether the Locker renews it,
-	// how many extensions succeeded, and the round trip of the last one
-	// (zero before the first).
-	AutoRenew   bool
-	Renewals    int
-	LastRenewal time.Duration
-	// Waiters are this Locker's goroutines waiting for the key (for a
-	// permit of the semaphore, when Permit; for a hold, when RW).
-	Waiters int
-	// Permit: a permit of the semaphore named Key (Semaphore.Acquire), not
-	// a lock; Count is then 1.
-	Permit bool
-	// RW is "read" or "write" for a hold of the read-write lock named Key
-	// (RWMutex), "" otherwise; Count is then 1.
-	RW string
+// Package mutex/admin reads what a Locker holds through hostlink: these
+// accessors are wired once, when the package is initialised, and are
+// what admin.Held is made of.
+func init() {
+	hostlink.Held = func(l any) []hostlink.Hold { return l.(*Locker).holds() }
+	hostlink.Forced = func(l any, key string, token int64, reason string) {
+		l.(*Locker).tel.forced(key, token, reason)
+	}
+	hostlink.ID = func(l any) string { return l.(*Locker).id }
 }
 
-// Held lists the locks, the semaphores' permits and the read-write locks'
-// holds this Locker holds, by key: what a debug page of a process shows
-// (mutex/lockdebug). It makes no round trip.
-func (l *Locker) Held() []HeldLock {
+// holds lists the locks, the semaphores' permits and the read-write locks'
+// holds this Locker holds, by key, making no round trip (admin.Held).
+func (l *Locker) holds() []hostlink.Hold {
 	if l == nil || l.renew == nil {
 		return nil
 	}
@@ -50,7 +32,7 @@ func (l *Locker) Held() []HeldLock {
 	}
 	l.renew.mu.Unlock()
 	now := l.now()
-	out := make([]HeldLock, 0, len(locks))
+	out := make([]hostlink.Hold, 0, len(locks))
 	qkeys := make([]string, 0, len(locks))
 	for _, lk := range locks {
 		lk.mu.Lock()
@@ -58,11 +40,11 @@ func (l *Locker) Held() []HeldLock {
 			lk.mu.Unlock()
 			continue
 		}
-		h := HeldLock{
+		h := hostlink.Hold{
 			Key: lk.key, Token: lk.token, Acquired: lk.acquired, HeldFor: now.Sub(lk.acquired),
 			Lease: max(lk.deadline.Sub(now), 0), TTL: lk.ttl, Count: lk.count,
 			AutoRenew: lk.autoRenew, Renewals: lk.renewals, LastRenewal: lk.renewRTT,
-			Permit: familyOf(lk) == familyPermit, RW: rwMode(lk),
+			Kind: holdKindName(lk),
 		}
 		lk.mu.Unlock()
 		out = append(out, h)
@@ -79,11 +61,23 @@ func (l *Locker) Held() []HeldLock {
 		}
 	}
 	l.mu.Unlock()
-	slices.SortFunc(out, func(a, b HeldLock) int {
+	slices.SortFunc(out, func(a, b hostlink.Hold) int {
 		if c := strings.Compare(a.Key, b.Key); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Token, b.Token)
 	})
 	return out
+}
+
+// holdKindName names lk's family for operators: "lock", "permit", or the
+// read-write hold's "read" or "write".
+func holdKindName(lk *Lock) string {
+	switch {
+	case familyOf(lk) == familyPermit:
+		return "permit"
+	case rwMode(lk) != "":
+		return rwMode(lk)
+	}
+	return "lock"
 }

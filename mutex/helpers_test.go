@@ -9,9 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 )
 
 var evalRe = regexp.MustCompile(`cmdstat_(?:evalsha|eval):calls=(\d+)`)
@@ -53,7 +57,7 @@ func checkExclusion(t *testing.T, lockers []*mutex.Locker, key string, goroutine
 					}
 					last = lk.Token()
 					inside.Add(-1)
-					assert.NoError(t, lk.Unlock(ctx))
+					assert.NoError(t, lk.Release(ctx))
 				}
 			})
 		}
@@ -61,4 +65,36 @@ func checkExclusion(t *testing.T, lockers []*mutex.Locker, key string, goroutine
 	wg.Wait()
 	assert.Zero(t, violations.Load(), "two holders inside at once")
 	assert.Zero(t, backwards.Load(), "a token did not increase")
+}
+
+// mustLocker is a Locker over one deployment (testutil.NewLocker) that the
+// test closes itself, and what Close does is the test's to check.
+func mustLocker(t testing.TB, c redis.UniversalClient, opts ...any) *mutex.Locker {
+	t.Helper()
+	l, err := testutil.NewLocker(c, opts...)
+	require.NoError(t, err)
+	return l
+}
+
+// adminOf is the operator's view of l (package mutex/admin), for the tests
+// that look at what a Locker holds or end a holder behind its back.
+func adminOf(t testing.TB, l *mutex.Locker) *admin.Admin {
+	t.Helper()
+	a, err := admin.New(l)
+	require.NoError(t, err)
+	return a
+}
+
+// waitFor polls cond until it holds or ctx ends: for state that another
+// process (here, another Locker) changes on the server, where there is
+// nothing local to wait on.
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: %v", what, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }

@@ -45,7 +45,7 @@ func (l *Locker) extendOf(lk *Lock) func(context.Context, []backend.Lease) ([]ba
 }
 
 // releaseHeld gives lk's hold back and wakes the next waiter: Permit.Release
-// and RWHold.Unlock. A second call, or one after the hold was lost, returns
+// and RWHold.Release. A second call, or one after the hold was lost, returns
 // ErrNotHeld and sends nothing. On a server error the hold is given up
 // locally all the same (renewal stops, so its lease runs out within one
 // TTL), one more release is tried in the background, and the error is

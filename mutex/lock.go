@@ -114,10 +114,10 @@ func (lk *Lock) Key() string {
 	return lk.key
 }
 
-// Token returns the fencing token: strictly greater than the token of every
-// earlier acquisition of the same key (see the package doc for the
-// assumptions). Re-entries keep the token. Pass it to the protected resource
-// (package fenced) so that it can reject a stale holder's writes.
+// Token returns the fencing token: strictly greater than the token of
+// every earlier acquisition of the same key; re-entries keep it. Pass it to
+// the protected resource (package fenced) so that it refuses a stale
+// holder's writes.
 func (lk *Lock) Token() int64 {
 	if lk == nil {
 		return 0
@@ -126,9 +126,8 @@ func (lk *Lock) Token() int64 {
 }
 
 // Context is done when the lock is lost (cause ErrLockLost) or released
-// (cause ErrReleased); context.Cause tells which. Work done under the lock
-// should use it. It carries the values of the ctx given to Lock, and passing
-// it (or a context derived from it) to Lock for the same key re-enters.
+// (ErrReleased). It carries the values of the ctx given to Lock; passing it
+// (or a context derived from it) to Lock for the same key re-enters.
 func (lk *Lock) Context() context.Context {
 	if lk == nil {
 		ctx, cancel := context.WithCancelCause(context.Background())
@@ -139,12 +138,10 @@ func (lk *Lock) Context() context.Context {
 }
 
 // Join returns a context for work done under the lock on behalf of ctx's
-// caller: it carries the values of the lock's context (those of the ctx
-// given to Lock) and ctx's deadline, and is done when ctx is done (cause:
-// ctx's; context.DeadlineExceeded when its deadline passes) or the lock is
-// lost or released (cause: ErrLockLost or ErrReleased), whichever comes
-// first. Call cancel when the work is over. A nil ctx joins nothing: the
-// lock's context alone.
+// caller: it carries the lock context's values and ctx's deadline, and is
+// done when ctx is (cause: ctx's) or the lock is lost or released (cause:
+// ErrLockLost or ErrReleased), whichever comes first. Call cancel when the
+// work is over. A nil ctx joins nothing.
 func (lk *Lock) Join(ctx context.Context) (context.Context, context.CancelFunc) {
 	return join(lk.Context(), ctx)
 }
@@ -167,8 +164,8 @@ func join(lockCtx, ctx context.Context) (context.Context, context.CancelFunc) {
 	}
 }
 
-// Deadline returns the local lease deadline: the lock's context ends with
-// ErrLockLost then unless a renewal or Extend succeeds first.
+// Deadline returns the local lease deadline, when the context ends with
+// ErrLockLost unless a renewal or Extend succeeds first.
 func (lk *Lock) Deadline() time.Time {
 	if lk == nil {
 		return time.Time{}
@@ -178,10 +175,9 @@ func (lk *Lock) Deadline() time.Time {
 	return lk.deadline
 }
 
-// Extend sets the lease to ttl from now (and the TTL of later auto-renewals).
-// On success returns nil. When the lock is no longer held returns ErrNotHeld,
-// changes nothing in Redis, and ends the lock's context with ErrLockLost. On
-// a server error returns it; the lease deadline is unchanged.
+// Extend sets the lease to ttl from now (and the TTL of later renewals). A
+// lock no longer held returns ErrNotHeld, changes nothing in the store and
+// ends the context with ErrLockLost; on a store error the deadline stays.
 func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := lk.usable(ctx); err != nil {
 		return err
@@ -209,8 +205,8 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	return nil
 }
 
-// TTL returns the remaining lease as the backend sees it. When the lock is not held
-// it returns ErrNotHeld and ends the lock's context with ErrLockLost.
+// TTL returns the lease left as the backend sees it; a lock no longer held
+// returns ErrNotHeld and ends the context with ErrLockLost.
 func (lk *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if err := lk.usable(ctx); err != nil {
 		return 0, err

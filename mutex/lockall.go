@@ -10,64 +10,36 @@ import (
 )
 
 // MaxKeys bounds the keys of one LockAll, TryLockAll or DoAll call,
-// duplicates included: every key is a lock to take, renew and release, and
-// a set much larger than a transaction's resources is almost always a bug.
+// duplicates included: a set much larger than a transaction's is a bug.
 const MaxKeys = 64
 
 // LockAll acquires every key of keys as one lock, waiting until it holds
 // them all or ctx ends, and returns them as Locks: each key's own lock and
-// fencing token, one context, one Unlock.
-//
-// Keys are deduplicated and taken in one order that every Locker of the
-// backend shares: by the backend's group of the key (backend.Batcher: the
-// Cluster hash slot; one group for all keys of a standalone or Sentinel
-// deployment), then by key. A call waits for a key only while it holds keys
-// before it in that order, never one after, so LockAll calls wait for one
-// another without a deadlock, whatever order each was given its keys in.
-// The keys of one group are tried together in one round trip, all or none
-// (the Redis driver runs one script per hash slot). When that finds one
-// held, or the backend has no Batcher (Redlock, etcd), the keys are taken
-// one at a time in the order, each as Lock takes it: the local queue,
-// release notifications, hand-off, the backend's fair queue. Goroutines of
-// this Locker already waiting for a key go first, as they do for Lock.
+// fencing token, one context, one Release. Keys are deduplicated and taken
+// in one order every Locker of the backend shares (the backend's group of
+// the key, then the key), so LockAll calls never deadlock; a group's keys
+// go in one round trip, all or none, where the backend is a
+// backend.Batcher, and one at a time, as Lock takes them, otherwise.
 //
 // All or nothing: when ctx ends, the Locker closes, or an attempt fails for
-// good before every key is held, LockAll releases the keys it took before
-// it returns (a key whose grant met Close is released by Close, which
-// waits for that), and returns Lock's error: errors.Join(ErrNotAcquired,
-// ctx.Err()) with ErrUnavailable when the server failed, or ErrClosed. An
-// attempt cut short is cleaned up as Lock's is, on a context of its own.
-//
-// Options apply to every key, and each key is held as Lock holds it (its
-// own lease, renewed in the Locker's batches while the call waits for the
-// keys after it). Keys held through ctx (the context of a Lock
-// or Locks of this Locker) are re-entered, count+1 with the same token, as
-// Lock re-enters them; WithOwner re-enters in the backend. Re-entering some
-// keys while waiting for others holds keys out of the order: as with nested
-// Lock calls, that order is the caller's to keep. No keys, more than
-// MaxKeys, or an empty or too long key returns an error matching ErrInvalid
-// before anything is sent.
+// good, LockAll releases the keys it took before it returns Lock's error.
+// Options apply to every key; keys held through ctx are re-entered, as Lock
+// re-enters them (re-entering some keys while waiting for others is, as
+// with nested Lock calls, the caller's order to keep). No keys, more than
+// MaxKeys, or a bad key returns ErrInvalid before anything is sent.
 func (l *Locker) LockAll(ctx context.Context, keys []string, opts ...LockOption) (*Locks, error) {
 	return l.lockAll(ctx, "redfence.LockAll", keys, true, opts)
 }
 
-// TryLockAll makes one attempt at every key of keys, in LockAll's order and
-// groups, without waiting: it returns the Locks, or, having released what
-// it took, ErrNotAcquired when another owner holds a key (the error names
-// it; Redlock: a *QuorumError) or an error matching ErrUnavailable that
-// wraps the server's. Keys this Locker's Lock calls wait for count as held,
-// as they do for TryLock. It re-enters, and refuses bad input, like
-// LockAll.
+// TryLockAll makes one attempt at every key, in LockAll's order, without
+// waiting: the Locks, or, having released what it took, ErrNotAcquired
+// naming a key another owner holds, or an error matching ErrUnavailable.
 func (l *Locker) TryLockAll(ctx context.Context, keys []string, opts ...LockOption) (*Locks, error) {
 	return l.lockAll(ctx, "redfence.TryLockAll", keys, false, opts)
 }
 
-// DoAll runs fn while holding every key of keys: LockAll, fn, Unlock. fn's
-// context (ls.Join(ctx)) ends when ctx ends or any key is lost;
-// context.Cause says which. It returns fn's error; an Unlock error only
-// when fn succeeded. The Unlock runs on a context of its own, so it happens
-// even when ctx has ended. If fn panics the keys are released and the
-// panic goes on.
+// DoAll is Do for several keys: LockAll, fn, Release, fn's context ending
+// when ctx ends or any key is lost.
 func (l *Locker) DoAll(ctx context.Context, keys []string, fn func(ctx context.Context, ls *Locks) error, opts ...LockOption) (err error) {
 	if fn == nil {
 		return invalid("nil function")
@@ -79,7 +51,7 @@ func (l *Locker) DoAll(ctx context.Context, keys []string, fn func(ctx context.C
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
-		if uerr := ls.Unlock(uctx); err == nil && !errors.Is(uerr, ErrNotHeld) {
+		if uerr := ls.Release(uctx); err == nil && !errors.Is(uerr, ErrNotHeld) {
 			err = uerr
 		}
 	}()
@@ -114,8 +86,6 @@ func (l *Locker) checkAll(ctx context.Context, keys []string, lc *lockConfig) ([
 	switch {
 	case l == nil:
 		return nil, invalid("nil Locker")
-	case l.err != nil:
-		return nil, l.err
 	case len(keys) == 0:
 		return nil, invalid("no keys")
 	case len(keys) > MaxKeys:
@@ -145,7 +115,7 @@ func (l *Locker) order(keys []string) [][]string {
 	for i, k := range keys {
 		s[i].key = k
 		if l.drv.ba != nil {
-			s[i].group = l.drv.ba.Group(l.name(k))
+			s[i].group = l.drv.ba.Group(k)
 		}
 	}
 	slices.SortFunc(s, func(a, b groupKey) int {

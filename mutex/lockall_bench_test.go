@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/redfence/redfence/internal/testutil"
-	"github.com/redfence/redfence/mutex"
 )
 
 // BenchmarkLockAll is an uncontended transfer's locking on one standalone
@@ -13,8 +12,7 @@ import (
 // order and their Unlocks (two scripts each way).
 func BenchmarkLockAll(b *testing.B) {
 	c, _ := testutil.Redis(b)
-	l := mutex.New(c)
-	defer l.Close()
+	l := testutil.Locker(b, c)
 	ctx := context.Background()
 	keys := []string{"from", "to"}
 	b.Run("LockAll", func(b *testing.B) {
@@ -24,7 +22,7 @@ func BenchmarkLockAll(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := ls.Unlock(ctx); err != nil {
+			if err := ls.Release(ctx); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -40,10 +38,10 @@ func BenchmarkLockAll(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := z.Unlock(ctx); err != nil {
+			if err := z.Release(ctx); err != nil {
 				b.Fatal(err)
 			}
-			if err := a.Unlock(ctx); err != nil {
+			if err := a.Release(ctx); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -31,7 +31,7 @@ func TestLockAllTelemetry(t *testing.T) {
 
 	ls, err := l.LockAll(ctx, []string{"t2", "t1"})
 	require.NoError(t, err)
-	require.NoError(t, ls.Unlock(ctx))
+	require.NoError(t, ls.Release(ctx))
 	held, err := other.Lock(ctx, "t3")
 	require.NoError(t, err)
 	_, err = l.TryLockAll(ctx, []string{"t3", "t4"})
@@ -43,7 +43,7 @@ func TestLockAllTelemetry(t *testing.T) {
 	}()
 	_, err = l.LockAll(wctx, []string{"t3", "t5"})
 	require.ErrorIs(t, err, context.Canceled)
-	require.NoError(t, held.Unlock(ctx))
+	require.NoError(t, held.Release(ctx))
 
 	spans := map[string][]sdktrace.ReadOnlySpan{}
 	for _, s := range rec.Ended() {

@@ -16,6 +16,9 @@ import (
 
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
+	"github.com/redfence/redfence/mutex/backend/redlockdriver"
 	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
@@ -41,11 +44,21 @@ var multiSetups = []multiSetup{
 	}},
 }
 
-func (s multiSetup) locker(t *testing.T, servers []redis.UniversalClient, opts ...mutex.Option) *mutex.Locker {
+// locker is a Locker over the setup's servers; opts are mutex options and
+// those of the setup's driver.
+func (s multiSetup) locker(t *testing.T, servers []redis.UniversalClient, opts ...any) *mutex.Locker {
 	if s.redlock {
 		return newRedlock(t, servers, opts...)
 	}
 	return newLocker(t, servers[0], opts...)
+}
+
+// prefix is the option of the setup's driver that puts p on its keys.
+func (s multiSetup) prefix(p string) any {
+	if s.redlock {
+		return redlockdriver.WithPrefix(p)
+	}
+	return redisdriver.WithPrefix(p)
 }
 
 // lockers starts the deployment and n Lockers over it.
@@ -69,7 +82,7 @@ func heldOn(t *testing.T, servers []redis.UniversalClient, l *mutex.Locker, keys
 	for _, k := range keys {
 		n := 0
 		for _, c := range servers {
-			s, err := c.Get(context.Background(), mutex.LockKeyOf(l, k)).Result()
+			s, err := c.Get(context.Background(), mutex.LockKeyOf(k)).Result()
 			if err == redis.Nil {
 				continue
 			}
@@ -138,7 +151,7 @@ func transfers(t *testing.T, lockers []*mutex.Locker, accounts []string, workers
 					if inside[k].Add(1) != 1 {
 						overlaps.Add(1)
 					}
-					if tok := ls.Token(k); tok <= last[k].Load() {
+					if tok := ls.TokenOf(k); tok <= last[k].Load() {
 						backwards.Add(1)
 					} else {
 						last[k].Store(tok)
@@ -153,7 +166,7 @@ func transfers(t *testing.T, lockers []*mutex.Locker, accounts []string, workers
 				for _, k := range ls.Keys() {
 					inside[k].Add(-1)
 				}
-				assert.NoError(t, ls.Unlock(ctx))
+				assert.NoError(t, ls.Release(ctx))
 				cancel()
 			}
 		})
@@ -215,12 +228,12 @@ func blockLast(t *testing.T, ctx context.Context, l, other *mutex.Locker, keys [
 	blocked = order[len(order)-1]
 	lk, err := other.Lock(context.Background(), blocked)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = lk.Unlock(context.Background()) })
+	t.Cleanup(func() { _ = lk.Release(context.Background()) })
 	errs := make(chan error, 1)
 	go func() {
 		ls, err := l.LockAll(ctx, keys)
 		if err == nil {
-			_ = ls.Unlock(context.Background())
+			_ = ls.Release(context.Background())
 		}
 		errs <- err
 	}()
@@ -246,7 +259,7 @@ func TestLockAllCancelledReleasesWhatItTook(t *testing.T) {
 			assert.ErrorIs(t, err, context.Canceled)
 			assert.Empty(t, heldOn(t, servers, l, held...), "released before LockAll returned")
 			assert.Equal(t, []string{blocked}, heldOn(t, servers, l, keys...), "only the other Locker's key is held")
-			assert.Empty(t, l.Held())
+			assert.Empty(t, adminOf(t, l).Held())
 		})
 	}
 }
@@ -278,7 +291,7 @@ func TestLockAllOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	warm, err := l.LockAll(ctx, []string{"w1", "w2"}) // the script cached: EVALSHA alone
 	require.NoError(t, err)
-	require.NoError(t, warm.Unlock(ctx))
+	require.NoError(t, warm.Release(ctx))
 	before, err := c.Info(ctx, "commandstats").Result()
 	require.NoError(t, err)
 	ls, err := l.LockAll(ctx, []string{"x", "y", "z", "y"})
@@ -287,22 +300,23 @@ func TestLockAllOneRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, evalCalls(after)-evalCalls(before), "one script for the three keys")
 	assert.Equal(t, []string{"x", "y", "z"}, ls.Keys())
+	viewer := adminOf(t, l)
 	for _, k := range ls.Keys() {
-		info, err := l.Inspect(ctx, k)
+		info, err := viewer.Inspect(ctx, k)
 		require.NoError(t, err)
-		assert.Equal(t, mutex.Held, info.State)
-		assert.Equal(t, ls.Token(k), info.Token)
+		assert.Equal(t, admin.Held, info.State)
+		assert.Equal(t, ls.TokenOf(k), info.Token)
 		_, err = single.TryLock(ctx, k)
 		assert.ErrorIs(t, err, mutex.ErrNotAcquired, "a single-key Locker sees %s held", k)
 	}
-	require.NoError(t, ls.Unlock(ctx))
+	require.NoError(t, ls.Release(ctx))
 	assert.ErrorIs(t, context.Cause(ls.Context()), mutex.ErrReleased)
-	assert.ErrorIs(t, ls.Unlock(ctx), mutex.ErrNotHeld, "once")
+	assert.ErrorIs(t, ls.Release(ctx), mutex.ErrNotHeld, "once")
 	for _, k := range ls.Keys() {
 		lk, err := single.TryLock(ctx, k)
 		require.NoError(t, err)
-		assert.Greater(t, lk.Token(), ls.Token(k))
-		require.NoError(t, lk.Unlock(ctx))
+		assert.Greater(t, lk.Token(), ls.TokenOf(k))
+		require.NoError(t, lk.Release(ctx))
 	}
 }
 
@@ -320,17 +334,17 @@ func TestTryLockAll(t *testing.T) {
 			assert.ErrorIs(t, err, mutex.ErrNotAcquired)
 			assert.NotErrorIs(t, err, mutex.ErrUnavailable)
 			assert.Equal(t, []string{"b"}, heldOn(t, servers, l, "a", "b", "c"))
-			require.NoError(t, lk.Unlock(ctx))
+			require.NoError(t, lk.Release(ctx))
 			ls, err := l.TryLockAll(ctx, []string{"c", "b", "a"})
 			require.NoError(t, err)
 			assert.ElementsMatch(t, []string{"a", "b", "c"}, heldOn(t, servers, l, "a", "b", "c"))
-			require.NoError(t, ls.Unlock(ctx))
+			require.NoError(t, ls.Release(ctx))
 			assert.Empty(t, heldOn(t, servers, l, "a", "b", "c"))
 		})
 	}
 }
 
-// A key lost ends the set's context, with the key in the cause; Unlock
+// A key lost ends the set's context, with the key in the cause; Release
 // still releases the others, and says one was lost.
 func TestLockAllLoss(t *testing.T) {
 	c, _ := testutil.Redis(t)
@@ -338,7 +352,7 @@ func TestLockAllLoss(t *testing.T) {
 	ctx := context.Background()
 	ls, err := l.LockAll(ctx, []string{"p", "q", "r"})
 	require.NoError(t, err)
-	_, err = l.ForceRelease(ctx, "q", mutex.ForceOptions{Reason: "test"})
+	_, err = adminOf(t, l).ForceRelease(ctx, "q", admin.ForceOptions{Reason: "test"})
 	require.NoError(t, err)
 	assert.ErrorIs(t, ls.Extend(ctx, 20*time.Second), mutex.ErrNotHeld, "q is gone")
 	select {
@@ -350,7 +364,7 @@ func TestLockAllLoss(t *testing.T) {
 	assert.ErrorIs(t, cause, mutex.ErrLockLost)
 	assert.ErrorContains(t, cause, `"q"`)
 	assert.ErrorIs(t, ls.Extend(ctx, 20*time.Second), mutex.ErrNotHeld, "a lost set is extended no more")
-	assert.ErrorIs(t, ls.Unlock(ctx), mutex.ErrNotHeld)
+	assert.ErrorIs(t, ls.Release(ctx), mutex.ErrNotHeld)
 	assert.Empty(t, heldOn(t, []redis.UniversalClient{c}, l, "p", "q", "r"), "p and r released all the same")
 	assert.ErrorIs(t, context.Cause(ls.Context()), mutex.ErrLockLost, "the loss stays the cause")
 }

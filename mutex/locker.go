@@ -18,15 +18,12 @@ const MaxKeyLen = 4096
 // which runs on its own context, never on the caller's dead one.
 const cleanupTimeout = 2 * time.Second
 
-// Locker hands out locks on keys of one backend: a Redis deployment
-// (standalone, Sentinel or Cluster, New), Redlock's masters (NewRedlock),
-// or any backend.Backend (NewWithBackend). It is safe for concurrent use.
-// It owns background work (renewal, clean-ups, and the backend it built);
-// Close stops it.
+// Locker hands out locks on keys of one backend (New). It is safe for
+// concurrent use. It owns background work (renewal, clean-ups) and the
+// backend; Close stops and closes them.
 type Locker struct {
 	drv driver
 	cfg config
-	err error // bad construction, returned by every call
 	tel *telemetry
 
 	held    atomic.Int64 // Locks of this Locker not yet released or lost
@@ -49,35 +46,31 @@ type Locker struct {
 
 // newLocker is the local machinery every backend shares; the caller sets
 // the backend.
-func newLocker(opts []Option) *Locker {
+func newLocker(opts []Option) (*Locker, error) {
 	l := &Locker{
 		cfg:    newConfig(opts),
 		done:   make(chan struct{}),
 		queues: map[string]*queue{},
 		work:   workers.New(),
 	}
-	l.err = l.cfg.err
+	if l.cfg.err != nil {
+		return nil, l.cfg.err
+	}
 	l.ownerSuffix = encodeOwnerInfo(l.cfg.info)
-	if len(l.ownerSuffix) > maxOwnerInfo && l.err == nil {
-		l.err = invalid("OwnerInfo of %d bytes encoded exceeds %d", len(l.ownerSuffix), maxOwnerInfo)
+	if len(l.ownerSuffix) > maxOwnerInfo {
+		return nil, invalid("OwnerInfo of %d bytes encoded exceeds %d", len(l.ownerSuffix), maxOwnerInfo)
 	}
 	l.id = l.newOwner()
 	l.tel = newTelemetry(l.cfg.tp, l.cfg.mp)
 	l.renew = newRenewer(l)
-	return l
+	return l, nil
 }
 
-// Close stops renewal and the subscription, releases the locks this Locker
-// still holds (their contexts end with ErrReleased), makes waiting Lock calls
-// return ErrClosed, and waits for all its goroutines. Later calls return
-// ErrClosed. It returns the release errors, if any.
-//
-// A Redlock Locker's release takes at most twice the node timeout, however
-// many locks it holds and however hung a node. Waiting for its goroutines
-// also waits for calls already sent to a hung node: a client without
-// ContextTimeoutEnabled ends them only at its ReadTimeout (go-redis's
-// default is 5s in v9.23), one with it at the call's deadline. A backend
-// given to NewWithBackend is not closed: it is the caller's.
+// Close stops renewal, releases the holds this Locker still has (their
+// contexts end with ErrReleased), makes waiting calls return ErrClosed,
+// waits for all its goroutines and closes the backend when it is an
+// io.Closer. Later calls return ErrClosed. It returns the release errors,
+// if any.
 func (l *Locker) Close() error {
 	if l == nil {
 		return nil
@@ -93,7 +86,7 @@ func (l *Locker) Close() error {
 
 	held := l.renew.stop()
 	var errs []error
-	if len(held) > 0 && l.err == nil {
+	if len(held) > 0 {
 		if err := l.releaseAll(held); err != nil {
 			errs = append(errs, err)
 		}
@@ -114,22 +107,10 @@ func (l *Locker) Close() error {
 // now is the Locker's clock (WithClock).
 func (l *Locker) now() time.Time { return l.cfg.now() }
 
-// Err returns the construction error (wrapping ErrInvalid) that every call
-// of the Locker returns, or nil. Adapters use it to report a bad Locker when
-// they are built rather than while serving.
-func (l *Locker) Err() error {
-	if l == nil {
-		return invalid("nil Locker")
-	}
-	return l.err
-}
-
 func (l *Locker) check(ctx context.Context, key string) error {
 	switch {
 	case l == nil:
 		return invalid("nil Locker")
-	case l.err != nil:
-		return l.err
 	case ctx == nil:
 		return invalid("nil context")
 	case key == "":
@@ -151,7 +132,7 @@ func (l *Locker) afterward(fn func(ctx context.Context)) {
 	})
 }
 
-// retryRelease tries once more to release a lock whose Unlock failed on the
+// retryRelease tries once more to release a lock whose Release failed on the
 // server.
 func (l *Locker) retryRelease(lk *Lock) {
 	l.afterward(func(ctx context.Context) {
@@ -161,20 +142,8 @@ func (l *Locker) retryRelease(lk *Lock) {
 	})
 }
 
-// KeyName is key's name in the backend, the Locker's prefix on it, as a
-// backend's methods receive it: what packages built on the Locker (election)
-// give a backend's optional capabilities for the same key.
-func (l *Locker) KeyName(key string) string {
-	if l == nil {
-		return key
-	}
-	return l.name(key)
-}
-
-// ClockDrift is the margin the Locker takes off a lease of ttl for
-// clock-rate differences (WithClockDrift): a holder's local deadline is the
-// lease's start plus ttl minus it. Packages that time their own work inside
-// a lease (election's renew deadline) keep within it.
+// ClockDrift is the margin the Locker takes off a lease of ttl
+// (WithClockDrift), for packages that time their own work inside a lease.
 func (l *Locker) ClockDrift(ttl time.Duration) time.Duration {
 	if l == nil {
 		return 0

@@ -13,7 +13,7 @@ import (
 
 // Locks is a set of keys held as one lock (LockAll): each key has its own
 // lock and fencing token, as Lock would have given it; the set has one
-// context and one Unlock. Its methods are safe for concurrent use; methods
+// context and one Release. Its methods are safe for concurrent use; methods
 // on a nil or released Locks return ErrNotHeld.
 type Locks struct {
 	l      *Locker
@@ -95,20 +95,48 @@ func (ls *Locks) Keys() []string {
 	return keys
 }
 
-// Token returns key's fencing token (Lock.Token), or 0 when key is not one
-// of the set.
-func (ls *Locks) Token(key string) int64 {
+// TokenOf returns key's fencing token (Lock.Token), or 0 when key is not
+// one of the set: what a write to key's own resource carries.
+func (ls *Locks) TokenOf(key string) int64 {
 	if ls == nil {
 		return 0
 	}
 	return ls.lock(key).Token()
 }
 
-// Context is done when any key is lost (cause matching ErrLockLost) or
-// released (ErrReleased: Unlock, or Close); the cause names the key. Work
-// done under the locks should use it. It carries the values of the ctx given
-// to LockAll, and passing it (or a context derived from it) to Lock or
-// LockAll re-enters the keys it holds.
+// Token returns the largest of the keys' tokens (Hold). It fences a
+// resource guarded by this same set of keys as a whole: each key's token
+// grows with every acquisition, so the largest of a later LockAll of the
+// same keys is larger. A resource of one key takes TokenOf(key).
+func (ls *Locks) Token() int64 {
+	if ls == nil {
+		return 0
+	}
+	var t int64
+	for _, lk := range ls.locks {
+		t = max(t, lk.Token())
+	}
+	return t
+}
+
+// Deadline returns the earliest of the keys' local lease deadlines: the
+// set's context ends with ErrLockLost then unless renewals succeed first.
+func (ls *Locks) Deadline() time.Time {
+	if ls == nil {
+		return time.Time{}
+	}
+	var d time.Time
+	for _, lk := range ls.locks {
+		if t := lk.Deadline(); d.IsZero() || t.Before(d) {
+			d = t
+		}
+	}
+	return d
+}
+
+// Context is done when any key is lost (ErrLockLost) or released
+// (ErrReleased), the cause naming the key. It carries the values of the ctx
+// given to LockAll; passing it to Lock or LockAll re-enters its keys.
 func (ls *Locks) Context() context.Context {
 	if ls == nil {
 		return (*Lock)(nil).Context()
@@ -122,11 +150,10 @@ func (ls *Locks) Join(ctx context.Context) (context.Context, context.CancelFunc)
 	return join(ls.Context(), ctx)
 }
 
-// Extend sets every key's lease to ttl from now (and the TTL of later
-// renewals), in one call to the backend. On success returns nil. When a
-// key is no longer held returns ErrNotHeld and the context ends with
-// ErrLockLost; the other keys are extended all the same. On a server error
-// returns it; the keys it did not answer for keep their lease deadline.
+// Extend sets every key's lease to ttl from now in one call to the backend.
+// A key no longer held makes it return ErrNotHeld and end the context with
+// ErrLockLost; the other keys are extended all the same. On a store error
+// the keys it did not answer for keep their deadline.
 func (ls *Locks) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := ls.usable(ctx); err != nil {
 		return err
@@ -169,14 +196,11 @@ func (ls *Locks) Extend(ctx context.Context, ttl time.Duration) error {
 	return nil
 }
 
-// Unlock takes one count of every key, as Lock.Unlock does for each (a key
-// re-entered through a context only counts down), and ends the context with
-// ErrReleased. It releases every key it still holds even when one was
-// lost: then it returns ErrNotHeld. A server error is returned, joined
-// with the others; that key is given up locally and its release retried in
-// the background, as Lock.Unlock does. A second Unlock returns ErrNotHeld
-// and changes nothing.
-func (ls *Locks) Unlock(ctx context.Context) error {
+// Release takes one count of every key, as Lock.Release does for each, and
+// ends the context with ErrReleased. It releases every key it still holds
+// even when one was lost, and then returns ErrNotHeld; store errors are
+// joined. A second Release returns ErrNotHeld.
+func (ls *Locks) Release(ctx context.Context) error {
 	if err := ls.begin(ctx); err != nil {
 		return err
 	}
@@ -187,7 +211,7 @@ func (ls *Locks) Unlock(ctx context.Context) error {
 	var errs []error
 	var lost error
 	for _, lk := range slices.Backward(ls.locks) {
-		switch err := lk.Unlock(ctx); {
+		switch err := lk.Release(ctx); {
 		case errors.Is(err, ErrNotHeld):
 			if lost == nil {
 				lost = keyCause(lk)

@@ -31,7 +31,7 @@ func TestClusterKeyChannelOneSlotAndSpread(t *testing.T) {
 	l := newLocker(t, cl.Client)
 	ctx := context.Background()
 	for _, key := range []string{"plain", "{tagged}", "a{b}c", "}x{", "{", "}", "{}", "x}y{z}"} {
-		lk := mutex.LockKeyOf(l, key)
+		lk := mutex.LockKeyOf(key)
 		ks, err := cl.Client.ClusterKeySlot(ctx, lk).Result()
 		require.NoError(t, err)
 		cs, err := cl.Client.ClusterKeySlot(ctx, mutex.ChannelOf(lk)).Result()
@@ -39,13 +39,13 @@ func TestClusterKeyChannelOneSlotAndSpread(t *testing.T) {
 		assert.Equal(t, ks, cs, "key %q: lock key %q and channel in different slots", key, lk)
 		got, err := l.TryLock(ctx, key)
 		require.NoError(t, err, "key %q", key)
-		require.NoError(t, got.Unlock(ctx))
+		require.NoError(t, got.Release(ctx))
 	}
 	// Many keys land on every master.
 	for i := range 60 {
 		lk, err := l.TryLock(ctx, "spread-"+strconv.Itoa(i), mutex.WithAutoRenew(false))
 		require.NoError(t, err)
-		require.NoError(t, lk.Unlock(ctx))
+		require.NoError(t, lk.Release(ctx))
 	}
 	for _, m := range cl.Masters {
 		n, err := m.Client().DBSize(ctx).Result()
@@ -68,12 +68,12 @@ func TestTelemetry(t *testing.T) {
 	require.NoError(t, err)
 	inner, err := l.Lock(lk.Context(), "tel")
 	require.NoError(t, err)
-	require.NoError(t, inner.Unlock(ctx))
+	require.NoError(t, inner.Release(ctx))
 	held, err := other.Lock(ctx, "tel2")
 	require.NoError(t, err)
 	_, err = l.TryLock(ctx, "tel2")
 	require.ErrorIs(t, err, mutex.ErrNotAcquired)
-	require.NoError(t, held.Unlock(ctx))
+	require.NoError(t, held.Release(ctx))
 	require.NoError(t, c.FlushAll(ctx).Err())
 	<-lk.Context().Done()
 
@@ -161,7 +161,7 @@ func TestReplicaAck(t *testing.T) {
 	assert.Equal(t, 0, ackErr.Got)
 	lk, err := l.TryLock(ctx, "ack")
 	require.NoError(t, err, "the unacknowledged lock was released")
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 
 	replica := testutil.StartRedis(t, testutil.WithRedisArgs("--replicaof", "127.0.0.1", fmt.Sprint(primary.Port())))
 	rc := replica.Client()
@@ -172,10 +172,10 @@ func TestReplicaAck(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond)
 	lk, err = l.Lock(ctx, "ack", mutex.WithReplicaAck(1, 2*time.Second))
 	require.NoError(t, err)
-	v, err := rc.Get(ctx, mutex.LockKeyOf(l, "ack")).Result()
+	v, err := rc.Get(ctx, mutex.LockKeyOf("ack")).Result()
 	require.NoError(t, err, "the replica has the lock")
 	assert.Contains(t, v, strconv.FormatInt(lk.Token(), 10))
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 }
 
 // TestLeaseOverBeforeTheReply: the acquire's reply arrives after the lease
@@ -188,11 +188,11 @@ func TestLeaseOverBeforeTheReply(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	sent := &sentHook{at: make(chan struct{}, 1)}
 	c.AddHook(sent)
-	l := mutex.New(c)
+	l := mustLocker(t, c)
 	ctx := context.Background()
 	warm, err := l.Lock(ctx, "late")
 	require.NoError(t, err)
-	require.NoError(t, warm.Unlock(ctx))
+	require.NoError(t, warm.Release(ctx))
 
 	srv.Pause()
 	sent.armed.Store(true)
@@ -212,7 +212,7 @@ func TestLeaseOverBeforeTheReply(t *testing.T) {
 	r := <-got
 	require.NoError(t, r.err)
 	assert.True(t, r.lk.Deadline().After(r.returned), "Lock returned a lock whose lease had already ended")
-	if err := r.lk.Unlock(ctx); err != nil {
+	if err := r.lk.Release(ctx); err != nil {
 		assert.ErrorIs(t, err, mutex.ErrNotHeld, "a 50ms lease may run out under load")
 	}
 	closed := make(chan error, 1)
@@ -262,7 +262,7 @@ func TestFailedRenewalsBackOff(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	var p pipelines
 	c.AddHook(&p)
-	l := mutex.New(c)
+	l := mustLocker(t, c)
 	ctx := context.Background()
 	lk, err := l.Lock(ctx, "gone", mutex.WithTTL(900*time.Millisecond))
 	require.NoError(t, err)
@@ -303,7 +303,7 @@ func TestShortCyclesDoNotWakeTheRenewer(t *testing.T) {
 		prev = now
 		lk, err := l.Lock(ctx, "cycle", mutex.WithTTL(ttl))
 		require.NoError(t, err)
-		require.NoError(t, lk.Unlock(ctx))
+		require.NoError(t, lk.Release(ctx))
 	}
 	assert.LessOrEqual(t, mutex.RenewWakes(l), 3+pauses, "renewal loop woken by short cycles (%d pauses)", pauses)
 
@@ -324,8 +324,8 @@ func TestShortCyclesDoNotWakeTheRenewer(t *testing.T) {
 		t.Fatalf("short lock lost: %v", context.Cause(short.Context()))
 	case <-time.After(2 * time.Second): // two leases
 	}
-	require.NoError(t, short.Unlock(ctx))
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, short.Release(ctx))
+	require.NoError(t, lk.Release(ctx))
 }
 
 // The acquire script answers the common case with the token alone and a
@@ -377,7 +377,7 @@ func TestSpansOnceAGlobalProviderIsSet(t *testing.T) {
 		t.Helper()
 		lk, err := l.Lock(ctx, key)
 		require.NoError(t, err)
-		require.NoError(t, lk.Unlock(ctx))
+		require.NoError(t, lk.Release(ctx))
 	}
 	cycle("before")
 	assert.False(t, mutex.StartsSpans(l), "a span started while no provider is installed: three allocations for nothing")

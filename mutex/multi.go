@@ -83,7 +83,7 @@ func (m *multi) tryGroup(keys []string) (taken bool, err error) {
 	}
 	as := make([]backend.Attempt, len(keys))
 	for i, k := range keys {
-		as[i] = backend.Attempt{Key: l.name(k), Owner: owner, TTL: m.lc.ttl, Shared: !random}
+		as[i] = backend.Attempt{Key: k, Owner: owner, TTL: m.lc.ttl, Drift: l.drift(m.lc.ttl), Shared: !random}
 	}
 	sent := l.now()
 	grants, busy, err := l.drv.ba.AcquireAll(m.ctx, as)
@@ -160,7 +160,7 @@ func (m *multi) groupFailed(err error) error {
 func (m *multi) takeGrants(keys []string, owner string, res []acquireResult, sent time.Time) error {
 	l := m.l
 	for i, k := range keys {
-		lk := newLock(m.caller, l, k, l.name(k), owner, res[i].token, &m.lc, sent)
+		lk := newLock(m.caller, l, k, k, owner, res[i].token, &m.lc, sent)
 		lk.handle = res[i].handle
 		if err := l.renew.add(lk); err != nil { // Close came first: it releases none of these
 			lk.finish(ErrReleased, "")
@@ -178,7 +178,7 @@ func (m *multi) releaseGrants(keys []string, owner string, res []acquireResult) 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.caller), cleanupTimeout)
 	defer cancel()
 	for i, k := range keys {
-		ls := backend.Lease{Key: m.l.name(k), Owner: owner, Token: res[i].token, TTL: m.lc.ttl, Handle: res[i].handle}
+		ls := backend.Lease{Key: k, Owner: owner, Token: res[i].token, TTL: m.lc.ttl, Drift: m.l.drift(m.lc.ttl), Handle: res[i].handle}
 		_, _ = m.l.drv.b.Release(ctx, ls)
 	}
 }
@@ -228,7 +228,7 @@ func (lk *Lock) giveBack(ctx context.Context) error {
 		}
 		return nil
 	}
-	if err := lk.Unlock(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
+	if err := lk.Release(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
 		return err
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
 // The Example functions find their servers in the environment, as a
@@ -33,9 +34,13 @@ var backends = []deployment{
 	{"cluster", func(t *testing.T) redis.UniversalClient { return testutil.RedisCluster(t, 3).Client }},
 }
 
-func newLocker(t *testing.T, c redis.UniversalClient, opts ...mutex.Option) *mutex.Locker {
+// newLocker is a Locker over one deployment (testutil.NewLocker: opts are
+// mutex and redisdriver options), whose Close at the test's end must
+// succeed.
+func newLocker(t *testing.T, c redis.UniversalClient, opts ...any) *mutex.Locker {
 	t.Helper()
-	l := mutex.New(c, opts...)
+	l, err := testutil.NewLocker(c, opts...)
+	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, l.Close()) })
 	return l
 }
@@ -63,10 +68,10 @@ func TestTryLockOnHeldKeyDoesNotWait(t *testing.T) {
 		_, err = b.TryLock(ctx, "try")
 		assert.ErrorIs(t, err, mutex.ErrNotAcquired)
 		assert.Less(t, time.Since(start), late.Bound(100*time.Millisecond), "TryLock waited")
-		require.NoError(t, lk.Unlock(ctx))
+		require.NoError(t, lk.Release(ctx))
 		lk, err = b.TryLock(ctx, "try")
 		require.NoError(t, err)
-		require.NoError(t, lk.Unlock(ctx))
+		require.NoError(t, lk.Release(ctx))
 	})
 }
 
@@ -95,13 +100,13 @@ func TestReleaseWakesWaiter(t *testing.T) {
 						w, err := waiterL.Lock(ctx, "wake", mutex.WithRetry(time.Second, time.Second))
 						got <- time.Now()
 						if assert.NoError(t, err) {
-							assert.NoError(t, w.Unlock(ctx))
+							assert.NoError(t, w.Release(ctx))
 						}
 					}()
 					// Let the waiter subscribe and fail its attempt first.
 					require.Eventually(t, func() bool { return waiting(c, "wake") }, 2*time.Second, time.Millisecond)
 					released := time.Now()
-					require.NoError(t, lk.Unlock(ctx))
+					require.NoError(t, lk.Release(ctx))
 					handoffs = append(handoffs, (<-got).Sub(released))
 					<-done
 				}
@@ -120,7 +125,7 @@ func TestReleaseWakesWaiter(t *testing.T) {
 // channel: the sign that a waiter failed its first attempt and waits.
 func waiting(c redis.UniversalClient, key string) bool {
 	ctx := context.Background()
-	ch := mutex.ChannelOf(mutex.LockKeyOf(mutex.New(c), key))
+	ch := mutex.ChannelOf(mutex.LockKeyOf(key))
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		n, _ := cc.PubSubShardNumSub(ctx, ch).Result()
 		return n[ch] > 0
@@ -134,7 +139,7 @@ func TestLockGivesUpAtDeadline(t *testing.T) {
 	a, b := newLocker(t, c), newLocker(t, c)
 	lk, err := a.Lock(context.Background(), "deadline")
 	require.NoError(t, err)
-	defer lk.Unlock(context.Background())
+	defer lk.Release(context.Background())
 
 	late := testutil.MeasureLateness(t)
 	start := time.Now() // before the deadline is set, so elapsed covers all of it
@@ -178,7 +183,7 @@ func TestLockAgainstPausedServer(t *testing.T) {
 	// The abandoned attempts' clean-up leaves the key free.
 	lk, err := l.Lock(context.Background(), "paused", mutex.WithRetry(10*time.Millisecond, 50*time.Millisecond))
 	require.NoError(t, err)
-	require.NoError(t, lk.Unlock(context.Background()))
+	require.NoError(t, lk.Release(context.Background()))
 }
 
 func TestExpiredLeaseIsNotHeld(t *testing.T) {
@@ -193,7 +198,7 @@ func TestExpiredLeaseIsNotHeld(t *testing.T) {
 		cur, err := b.Lock(ctx, "expire", mutex.WithTTL(5*time.Second))
 		require.NoError(t, err)
 		assert.Greater(t, cur.Token(), old.Token())
-		assert.ErrorIs(t, old.Unlock(ctx), mutex.ErrNotHeld)
+		assert.ErrorIs(t, old.Release(ctx), mutex.ErrNotHeld)
 		assert.ErrorIs(t, old.Extend(ctx, time.Second), mutex.ErrNotHeld)
 		_, err = old.TTL(ctx)
 		assert.ErrorIs(t, err, mutex.ErrNotHeld)
@@ -202,7 +207,7 @@ func TestExpiredLeaseIsNotHeld(t *testing.T) {
 		require.NoError(t, err, "the new holder keeps its lock")
 		assert.Greater(t, ttl, 4*time.Second)
 		assert.NoError(t, cur.Context().Err())
-		require.NoError(t, cur.Unlock(ctx))
+		require.NoError(t, cur.Release(ctx))
 	})
 }
 
@@ -214,15 +219,15 @@ func TestNotHeldWhenExpiredInRedisOnly(t *testing.T) {
 	ctx := context.Background()
 	old, err := a.Lock(ctx, "k", mutex.WithAutoRenew(false))
 	require.NoError(t, err)
-	require.NoError(t, c.Del(ctx, mutex.LockKeyOf(a, "k")).Err())
+	require.NoError(t, c.Del(ctx, mutex.LockKeyOf("k")).Err())
 	cur, err := b.TryLock(ctx, "k")
 	require.NoError(t, err)
 	assert.ErrorIs(t, old.Extend(ctx, time.Minute), mutex.ErrNotHeld)
-	assert.ErrorIs(t, old.Unlock(ctx), mutex.ErrNotHeld)
+	assert.ErrorIs(t, old.Release(ctx), mutex.ErrNotHeld)
 	assert.ErrorIs(t, context.Cause(old.Context()), mutex.ErrLockLost)
 	_, err = b.TryLock(ctx, "k")
 	assert.ErrorIs(t, err, mutex.ErrNotAcquired, "the new holder still holds")
-	require.NoError(t, cur.Unlock(ctx))
+	require.NoError(t, cur.Release(ctx))
 }
 
 func TestAutoRenewalKeepsLock(t *testing.T) {
@@ -245,7 +250,7 @@ func TestAutoRenewalKeepsLock(t *testing.T) {
 		ttl, err := lk.TTL(ctx)
 		require.NoError(t, err)
 		assert.Positive(t, ttl)
-		require.NoError(t, lk.Unlock(ctx))
+		require.NoError(t, lk.Release(ctx))
 		assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrReleased)
 	})
 }
@@ -299,7 +304,7 @@ func TestFlushAllLosesLockAtNextRenewal(t *testing.T) {
 		next, err := b.TryLock(ctx, "flush")
 		require.NoError(t, err)
 		assert.Greater(t, next.Token(), lk.Token())
-		require.NoError(t, next.Unlock(ctx))
+		require.NoError(t, next.Release(ctx))
 	})
 }
 
@@ -311,7 +316,7 @@ func TestTokensGrowAcrossRestartAndCounterLoss(t *testing.T) {
 		t.Helper()
 		lk, err := l.Lock(ctx, "tok")
 		require.NoError(t, err)
-		require.NoError(t, lk.Unlock(ctx))
+		require.NoError(t, lk.Release(ctx))
 		return lk.Token()
 	}
 	t1 := take()
@@ -323,30 +328,30 @@ func TestTokensGrowAcrossRestartAndCounterLoss(t *testing.T) {
 	t3 := take()
 	assert.Greater(t, t3, t2, "after a restart without data")
 
-	require.NoError(t, c.Del(ctx, mutex.LockKeyOf(l, "tok")).Err()) // the counter expired
+	require.NoError(t, c.Del(ctx, mutex.LockKeyOf("tok")).Err()) // the counter expired
 	t4 := take()
 	assert.Greater(t, t4, t3, "after the counter expired")
 
 	// A counter ahead of the clock (a node whose clock ran fast) still wins.
 	ahead := t4 + int64(time.Hour/time.Microsecond)
-	require.NoError(t, c.Set(ctx, mutex.LockKeyOf(l, "tok"), fmt.Sprint(ahead), time.Hour).Err())
+	require.NoError(t, c.Set(ctx, mutex.LockKeyOf("tok"), fmt.Sprint(ahead), time.Hour).Err())
 	assert.Equal(t, ahead+1, take())
 }
 
 // The fencing counter outlives use by the fence TTL: one hour by default
 // (which the acquire script applies itself when the call leaves it out), or
-// WithFenceTTL's, or twice a longer lease.
+// the driver's WithFenceTTL, or twice a longer lease.
 func TestCounterKeyTTL(t *testing.T) {
 	c, _ := testutil.Redis(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
-		opts []mutex.Option
+		opts []any
 		lock []mutex.LockOption
 		want time.Duration
 	}{
 		{"default", nil, nil, time.Hour},
-		{"WithFenceTTL", []mutex.Option{mutex.WithFenceTTL(2 * time.Hour)}, nil, 2 * time.Hour},
+		{"WithFenceTTL", []any{redisdriver.WithFenceTTL(2 * time.Hour)}, nil, 2 * time.Hour},
 		{"long lease", nil, []mutex.LockOption{mutex.WithTTL(45 * time.Minute), mutex.WithAutoRenew(false)}, 90 * time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -355,14 +360,14 @@ func TestCounterKeyTTL(t *testing.T) {
 				lk, err := l.Lock(ctx, "ttl-"+tc.name, tc.lock...)
 				require.NoError(t, err)
 				if !held {
-					require.NoError(t, lk.Unlock(ctx))
+					require.NoError(t, lk.Release(ctx))
 				}
-				d, err := c.PTTL(ctx, mutex.LockKeyOf(l, "ttl-"+tc.name)).Result()
+				d, err := c.PTTL(ctx, mutex.LockKeyOf("ttl-"+tc.name)).Result()
 				require.NoError(t, err)
 				assert.LessOrEqual(t, d, tc.want, "held %v", held)
 				assert.Greater(t, d, tc.want-time.Minute, "held %v", held)
 				if held {
-					require.NoError(t, lk.Unlock(ctx))
+					require.NoError(t, lk.Release(ctx))
 				}
 			}
 		})
@@ -386,17 +391,17 @@ func TestReentrancy(t *testing.T) {
 			again, err := a.TryLock(derived, "re")
 			cancel()
 			require.NoError(t, err)
-			require.NoError(t, again.Unlock(ctx))
+			require.NoError(t, again.Release(ctx))
 
-			require.NoError(t, inner.Unlock(ctx))
+			require.NoError(t, inner.Release(ctx))
 			assert.NoError(t, outer.Context().Err(), "the inner Unlock must not free the lock")
 			_, err = b.TryLock(ctx, "re")
 			assert.ErrorIs(t, err, mutex.ErrNotAcquired, "still held after the inner Unlock")
-			require.NoError(t, outer.Unlock(ctx))
+			require.NoError(t, outer.Release(ctx))
 			lk, err := b.TryLock(ctx, "re")
 			require.NoError(t, err, "free after the last Unlock")
-			require.NoError(t, lk.Unlock(ctx))
-			assert.ErrorIs(t, outer.Unlock(ctx), mutex.ErrNotHeld)
+			require.NoError(t, lk.Release(ctx))
+			assert.ErrorIs(t, outer.Release(ctx), mutex.ErrNotHeld)
 		})
 
 		t.Run("with an owner id across lockers", func(t *testing.T) {
@@ -407,14 +412,14 @@ func TestReentrancy(t *testing.T) {
 			second, err := b.TryLock(ctx, "owned", mutex.WithOwner("worker-1"))
 			require.NoError(t, err)
 			assert.Equal(t, first.Token(), second.Token())
-			require.NoError(t, second.Unlock(ctx))
+			require.NoError(t, second.Release(ctx))
 			_, err = b.TryLock(ctx, "owned")
 			assert.ErrorIs(t, err, mutex.ErrNotAcquired, "one count left")
-			require.NoError(t, first.Unlock(ctx))
+			require.NoError(t, first.Release(ctx))
 			lk, err := b.TryLock(ctx, "owned")
 			require.NoError(t, err)
 			assert.Greater(t, lk.Token(), first.Token())
-			require.NoError(t, lk.Unlock(ctx))
+			require.NoError(t, lk.Release(ctx))
 		})
 	})
 }
@@ -438,12 +443,13 @@ func TestDo(t *testing.T) {
 	})
 	lk, err := l.TryLock(ctx, "do")
 	require.NoError(t, err, "a panic inside Do releases the lock")
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 }
 
 func TestCloseReleasesHeldLocks(t *testing.T) {
 	c, _ := testutil.Redis(t)
-	a := mutex.New(c)
+	a, err := testutil.NewLocker(c)
+	require.NoError(t, err)
 	b := newLocker(t, c)
 	ctx := context.Background()
 	lk, err := a.Lock(ctx, "close")
@@ -455,7 +461,7 @@ func TestCloseReleasesHeldLocks(t *testing.T) {
 	assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrReleased)
 	got, err := b.TryLock(ctx, "close")
 	require.NoError(t, err, "Close released the lock")
-	require.NoError(t, got.Unlock(ctx))
+	require.NoError(t, got.Release(ctx))
 	_, err = a.Lock(ctx, "close")
 	assert.ErrorIs(t, err, mutex.ErrClosed)
 	// The goroutine either got its lock before Close (then released) or ErrClosed.

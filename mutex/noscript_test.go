@@ -42,15 +42,15 @@ func TestScriptsFlushedMidLife(t *testing.T) {
 		assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrReleased)
 		next, err := other().TryLock(ctx, "flushed")
 		require.NoError(t, err, "Close did not release")
-		require.NoError(t, next.Unlock(ctx))
+		require.NoError(t, next.Release(ctx))
 	}
 	t.Run("single", func(t *testing.T) {
 		c, _ := testutil.Redis(t)
-		check(t, mutex.New(c), func() *mutex.Locker { return newLocker(t, c) }, func() { flush(t, c) })
+		check(t, mustLocker(t, c), func() *mutex.Locker { return newLocker(t, c) }, func() { flush(t, c) })
 	})
 	t.Run("redlock", func(t *testing.T) {
 		clients, _ := redlockNodes(t, 3)
-		l, err := mutex.NewRedlock(clients)
+		l, err := testutil.NewRedlock(clients)
 		require.NoError(t, err)
 		check(t, l, func() *mutex.Locker { return newRedlock(t, clients) }, func() { flush(t, clients...) })
 	})

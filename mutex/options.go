@@ -2,7 +2,6 @@ package mutex
 
 import (
 	"reflect"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -25,9 +24,6 @@ type lockOptionFunc func(*lockConfig)
 func (f lockOptionFunc) applyLock(c *lockConfig) { f(c) }
 
 type config struct {
-	prefix      string
-	fenceTTL    time.Duration
-	nodeTimeout time.Duration // Redlock: per-node call timeout; 0 = derived from the TTL
 	driftFactor float64
 	driftMin    time.Duration
 	now         func() time.Time
@@ -37,12 +33,8 @@ type config struct {
 	err         error // first bad option, reported by every call
 }
 
-// defaultFenceTTL is WithFenceTTL's default, and the Redis drivers' (whose
-// acquire script knows it, so that the common call need not send it).
-const defaultFenceTTL = time.Hour
-
 func newConfig(opts []Option) config {
-	c := config{prefix: "redfence:", fenceTTL: defaultFenceTTL, driftFactor: 0.01, driftMin: 2 * time.Millisecond, now: time.Now}
+	c := config{driftFactor: 0.01, driftMin: 2 * time.Millisecond, now: time.Now}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c)
@@ -75,22 +67,9 @@ func (c *config) fail(err error) {
 	}
 }
 
-// WithPrefix sets the prefix of every Redis key and channel the Locker uses.
-// Default "redfence:". It must not contain '{' or '}', which would change the
-// Cluster hash slot of the keys.
-func WithPrefix(prefix string) Option {
-	return optionFunc(func(c *config) {
-		if strings.ContainsAny(prefix, "{}") {
-			c.fail(invalid("prefix %q contains a brace", prefix))
-			return
-		}
-		c.prefix = prefix
-	})
-}
-
-// OwnerInfo says which process holds or waits for a lock, for the people
-// who inspect it (Locker.Inspect, the redfence command). It travels inside
-// the owner ids the Locker writes, so it costs no extra command.
+// OwnerInfo says which process holds or waits for a lock, for operators
+// (mutex/admin, the redfence command). It travels inside the owner ids the
+// Locker writes, so it costs no extra command.
 type OwnerInfo struct {
 	Service string // what runs: "billing-worker"
 	Host    string // default: os.Hostname
@@ -116,24 +95,9 @@ func WithOwnerInfo(info OwnerInfo) Option {
 	})
 }
 
-// WithFenceTTL sets how long a key's fencing counter outlives its last use.
-// Default 1 hour. Tokens stay monotonic after it expires because every token
-// is also at least the Redis server's time in microseconds; the counter only
-// has to cover clock steps backwards and several acquisitions within one
-// microsecond. Must be at least one second.
-func WithFenceTTL(d time.Duration) Option {
-	return optionFunc(func(c *config) {
-		if d < time.Second {
-			c.fail(invalid("fence TTL %v is below 1s", d))
-			return
-		}
-		c.fenceTTL = d
-	})
-}
-
 // WithClockDrift sets the margin for clock-rate differences between this
-// process and Redis: factor × TTL + min, taken off every lease (the local
-// deadline) and, for Redlock, off the validity of an acquisition. Default
+// process and the store: factor × TTL + min, taken off every lease (the
+// local deadline) and, for Redlock, off the validity of an acquisition. Default
 // 0.01 × TTL + 2ms. factor must be in [0, 0.5) and min non-negative.
 func WithClockDrift(factor float64, min time.Duration) Option {
 	return optionFunc(func(c *config) {
@@ -145,11 +109,9 @@ func WithClockDrift(factor float64, min time.Duration) Option {
 	})
 }
 
-// WithClock replaces the Locker's clock (time.Now) for everything it times
-// locally: lease deadlines, renewal schedules, Redlock validity. For tests of
-// clock drift: a clock running slower than the drift margin allows keeps a
-// holder believing in a lease Redis has already ended. Timers still run on
-// real time and re-check the clock when they fire.
+// WithClock replaces the Locker's clock (time.Now) for what it times
+// locally: lease deadlines and renewal schedules. For tests of clock drift;
+// timers still run on real time and re-check the clock when they fire.
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(c *config) {
 		if now == nil {
@@ -157,21 +119,6 @@ func WithClock(now func() time.Time) Option {
 			return
 		}
 		c.now = now
-	})
-}
-
-// WithNodeTimeout bounds each Redlock node's reply to one call (acquire,
-// extend, release), enforced by redfence whatever the client's
-// ContextTimeoutEnabled says. Default: TTL/20, between 5ms and 500ms. A node
-// that does not answer within it rests for a while (see NewRedlock). Ignored
-// by a single-deployment Locker, whose calls run under the caller's ctx.
-func WithNodeTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) {
-		if d <= 0 {
-			c.fail(invalid("node timeout %v must be positive", d))
-			return
-		}
-		c.nodeTimeout = d
 	})
 }
 
@@ -201,13 +148,21 @@ type lockConfig struct {
 }
 
 func newLockConfig(opts []LockOption) lockConfig {
-	c := lockConfig{ttl: 10 * time.Second, autoRenew: true, retryMin: 50 * time.Millisecond, retryMax: time.Second}
+	var c lockConfig
+	c.init(opts)
+	return c
+}
+
+// init sets c to the defaults with opts applied, in place: a config inside
+// an object on the heap (an acquisition) then costs no allocation of its
+// own, as a local one handed to the options' methods would.
+func (c *lockConfig) init(opts []LockOption) {
+	*c = lockConfig{ttl: 10 * time.Second, autoRenew: true, retryMin: 50 * time.Millisecond, retryMax: time.Second}
 	for _, o := range opts {
 		if o != nil {
-			o.applyLock(&c)
+			o.applyLock(c)
 		}
 	}
-	return c
 }
 
 func (c *lockConfig) fail(err error) {
@@ -217,10 +172,9 @@ func (c *lockConfig) fail(err error) {
 }
 
 // WithTTL sets the lease: how long the lock stays held without renewal.
-// Default 10s; from MinTTL to MaxTTL, in whole milliseconds. With
-// auto-renewal the lease is extended every TTL/3, so a holder that dies
-// frees the lock within one TTL; a job that runs for hours keeps a short
-// lease renewed rather than a long one.
+// Default 10s; from MinTTL to MaxTTL, in whole milliseconds. Renewal
+// extends it every TTL/3, so a holder that dies frees the lock within one
+// TTL.
 func WithTTL(d time.Duration) LockOption {
 	return lockOptionFunc(func(c *lockConfig) {
 		if err := checkTTL(d); err != nil {
@@ -253,11 +207,10 @@ func WithAutoRenew(on bool) LockOption {
 	return lockOptionFunc(func(c *lockConfig) { c.autoRenew = on })
 }
 
-// WithRetry sets the fallback backoff of Lock between attempts when no
-// release notification arrives: exponential from min to max with full jitter,
-// and never longer than the holder's remaining lease. Default 50ms to 1s.
-// Notifications, not this backoff, wake waiters in the normal case. The
-// backoff state belongs to one call.
+// WithRetry sets the fallback backoff of a waiting call when no release
+// notice arrives: exponential from min to max with full jitter, never
+// longer than the holder's remaining lease, its state the call's own.
+// Default 50ms to 1s.
 func WithRetry(min, max time.Duration) LockOption {
 	return lockOptionFunc(func(c *lockConfig) {
 		if min <= 0 || max < min {
@@ -268,10 +221,9 @@ func WithRetry(min, max time.Duration) LockOption {
 	})
 }
 
-// WithOwner sets an explicit owner identity: an acquisition with an id that
-// already holds the lock re-enters it (count+1, same token), in this process
-// or another. Default: a random id per acquisition, so only
-// Lock(lk.Context(), key) re-enters.
+// WithOwner sets an explicit owner identity: an acquisition with the id of
+// the holder re-enters (count+1, same token), in this process or another.
+// Default: a random id per acquisition.
 func WithOwner(id string) LockOption {
 	return lockOptionFunc(func(c *lockConfig) {
 		if id == "" || len(id) > 512 {
@@ -282,10 +234,9 @@ func WithOwner(id string) LockOption {
 	})
 }
 
-// WithReplicaAck makes an acquisition wait until n replicas acknowledged it
-// (Redis WAIT), for at most timeout; with fewer acks the lock is released and
-// the call fails. Best effort: WAIT does not make Redis strongly consistent,
-// and a failover can still lose an acknowledged lock. Default off.
+// WithReplicaAck makes an acquisition wait up to timeout until n replicas
+// acknowledged it (Redis WAIT); with fewer the lock is released and the
+// call fails. Best effort: a failover can still lose an acknowledged lock.
 func WithReplicaAck(n int, timeout time.Duration) LockOption {
 	return lockOptionFunc(func(c *lockConfig) {
 		if n < 0 || timeout < 0 || (n > 0 && timeout == 0) {

@@ -3,62 +3,23 @@ package mutex
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"net/url"
-	"os"
 	"strconv"
 	"strings"
+
+	"github.com/redfence/redfence/mutex/internal/ownerid"
 )
 
-// The owner ids a Locker makes (one per attempt, and its own id in the
-// waiting queues) are 32 random hex digits, '@', and the Locker's OwnerInfo
-// as a query string: "5f0c…e1@h=web-7&p=4121&s=billing". The random part
-// keeps them unique; the rest is what inspection shows, written by the
-// acquisition itself. WithOwner ids are the caller's and carry none.
-const ownerRandLen = 32
+// ownerRandLen is the random part of the owner ids a Locker makes
+// (package ownerid has their shape).
+const ownerRandLen = ownerid.RandLen
 
-// encodeOwnerInfo is the suffix of every owner id the Locker makes, with
-// the defaults filled in.
-func encodeOwnerInfo(info OwnerInfo) string {
-	if info.Host == "" {
-		info.Host, _ = os.Hostname()
-	}
-	if info.PID == 0 {
-		info.PID = os.Getpid()
-	}
-	v := url.Values{}
-	if info.Host != "" {
-		v.Set("h", info.Host)
-	}
-	v.Set("p", strconv.Itoa(info.PID))
-	if info.Service != "" {
-		v.Set("s", info.Service)
-	}
-	if info.Label != "" {
-		v.Set("l", info.Label)
-	}
-	return "@" + v.Encode()
-}
+// encodeOwnerInfo is the suffix of every owner id the Locker makes.
+func encodeOwnerInfo(info OwnerInfo) string { return ownerid.Encode(ownerid.Info(info)) }
 
-// parseOwner reads back the OwnerInfo of an owner id a Locker made; ok is
-// false for any other id (WithOwner's).
-func parseOwner(owner string) (info OwnerInfo, ok bool) {
-	if len(owner) <= ownerRandLen || owner[ownerRandLen] != '@' {
-		return OwnerInfo{}, false
-	}
-	if _, err := hex.DecodeString(owner[:ownerRandLen]); err != nil {
-		return OwnerInfo{}, false
-	}
-	v, err := url.ParseQuery(owner[ownerRandLen+1:])
-	if err != nil {
-		return OwnerInfo{}, false
-	}
-	info = OwnerInfo{Service: v.Get("s"), Host: v.Get("h"), Label: v.Get("l")}
-	if p := v.Get("p"); p != "" {
-		if info.PID, err = strconv.Atoi(p); err != nil {
-			return OwnerInfo{}, false
-		}
-	}
-	return info, true
+// parseOwner reads back the OwnerInfo of an owner id a Locker made.
+func parseOwner(owner string) (OwnerInfo, bool) {
+	info, ok := ownerid.Parse(owner)
+	return OwnerInfo(info), ok
 }
 
 // newOwner is a fresh owner id of this Locker: one allocation.

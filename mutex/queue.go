@@ -42,7 +42,7 @@ type waiter struct {
 	queued bool          // a Lock (not a TryLock): may have joined the key's queue in Redis
 
 	// Hand-off, all under Locker.mu: a head parked in its wait, with
-	// what taking the lock for it needs, can be reserved by an Unlock, which
+	// what taking the lock for it needs, can be reserved by an Release, which
 	// then sends exactly one offer.
 	owner    string
 	lc       *lockConfig
@@ -66,7 +66,7 @@ func (w *waiter) readyForOffers() {
 	}
 }
 
-// handoff is an Unlock's offer to the next local waiter: the lock, taken for
+// handoff is an Release's offer to the next local waiter: the lock, taken for
 // it in the same round trip that released the previous holder (ok), or
 // nothing (the waiter goes on as before).
 type handoff struct {
@@ -81,7 +81,7 @@ type handoff struct {
 // chance; within the process the queue stays FIFO.
 const maxHandoffs = 8
 
-// renameWaiter sets the owner an Unlock hands w the lock for, when w's call
+// renameWaiter sets the owner an Release hands w the lock for, when w's call
 // takes a fresh owner id for its next attempt; w is not parked then.
 func (l *Locker) renameWaiter(w *waiter, owner string) {
 	l.mu.Lock()
@@ -97,8 +97,8 @@ func (l *Locker) park(w *waiter) {
 	l.mu.Unlock()
 }
 
-// unpark ends w's wait; if an Unlock reserved w meanwhile, it waits for that
-// Unlock's offer and returns it.
+// unpark ends w's wait; if an Release reserved w meanwhile, it waits for that
+// Release's offer and returns it.
 func (l *Locker) unpark(w *waiter) (handoff, bool) {
 	l.mu.Lock()
 	w.parked = false
@@ -143,7 +143,7 @@ func (l *Locker) reserveHandoff(key string) *waiter {
 // enqueue appends a waiter for key. A TryLock (wait false) behind local
 // waiters gets ErrNotAcquired without asking Redis: they were first.
 //
-// owner and lc (nil: never) are what an Unlock needs to hand this waiter the
+// owner and lc (nil: never) are what an Release needs to hand this waiter the
 // lock directly.
 func (l *Locker) enqueue(key string, wait bool, owner string, lc *lockConfig) (*waiter, error) {
 	l.mu.Lock()
@@ -213,7 +213,7 @@ func (l *Locker) dequeue(key string, w *waiter, acquired bool) {
 			// queue, so a release is not reserved for us in vain. (An
 			// acquisition left it already; one by a local hand-off, or
 			// none, did not.)
-			lockKey := l.name(key)
+			lockKey := key
 			l.afterward(func(ctx context.Context) { _ = l.drv.q.Leave(ctx, lockKey, l.id) })
 		}
 		delete(l.queues, key)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redlockdriver"
 )
 
 // redlockNodes starts n independent redis-servers and returns plain go-redis
@@ -29,9 +30,11 @@ func redlockNodes(t *testing.T, n int) ([]redis.UniversalClient, []*testutil.Red
 	return clients, srvs
 }
 
-func newRedlock(t *testing.T, clients []redis.UniversalClient, opts ...mutex.Option) *mutex.Locker {
+// newRedlock is a Redlock Locker over clients (testutil.NewRedlock: opts
+// are mutex and redlockdriver options), closed at the test's end.
+func newRedlock(t *testing.T, clients []redis.UniversalClient, opts ...any) *mutex.Locker {
 	t.Helper()
-	l, err := mutex.NewRedlock(clients, opts...)
+	l, err := testutil.NewRedlock(clients, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	return l
@@ -50,7 +53,7 @@ func TestRedlockSurvivesMinorityLoss(t *testing.T) {
 	lk, err := l.Lock(ctx, "k")
 	require.NoError(t, err)
 	t0 := lk.Token()
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 
 	srvs[0].Kill()
 	srvs[1].Kill()
@@ -58,7 +61,7 @@ func TestRedlockSurvivesMinorityLoss(t *testing.T) {
 	require.NoError(t, err, "3 of 5 nodes are a majority")
 	t1 := lk.Token()
 	assert.Greater(t, t1, t0)
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 
 	srvs[2].Kill()
 	late := testutil.MeasureLateness(t)
@@ -74,7 +77,7 @@ func TestRedlockSurvivesMinorityLoss(t *testing.T) {
 	lk, err = l.Lock(ctx, "k")
 	require.NoError(t, err)
 	assert.Greater(t, lk.Token(), t1, "tokens never go backwards after nodes come back empty")
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 }
 
 // TestRedlockCounterAheadExcluded: a node whose counter is far ahead (as a
@@ -86,7 +89,7 @@ func TestRedlockCounterAheadExcluded(t *testing.T) {
 	l := newRedlock(t, clients)
 	ctx := context.Background()
 	ahead := time.Now().Add(24 * time.Hour).UnixMicro()
-	require.NoError(t, clients[0].Set(ctx, mutex.LockKeyOf(l, "fast"), fmt.Sprint(ahead), time.Hour).Err())
+	require.NoError(t, clients[0].Set(ctx, mutex.LockKeyOf("fast"), fmt.Sprint(ahead), time.Hour).Err())
 
 	// An explicit owner makes the attempt wait for every node (a random one
 	// stops at the first majority, which may leave the fast node out).
@@ -94,7 +97,7 @@ func TestRedlockCounterAheadExcluded(t *testing.T) {
 	require.NoError(t, err)
 	t1 := lk.Token()
 	require.Greater(t, t1, ahead, "the fast node's counter set the token")
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 
 	srvs[0].Kill() // the fast node is out of every later quorum
 	for range 3 {
@@ -102,7 +105,7 @@ func TestRedlockCounterAheadExcluded(t *testing.T) {
 		require.NoError(t, err)
 		assert.Greater(t, lk.Token(), t1)
 		t1 = lk.Token()
-		require.NoError(t, lk.Unlock(ctx))
+		require.NoError(t, lk.Release(ctx))
 	}
 }
 
@@ -111,12 +114,12 @@ func TestRedlockCounterAheadExcluded(t *testing.T) {
 func TestRedlockPausedNode(t *testing.T) {
 	clients, srvs := redlockNodes(t, 5)
 	const nodeTimeout = 100 * time.Millisecond
-	l := newRedlock(t, clients, mutex.WithNodeTimeout(nodeTimeout))
+	l := newRedlock(t, clients, redlockdriver.WithStoreTimeout(nodeTimeout))
 	ctx := context.Background()
 	// Warm every connection and script first.
 	lk, err := l.Lock(ctx, "p")
 	require.NoError(t, err)
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 
 	srvs[4].Pause()
 	t.Cleanup(srvs[4].Resume) // before Close, so its pending calls finish
@@ -127,7 +130,7 @@ func TestRedlockPausedNode(t *testing.T) {
 	took := time.Since(start)
 	assert.Less(t, took, late.Bound(nodeTimeout*2+50*time.Millisecond), "Lock took %v", took)
 	start = time.Now()
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 	assert.Less(t, time.Since(start), late.Bound(nodeTimeout+50*time.Millisecond))
 	srvs[4].Resume()
 }
@@ -164,7 +167,7 @@ func TestRedlockRenewalAndLoss(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the lock was not lost without a majority")
 	}
-	assert.ErrorIs(t, lk.Unlock(ctx), mutex.ErrNotHeld)
+	assert.ErrorIs(t, lk.Release(ctx), mutex.ErrNotHeld)
 }
 
 func TestRedlockReentrancyAndWake(t *testing.T) {
@@ -177,7 +180,7 @@ func TestRedlockReentrancyAndWake(t *testing.T) {
 	inner, err := a.Lock(lk.Context(), "re")
 	require.NoError(t, err)
 	assert.Same(t, lk, inner)
-	require.NoError(t, inner.Unlock(ctx))
+	require.NoError(t, inner.Release(ctx))
 	_, err = b.TryLock(ctx, "re")
 	require.ErrorIs(t, err, mutex.ErrNotAcquired, "the inner Unlock does not free it")
 
@@ -186,8 +189,8 @@ func TestRedlockReentrancyAndWake(t *testing.T) {
 	o2, err := b.Lock(ctx, "owned", mutex.WithOwner("job-7"))
 	require.NoError(t, err, "the same owner re-enters from another Locker")
 	assert.Equal(t, o1.Token(), o2.Token())
-	require.NoError(t, o2.Unlock(ctx))
-	require.NoError(t, o1.Unlock(ctx))
+	require.NoError(t, o2.Release(ctx))
+	require.NoError(t, o1.Release(ctx))
 
 	// A waiter on another Locker is woken by the release notification.
 	got := make(chan time.Time, 1)
@@ -195,13 +198,13 @@ func TestRedlockReentrancyAndWake(t *testing.T) {
 		w, err := b.Lock(ctx, "re")
 		if assert.NoError(t, err) {
 			got <- time.Now()
-			_ = w.Unlock(ctx)
+			_ = w.Release(ctx)
 		}
 	}()
 	require.Eventually(t, func() bool { return mutex.WaitersOf(b, "re") > 0 }, 5*time.Second, time.Millisecond)
 	late := testutil.MeasureLateness(t)
 	released := time.Now()
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 	select {
 	case at := <-got:
 		assert.Less(t, at.Sub(released), late.Bound(200*time.Millisecond), "woken by the release, not the 50ms-1s poll")
@@ -236,5 +239,5 @@ func TestRedlockCallsOutliveTheCallersCancel(t *testing.T) {
 		ok, err := direct.ScriptExists(deadline, mutex.AcquireSHA()).Result()
 		return err == nil && ok[0]
 	})
-	require.NoError(t, lk.Unlock(context.Background()))
+	require.NoError(t, lk.Release(context.Background()))
 }

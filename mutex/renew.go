@@ -221,7 +221,7 @@ func (r *renewer) loop() {
 // With nothing to renew but locks taken lately, the loop stays due when the
 // latest of them would have been: a lock taken after it, with the same TTL,
 // falls due later and need not wake the loop, so a stream of short
-// Lock/Unlock cycles costs no context switch per Lock. Without locks since,
+// Lock/Release cycles costs no context switch per Lock. Without locks since,
 // it sleeps long (and the next lock wakes it).
 func (r *renewer) plan(now time.Time) (due []*Lock, wait time.Duration) {
 	r.mu.Lock()

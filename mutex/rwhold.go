@@ -8,11 +8,9 @@ import (
 	"github.com/redfence/redfence/mutex/backend"
 )
 
-// RWHold is one hold of an RWMutex, a read or the write, held until Unlock,
-// the Locker's Close, or its loss. It is renewed in the Locker's batches
-// (WithAutoRenew), and its context ends when it is lost. Its methods are
-// safe for concurrent use; those of a nil, released or lost RWHold return
-// ErrNotHeld.
+// RWHold is one hold of an RWMutex, a read or the write, held as a Permit
+// is. Its methods are safe for concurrent use; those of a nil, released or
+// lost RWHold return ErrNotHeld.
 type RWHold struct {
 	lk *Lock // the Locker's machinery for a lease
 }
@@ -46,8 +44,8 @@ func rwMode(lk *Lock) string {
 	return "read"
 }
 
-// Name returns the read-write lock's name.
-func (h *RWHold) Name() string {
+// Key returns the read-write lock's key.
+func (h *RWHold) Key() string {
 	if h == nil || h.lk == nil {
 		return ""
 	}
@@ -61,10 +59,8 @@ func (h *RWHold) Write() bool {
 }
 
 // Token returns the hold's token: for the write, strictly greater than
-// that of every write of the RWMutex granted before it; for a read, the
-// token of the last write granted before it (0 when none), which a
-// resource can compare with what it last saw written. A downgraded hold
-// keeps its write's token.
+// every earlier write's of the RWMutex; for a read, the last write's (0
+// when none). A downgraded hold keeps its write's token.
 func (h *RWHold) Token() int64 {
 	if h == nil || h.lk == nil {
 		return 0
@@ -72,10 +68,9 @@ func (h *RWHold) Token() int64 {
 	return h.lk.token
 }
 
-// Context is done when the hold is lost (cause ErrLockLost) or released
-// (cause ErrReleased). It carries the values of the ctx given to RLock or
-// Lock, and the hold itself: RLock or Lock through it are refused at once
-// (ErrUpgrade, ErrInvalid) rather than waiting for themselves.
+// Context is done when the hold is lost (ErrLockLost) or released
+// (ErrReleased). It carries the hold: RLock or Lock through it are refused
+// at once (ErrUpgrade, ErrInvalid) rather than waiting for themselves.
 func (h *RWHold) Context() context.Context {
 	if h == nil || h.lk == nil {
 		return (*Lock)(nil).Context()
@@ -89,8 +84,7 @@ func (h *RWHold) Join(ctx context.Context) (context.Context, context.CancelFunc)
 	return join(h.Context(), ctx)
 }
 
-// Deadline returns the local lease deadline: the hold's context ends with
-// ErrLockLost then unless a renewal succeeds first.
+// Deadline returns the hold's local lease deadline (Lock.Deadline).
 func (h *RWHold) Deadline() time.Time {
 	if h == nil || h.lk == nil {
 		return time.Time{}
@@ -98,24 +92,20 @@ func (h *RWHold) Deadline() time.Time {
 	return h.lk.Deadline()
 }
 
-// Unlock gives the hold back and wakes the next waiter. It is idempotent
-// as Permit.Release is: a second Unlock returns ErrNotHeld and sends
+// Release gives the hold back and wakes the next waiter. It is idempotent
+// as Permit.Release is: a second Release returns ErrNotHeld and sends
 // nothing; on a server error the hold is given up locally all the same.
-func (h *RWHold) Unlock(ctx context.Context) error {
+func (h *RWHold) Release(ctx context.Context) error {
 	if h == nil || h.lk == nil {
 		return ErrNotHeld
 	}
 	return releaseHeld(ctx, h.lk, "redfence.RWHold.Unlock")
 }
 
-// Downgrade makes the write hold a read hold in one step, keeping its
-// token and its context: no writer comes between, and readers of this
-// Locker waiting behind are woken (those of other Lockers by the backend's
-// notification), though a waiting writer still keeps new readers out. A
-// read hold returns an error matching ErrInvalid. On a server error the
-// outcome is unknown: the hold stays held (renewal carries on either way)
-// and Write still reports true, though the write may be a read already;
-// call Downgrade again to know.
+// Downgrade makes the write hold a read hold in one step, keeping its token
+// and context: no writer comes between, and waiting readers are woken. A
+// read hold returns ErrInvalid. On a store error the outcome is unknown and
+// Write still reports true; call Downgrade again to know.
 func (h *RWHold) Downgrade(ctx context.Context) error {
 	if h == nil || h.lk == nil {
 		return ErrNotHeld

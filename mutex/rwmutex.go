@@ -8,51 +8,22 @@ import (
 	"github.com/redfence/redfence/mutex/backend"
 )
 
-// ErrUpgrade is returned at once by RWMutex.Lock and TryLock called with a
-// context that carries a read hold of the same RWMutex (RWHold.Context or
-// Join): a reader that waits to write waits for itself, as every reader
-// that does so waits for the others, so an upgrade is refused, never
-// waited for. Unlock the read, then Lock; or take the write first and
-// Downgrade.
+// ErrUpgrade is returned at once by RWMutex.Lock and TryLock through a
+// context that carries a read hold of the same RWMutex: a reader waiting to
+// write would wait for itself. Release the read, then Lock; or take the
+// write first and Downgrade.
 var ErrUpgrade = errors.New("mutex: read-write lock: a reader cannot upgrade to writing")
 
-// RWMutex is a read-write lock on one name, across every Locker of the
-// backend (Locker.RWMutex): many readers or one writer. Each hold is taken
-// as a lock is: its own holder id, a lease on the backend's clock renewed
-// in the Locker's batches by its own process only, and a context that ends
-// when it is lost. It is safe for concurrent use and holds no goroutine of
-// its own: the Locker's Close releases its holds.
-//
-// The design choices, against the known failures of read-write locks:
-//   - Writers go first: a writer that waits marks itself in the backend,
-//     and while a waiting writer's mark lives no new reader is let in, so a
-//     steady stream of readers keeps a writer out no longer than the
-//     readers it found hold. The mark has the writer's lease and is renewed
-//     by its attempts: a waiting writer that died stops blocking readers
-//     within one lease. The other side of this choice: writers that keep
-//     coming keep readers out (the backend keeps no queue of readers to let
-//     in between two writes, as sync.RWMutex does); it suits locks written
-//     rarely and read often.
-//   - Each reader has its own lease, renewed only by the Locker that holds
-//     it: a dead process's read hold ends with its lease.
-//   - The writer's token strictly increases per RWMutex (a fence refuses a
-//     writer whose lease ran out); a reader's token is the last write's,
-//     what it reads after (0 when none was granted, or every trace of the
-//     lock expired).
-//   - Downgrade (write to read) is one step; upgrade is refused at once
-//     (ErrUpgrade). Holds are not reentrant: a second RLock through a read
-//     hold's context would wait behind a waiting writer that waits for the
-//     first, so it is refused at once (ErrInvalid), as a nested Lock is.
-//
-// The same wait across goroutines is the caller's to avoid, as with
-// sync.RWMutex: a reader that waits, holding its read, for another
-// goroutine's RLock of the same lock waits forever behind a waiting writer
-// that waits for it (until a context ends).
-//
-// Goroutines of one Locker wait in one FIFO queue per RWMutex, readers and
-// writers together, and only its head asks the backend. Tokens are the
-// RWMutex's own sequence, not those of the lock or the semaphore of the
-// same name.
+// RWMutex is a read-write lock on one key across every Locker of the
+// backend (NewRWMutex): many readers or one writer, each hold with its own
+// lease renewed by its own Locker only. Writers go first: a waiting
+// writer's mark keeps new readers out, so readers that keep coming cannot
+// starve it (and writers that keep coming keep readers out). The write's
+// token rises per RWMutex; a read's is the last write's. Downgrade is one
+// step; upgrade is refused at once (ErrUpgrade); holds are not reentrant.
+// A reader that waits, holding its read, for another goroutine's RLock of
+// the same lock waits behind a waiting writer, as with sync.RWMutex.
+// docs/locking.md has the design. It is safe for concurrent use.
 type RWMutex struct {
 	holdTarget
 }
@@ -63,16 +34,12 @@ type rwHeldKey struct {
 	key string
 }
 
-// RWMutex returns the read-write lock of name. Options are those of Lock:
-// WithTTL (each hold's lease, and a waiting writer's mark's),
-// WithAutoRenew, WithRetry; WithOwner and WithReplicaAck are refused
-// (ErrInvalid): a hold's holder is random per acquisition.
-//
-// It sends nothing. A backend without read-write locks (Redlock, the etcd
-// module's, an outside backend without backend.RWLocker) returns an error
-// matching errors.ErrUnsupported; a bad name or option one matching
-// ErrInvalid.
-func (l *Locker) RWMutex(name string, opts ...LockOption) (*RWMutex, error) {
+// NewRWMutex returns l's read-write lock of key. Options are Lock's WithTTL
+// (each hold's lease, and a waiting writer's mark's), WithAutoRenew and
+// WithRetry; WithOwner and WithReplicaAck are refused. It sends nothing. A
+// backend without backend.RWLocker returns an error matching
+// errors.ErrUnsupported; a bad key or option one matching ErrInvalid.
+func NewRWMutex(l *Locker, name string, opts ...LockOption) (*RWMutex, error) {
 	if err := l.check(context.Background(), name); err != nil {
 		return nil, err
 	}
@@ -88,7 +55,7 @@ func (l *Locker) RWMutex(name string, opts ...LockOption) (*RWMutex, error) {
 	case lc.replicas > 0:
 		return nil, invalid("WithReplicaAck does not apply to a read-write lock")
 	}
-	return &RWMutex{holdTarget{l: l, name: name, key: l.name(name), qkey: rwQueueKey(name), lc: lc}}, nil
+	return &RWMutex{holdTarget{l: l, name: name, key: name, qkey: rwQueueKey(name), lc: lc}}, nil
 }
 
 // rwQueueKey is the key of a read-write lock's queue among the Locker's
@@ -97,12 +64,12 @@ func rwQueueKey(name string) string { return "\x00rwmutex\x00" + name }
 
 var errRWUnsupported = fmt.Errorf("%w: this Locker's backend keeps no read-write locks (Redlock, etcd, or a backend without backend.RWLocker)", errors.ErrUnsupported)
 
-// Name returns the lock's name.
-func (rw *RWMutex) Name() string { return rw.name }
+// Key returns the lock's key.
+func (rw *RWMutex) Key() string { return rw.name }
 
 // RLock takes a read hold, waiting until no writer holds or waits, or ctx
-// ends. Its errors are those of Semaphore.Acquire; ErrInvalid at once when
-// ctx carries a hold of this RWMutex (holds are not reentrant).
+// ends; errors as Semaphore.Acquire's, and ErrInvalid at once when ctx
+// carries a hold of this RWMutex.
 func (rw *RWMutex) RLock(ctx context.Context) (*RWHold, error) {
 	return rw.acquire(ctx, "redfence.RWMutex.RLock", false, true)
 }
@@ -113,10 +80,9 @@ func (rw *RWMutex) TryRLock(ctx context.Context) (*RWHold, error) {
 	return rw.acquire(ctx, "redfence.RWMutex.TryRLock", false, false)
 }
 
-// Lock takes the write hold, waiting until no one holds or ctx ends; while
-// it waits, no new reader is let in. Its errors are those of
-// Semaphore.Acquire; ErrUpgrade at once when ctx carries a read hold of
-// this RWMutex, ErrInvalid when it carries the write hold.
+// Lock takes the write hold, waiting until no one holds or ctx ends, no
+// new reader let in meanwhile; errors as Semaphore.Acquire's, and
+// ErrUpgrade (a read hold in ctx) or ErrInvalid (the write hold) at once.
 func (rw *RWMutex) Lock(ctx context.Context) (*RWHold, error) {
 	return rw.acquire(ctx, "redfence.RWMutex.Lock", true, true)
 }

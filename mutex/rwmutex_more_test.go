@@ -53,14 +53,14 @@ func TestRWMutexDeadReaderEndsWithinLease(t *testing.T) {
 	w, err := rw.Lock(ctx)
 	require.NoError(t, err)
 	assert.Less(t, time.Since(killed), late.Bound(ttl+20*time.Millisecond), "the dead reader held past its lease")
-	require.NoError(t, w.Unlock(ctx))
+	require.NoError(t, w.Release(ctx))
 }
 
 // readUntilKilled is the child's side: read, renewed, say so, and wait to
 // be killed.
 func readUntilKilled(t *testing.T, addr string, ttl time.Duration) {
-	l := mutex.New(redis.NewClient(&redis.Options{Addr: addr}))
-	rw, err := l.RWMutex("killed", mutex.WithTTL(ttl))
+	l := mustLocker(t, redis.NewClient(&redis.Options{Addr: addr}))
+	rw, err := mutex.NewRWMutex(l, "killed", mutex.WithTTL(ttl))
 	require.NoError(t, err)
 	h, err := rw.RLock(context.Background())
 	require.NoError(t, err)
@@ -83,7 +83,7 @@ func TestRWMutexWriterGivingUpLeavesNoMark(t *testing.T) {
 	require.ErrorIs(t, err, mutex.ErrNotAcquired)
 	r2, err := readers.TryRLock(ctx)
 	require.NoError(t, err, "TryLock left a mark")
-	require.NoError(t, r2.Unlock(ctx))
+	require.NoError(t, r2.Release(ctx))
 
 	wctx, wcancel := context.WithCancel(ctx)
 	got := make(chan error, 1)
@@ -95,8 +95,8 @@ func TestRWMutexWriterGivingUpLeavesNoMark(t *testing.T) {
 	require.ErrorIs(t, <-got, mutex.ErrNotAcquired)
 	r2, err = readers.RLock(ctx) // the mark's lease is a minute; ctx is half that
 	require.NoError(t, err)
-	require.NoError(t, r2.Unlock(ctx))
-	require.NoError(t, r.Unlock(ctx))
+	require.NoError(t, r2.Release(ctx))
+	require.NoError(t, r.Release(ctx))
 }
 
 // A writer that stalled past its lease writes through a fence after the
@@ -105,7 +105,8 @@ func TestRWMutexStalledWriterFencedOut(t *testing.T) {
 	c, _ := testutil.Redis(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	f := redisfence.New(c)
+	f, err := redisfence.New(c)
+	require.NoError(t, err)
 	write := func(token int64, v string) error {
 		return f.Do(ctx, "book", token, nil, func(ctx context.Context, tx *redis.Tx, pipe redis.Pipeliner) error {
 			pipe.Set(ctx, redisfence.Tag("book")+"last", v, 0)
@@ -122,14 +123,14 @@ func TestRWMutexStalledWriterFencedOut(t *testing.T) {
 	require.NoError(t, write(w.Token(), "new"))
 	assert.ErrorIs(t, write(stalled.Token(), "stale"), redisfence.ErrStaleToken)
 	assert.Equal(t, "new", c.Get(ctx, redisfence.Tag("book")+"last").Val())
-	require.NoError(t, w.Unlock(ctx))
+	require.NoError(t, w.Release(ctx))
 }
 
 // Read-write locks need a backend that keeps them: Redlock refuses at once;
 // bad input is refused before anything is sent.
 func TestRWMutexRefusals(t *testing.T) {
 	clients, _ := redlockNodes(t, 3)
-	_, err := newRedlock(t, clients).RWMutex("x")
+	_, err := mutex.NewRWMutex(newRedlock(t, clients), "x")
 	assert.ErrorIs(t, err, errors.ErrUnsupported)
 	assert.NotErrorIs(t, err, mutex.ErrInvalid)
 
@@ -138,10 +139,10 @@ func TestRWMutexRefusals(t *testing.T) {
 	var nilCtx context.Context // a variable: staticcheck refuses a literal nil
 	var nilRW *mutex.RWMutex
 	for name, fn := range map[string]func() error{
-		"empty name":  func() error { _, err := l.RWMutex(""); return err },
-		"owner":       func() error { _, err := l.RWMutex("x", mutex.WithOwner("me")); return err },
-		"replica ack": func() error { _, err := l.RWMutex("x", mutex.WithReplicaAck(1, time.Second)); return err },
-		"bad ttl":     func() error { _, err := l.RWMutex("x", mutex.WithTTL(-1)); return err },
+		"empty name":  func() error { _, err := mutex.NewRWMutex(l, ""); return err },
+		"owner":       func() error { _, err := mutex.NewRWMutex(l, "x", mutex.WithOwner("me")); return err },
+		"replica ack": func() error { _, err := mutex.NewRWMutex(l, "x", mutex.WithReplicaAck(1, time.Second)); return err },
+		"bad ttl":     func() error { _, err := mutex.NewRWMutex(l, "x", mutex.WithTTL(-1)); return err },
 		"nil ctx":     func() error { _, err := rwMutex(t, l, "x").RLock(nilCtx); return err },
 		"nil ctx w":   func() error { _, err := rwMutex(t, l, "x").Lock(nilCtx); return err },
 		"nil state":   func() error { _, err := rwMutex(t, l, "x").State(nilCtx); return err },
@@ -151,7 +152,7 @@ func TestRWMutexRefusals(t *testing.T) {
 	}
 	assert.Zero(t, evalCalls(c.Info(context.Background(), "commandstats").Val()), "bad input reached the server")
 	var nilHold *mutex.RWHold
-	assert.ErrorIs(t, nilHold.Unlock(context.Background()), mutex.ErrNotHeld)
+	assert.ErrorIs(t, nilHold.Release(context.Background()), mutex.ErrNotHeld)
 	assert.ErrorIs(t, nilHold.Downgrade(context.Background()), mutex.ErrNotHeld)
 }
 
@@ -160,13 +161,13 @@ func TestRWMutexRefusals(t *testing.T) {
 // its mark out; Held shows what is held and how, until then.
 func TestRWMutexCloseAndHeld(t *testing.T) {
 	c, _ := testutil.Redis(t)
-	l := mutex.New(c)
+	l := mustLocker(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rw := rwMutex(t, l, "close")
 	r, err := rw.RLock(ctx)
 	require.NoError(t, err)
-	held := l.Held()
+	held := adminOf(t, l).Held()
 	require.Len(t, held, 1)
 	assert.Equal(t, "read", held[0].RW)
 	assert.False(t, held[0].Permit)
@@ -182,10 +183,10 @@ func TestRWMutexCloseAndHeld(t *testing.T) {
 	ol := newLocker(t, c)
 	w, err := rwMutex(t, ol, "close").TryLock(ctx)
 	require.NoError(t, err, "Close left a hold")
-	held = ol.Held()
+	held = adminOf(t, ol).Held()
 	require.Len(t, held, 1)
 	assert.Equal(t, "write", held[0].RW)
-	require.NoError(t, w.Unlock(ctx))
+	require.NoError(t, w.Release(ctx))
 }
 
 // Over Sentinel the semaphore and the read-write lock behave as over a
@@ -204,11 +205,11 @@ func TestRWMutexAndSemaphoreOverSentinel(t *testing.T) {
 	require.NoError(t, err)
 	_, err = rwMutex(t, b, "s").TryLock(ctx)
 	require.ErrorIs(t, err, mutex.ErrNotAcquired)
-	require.NoError(t, r1.Unlock(ctx))
-	require.NoError(t, r2.Unlock(ctx))
+	require.NoError(t, r1.Release(ctx))
+	require.NoError(t, r2.Release(ctx))
 	w, err := rwMutex(t, b, "s").TryLock(ctx)
 	require.NoError(t, err)
-	require.NoError(t, w.Unlock(ctx))
+	require.NoError(t, w.Release(ctx))
 
 	p, err := semaphore(t, a, "s", 1).Acquire(ctx)
 	require.NoError(t, err)
@@ -224,9 +225,9 @@ func TestZeroHoldsAreNotHeld(t *testing.T) {
 	var h mutex.RWHold
 	assert.Zero(t, h.Token())
 	assert.False(t, h.Write())
-	assert.Empty(t, h.Name())
+	assert.Empty(t, h.Key())
 	assert.Error(t, h.Context().Err())
-	assert.ErrorIs(t, h.Unlock(ctx), mutex.ErrNotHeld)
+	assert.ErrorIs(t, h.Release(ctx), mutex.ErrNotHeld)
 	assert.ErrorIs(t, h.Downgrade(ctx), mutex.ErrNotHeld)
 	var p mutex.Permit
 	assert.Zero(t, p.Token())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
 // Review (issue 39): stretch raises a key's TTL only when the key has one
@@ -20,16 +21,16 @@ import (
 // (the fence TTL past the last use).
 func TestReviewRWAndSemaphoreKeysExpireAfterLastUse(t *testing.T) {
 	c, _ := testutil.Redis(t)
-	l := newLocker(t, c, mutex.WithFenceTTL(time.Second))
+	l := newLocker(t, c, redisdriver.WithFenceTTL(time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rw := rwMutex(t, l, "gone", mutex.WithTTL(100*time.Millisecond))
 	r, err := rw.RLock(ctx)
 	require.NoError(t, err)
-	require.NoError(t, r.Unlock(ctx))
+	require.NoError(t, r.Release(ctx))
 	w, err := rw.Lock(ctx)
 	require.NoError(t, err)
-	require.NoError(t, w.Unlock(ctx))
+	require.NoError(t, w.Release(ctx))
 	p, err := semaphore(t, l, "gone", 1, mutex.WithTTL(100*time.Millisecond)).Acquire(ctx)
 	require.NoError(t, err)
 	require.NoError(t, p.Release(ctx))
@@ -59,7 +60,7 @@ func TestReviewRWDowngradeRetryAfterUnknownOutcome(t *testing.T) {
 	warm, err := rwMutex(t, newLocker(t, c), "warm").Lock(ctx) // the script is loaded: no NOSCRIPT round
 	require.NoError(t, err)
 	require.NoError(t, warm.Downgrade(ctx))
-	require.NoError(t, warm.Unlock(ctx))
+	require.NoError(t, warm.Release(ctx))
 	w, err := rw.Lock(ctx)
 	require.NoError(t, err)
 
@@ -76,7 +77,7 @@ func TestReviewRWDowngradeRetryAfterUnknownOutcome(t *testing.T) {
 	assert.NoError(t, w.Downgrade(ctx), "the retry of a downgrade that ran")
 	assert.NoError(t, w.Context().Err(), "the hold is live on the server: %v", context.Cause(w.Context()))
 	assert.False(t, w.Write())
-	assert.NoError(t, w.Unlock(ctx))
+	assert.NoError(t, w.Release(ctx))
 }
 
 // Review (issue 39): the upgrade check finds a hold in ctx whether or not
@@ -95,15 +96,15 @@ func TestReviewRWUpgradeCheckIgnoresReleasedHold(t *testing.T) {
 	r, err := rw.RLock(ctx)
 	require.NoError(t, err)
 	later := context.WithoutCancel(r.Context())
-	require.NoError(t, r.Unlock(ctx))
+	require.NoError(t, r.Release(ctx))
 
 	w, err := rw.TryLock(later)
 	require.NoError(t, err, "no read is held: nothing to upgrade")
-	require.NoError(t, w.Unlock(ctx))
+	require.NoError(t, w.Release(ctx))
 	r2, err := rw.TryRLock(later)
 	require.NoError(t, err, "no hold of the lock is held: nothing to re-enter")
-	require.NoError(t, r2.Unlock(ctx))
-	require.NoError(t, other.Unlock(ctx))
+	require.NoError(t, r2.Release(ctx))
+	require.NoError(t, other.Release(ctx))
 }
 
 // Review (issue 39): Close makes a waiting writer return ErrClosed; once
@@ -116,7 +117,7 @@ func TestReviewRWCloseTakesWaitingWriterMarkOut(t *testing.T) {
 	readers := rwMutex(t, newLocker(t, c), "close-mark")
 	r, err := readers.RLock(ctx)
 	require.NoError(t, err)
-	l := mutex.New(c)
+	l := mustLocker(t, c)
 	writer := rwMutex(t, l, "close-mark", mutex.WithTTL(time.Minute))
 	got := make(chan error, 1)
 	go func() { _, err := writer.Lock(ctx); got <- err }()
@@ -128,8 +129,8 @@ func TestReviewRWCloseTakesWaitingWriterMarkOut(t *testing.T) {
 	require.ErrorIs(t, <-got, mutex.ErrClosed)
 	r2, err := readers.TryRLock(ctx)
 	require.NoError(t, err, "Close left the waiting writer's mark")
-	require.NoError(t, r2.Unlock(ctx))
-	require.NoError(t, r.Unlock(ctx))
+	require.NoError(t, r2.Release(ctx))
+	require.NoError(t, r.Release(ctx))
 }
 
 // Review (issue 39), holds: a permit or a lock of the same name in ctx is
@@ -147,10 +148,10 @@ func TestReviewRWUpgradeCheckOnlyForItsOwnHolds(t *testing.T) {
 	require.NoError(t, err)
 	w, err := rw.TryLock(lk.Context())
 	require.NoError(t, err, "a permit and a lock of the name are not reads")
-	require.NoError(t, w.Unlock(ctx))
+	require.NoError(t, w.Release(ctx))
 	r, err := rw.TryRLock(lk.Context())
 	require.NoError(t, err)
-	require.NoError(t, r.Unlock(ctx))
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, r.Release(ctx))
+	require.NoError(t, lk.Release(ctx))
 	require.NoError(t, p.Release(ctx))
 }

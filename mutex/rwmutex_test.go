@@ -18,7 +18,7 @@ import (
 
 func rwMutex(t *testing.T, l *mutex.Locker, name string, opts ...mutex.LockOption) *mutex.RWMutex {
 	t.Helper()
-	rw, err := l.RWMutex(name, opts...)
+	rw, err := mutex.NewRWMutex(l, name, opts...)
 	require.NoError(t, err)
 	return rw
 }
@@ -101,7 +101,7 @@ func TestRWMutexReadersOverlapWritersExclude(t *testing.T) {
 					mu.Unlock()
 					time.Sleep(time.Millisecond) // the work under the hold
 					leave()
-					assert.NoError(t, h.Unlock(ctx))
+					assert.NoError(t, h.Release(ctx))
 				}
 			})
 		}
@@ -123,15 +123,15 @@ func TestRWMutexReadersShare(t *testing.T) {
 		require.NoError(t, err, "a second reader must share")
 		_, err = b.TryLock(ctx)
 		require.ErrorIs(t, err, mutex.ErrNotAcquired)
-		require.NoError(t, r1.Unlock(ctx))
+		require.NoError(t, r1.Release(ctx))
 		_, err = b.TryLock(ctx)
 		require.ErrorIs(t, err, mutex.ErrNotAcquired, "one reader still holds")
-		require.NoError(t, r2.Unlock(ctx))
+		require.NoError(t, r2.Release(ctx))
 		wr, err := b.TryLock(ctx)
 		require.NoError(t, err)
 		_, err = a.TryRLock(ctx)
 		require.ErrorIs(t, err, mutex.ErrNotAcquired, "a reader beside the writer")
-		require.NoError(t, wr.Unlock(ctx))
+		require.NoError(t, wr.Release(ctx))
 	})
 }
 
@@ -162,7 +162,7 @@ func TestRWMutexWriterNotStarvedByReaders(t *testing.T) {
 					lateReads.Add(1)
 				}
 				time.Sleep(10 * time.Millisecond) // the work under the hold
-				assert.NoError(t, h.Unlock(ctx))
+				assert.NoError(t, h.Release(ctx))
 			}
 		})
 	}
@@ -188,7 +188,7 @@ func TestRWMutexWriterNotStarvedByReaders(t *testing.T) {
 	waited := time.Since(at)
 	require.NotNil(t, h)
 	stop.Store(true)
-	require.NoError(t, h.Unlock(ctx))
+	require.NoError(t, h.Release(ctx))
 	wg.Wait()
 	assert.Zero(t, lateReads.Load(), "readers were let in while the writer waited")
 	assert.Less(t, waited, late.Bound(readerTTL), "the writer waited past one reader lease")
@@ -217,14 +217,14 @@ func TestRWMutexUpgradeRefusedAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, st.Waiting, "the refused upgrade left a mark")
 	assert.Len(t, st.Readers, 1)
-	require.NoError(t, r.Unlock(context.Background()))
+	require.NoError(t, r.Release(context.Background()))
 
 	w, err := rw.Lock(context.Background())
 	require.NoError(t, err)
 	_, err = rw.Lock(w.Context())
 	require.ErrorIs(t, err, mutex.ErrInvalid)
 	require.False(t, errors.Is(err, mutex.ErrUpgrade))
-	require.NoError(t, w.Unlock(context.Background()))
+	require.NoError(t, w.Release(context.Background()))
 }
 
 // Downgrade keeps the write's token and lets other readers in, not
@@ -236,7 +236,7 @@ func TestRWMutexDowngrade(t *testing.T) {
 		first, err := b.RLock(ctx)
 		require.NoError(t, err)
 		assert.Zero(t, first.Token(), "no write was granted yet")
-		require.NoError(t, first.Unlock(ctx))
+		require.NoError(t, first.Release(ctx))
 
 		w, err := a.Lock(ctx)
 		require.NoError(t, err)
@@ -249,11 +249,11 @@ func TestRWMutexDowngrade(t *testing.T) {
 		assert.Equal(t, w.Token(), r.Token(), "a reader reads after the last write")
 		_, err = b.TryLock(ctx)
 		require.ErrorIs(t, err, mutex.ErrNotAcquired)
-		require.NoError(t, w.Unlock(ctx))
-		require.NoError(t, r.Unlock(ctx))
+		require.NoError(t, w.Release(ctx))
+		require.NoError(t, r.Release(ctx))
 		w2, err := b.TryLock(ctx)
 		require.NoError(t, err)
 		assert.Greater(t, w2.Token(), w.Token())
-		require.NoError(t, w2.Unlock(ctx))
+		require.NoError(t, w2.Release(ctx))
 	})
 }

@@ -15,6 +15,7 @@ import (
 	httplock "github.com/redfence/redfence/middleware/httplock"
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/backend"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
 // handing is a memory whose grants carry a handle of their own, and which
@@ -69,7 +70,7 @@ func TestSeamHandle(t *testing.T) {
 	_, err = lk.TTL(ctx)
 	require.NoError(t, err)
 	require.NoError(t, lk.Extend(ctx, time.Hour))
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -132,17 +133,17 @@ func TestSeamHandOff(t *testing.T) {
 	require.Eventually(t, func() bool { return mutex.WaitersOf(l, "o") == 1 && h.attempts.Load() >= 3 },
 		10*time.Second, time.Millisecond, "the waiter tried and parked")
 	before := h.attempts.Load()
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 	w := <-got
 	require.NotNil(t, w)
 	assert.Equal(t, int64(1), h.handoffs.Load())
 	assert.Equal(t, before, h.attempts.Load(), "handed the lock, the waiter made no attempt of its own")
 	assert.Greater(t, w.Token(), lk.Token())
-	owner, held := h.holder("t:o")
+	owner, held := h.holder("o")
 	assert.True(t, held)
 	assert.NotEmpty(t, owner)
-	require.NoError(t, w.Unlock(ctx))
-	_, held = h.holder("t:o")
+	require.NoError(t, w.Release(ctx))
+	_, held = h.holder("o")
 	assert.False(t, held, "the waiter's Unlock released the handed-off lock: its lease matched")
 }
 
@@ -154,13 +155,14 @@ type lending struct {
 
 func (l lending) Client() redis.UniversalClient { return l.c }
 
-// A backend that is a ClientHolder lends its client through Locker.Client,
-// and httplock accepts the Locker; one that lends none (a nil client, typed
-// or not), or is no ClientHolder, gets a nil Client, and httplock refuses it.
+// A backend that is a redisdriver.ClientHolder lends its client
+// (redisdriver.ClientOf), and httplock accepts the Locker; one that lends
+// none (a nil client, typed or not), or is no ClientHolder, lends nil, and
+// httplock refuses it.
 func TestSeamClientHolder(t *testing.T) {
 	c, _ := testutil.Redis(t)
 	l := memLocker(t, lending{newMemory(), c})
-	assert.Same(t, c, l.Client())
+	assert.Same(t, c, redisdriver.ClientOf(l.Backend()))
 	_, err := httplock.New(l)
 	assert.NoError(t, err)
 
@@ -171,7 +173,7 @@ func TestSeamClientHolder(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			l := memLocker(t, b)
-			assert.Nil(t, l.Client())
+			assert.Nil(t, redisdriver.ClientOf(l.Backend()))
 			_, err := httplock.New(l)
 			assert.ErrorIs(t, err, httplock.ErrInvalid)
 		})

@@ -91,16 +91,16 @@ func TestSeamLockAllBatches(t *testing.T) {
 	assert.EqualValues(t, 2, b.calls.Load(), "one AcquireAll per group")
 	assert.Zero(t, acquires.Load(), "no key on its own")
 	assert.Equal(t, []string{"k2", "k4", "k1", "k3"}, ls.Keys())
-	require.NoError(t, ls.Unlock(ctx))
+	require.NoError(t, ls.Release(ctx))
 
 	lk, err := other.Lock(ctx, "k3", mutex.WithTTL(100*time.Millisecond), mutex.WithAutoRenew(false))
 	require.NoError(t, err)
 	ls, err = l.LockAll(ctx, []string{"k1", "k3"}, mutex.WithRetry(time.Millisecond, 10*time.Millisecond))
 	require.NoError(t, err, "taken key by key once k3's lease ran out")
-	assert.Greater(t, ls.Token("k3"), lk.Token())
+	assert.Greater(t, ls.TokenOf("k3"), lk.Token())
 	assert.EqualValues(t, 3, b.calls.Load())
 	assert.Positive(t, acquires.Load(), "the busy group went key by key")
-	require.NoError(t, ls.Unlock(ctx))
+	require.NoError(t, ls.Release(ctx))
 
 	// Calls of this Locker waiting for a key go first: TryLockAll refuses
 	// without asking the backend, as TryLock does.
@@ -110,7 +110,7 @@ func TestSeamLockAllBatches(t *testing.T) {
 	go func() {
 		w, err := l.Lock(ctx, "k2", mutex.WithOwner(waiterOwner))
 		if err == nil {
-			err = w.Unlock(ctx)
+			err = w.Release(ctx)
 		}
 		waiting <- err
 	}()
@@ -120,7 +120,7 @@ func TestSeamLockAllBatches(t *testing.T) {
 	assert.ErrorIs(t, err, mutex.ErrNotAcquired)
 	assert.Equal(t, calls, b.calls.Load(), "no AcquireAll")
 	assert.Equal(t, tries, acquires.Load(), "no Acquire")
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 	require.NoError(t, <-waiting)
 }
 
@@ -143,7 +143,7 @@ func TestSeamLockAllBatchFailure(t *testing.T) {
 	require.NoError(t, err, "key by key after the failed group")
 	abandoned(ctx, t, b.memory)
 	abandoned(ctx, t, b.memory)
-	require.NoError(t, ls.Unlock(ctx))
+	require.NoError(t, ls.Release(ctx))
 
 	// A grant without a token would break every fence: refused, abandoned.
 	b.failAll = nil
@@ -164,31 +164,31 @@ func TestSeamLockAllReentrancy(t *testing.T) {
 	require.NoError(t, err)
 	lk, err := l.Lock(ls.Context(), "r4")
 	require.NoError(t, err)
-	assert.Equal(t, ls.Token("r4"), lk.Token())
+	assert.Equal(t, ls.TokenOf("r4"), lk.Token())
 	inner, err := l.LockAll(ls.Context(), []string{"r2", "r4"})
 	require.NoError(t, err)
-	assert.Equal(t, ls.Token("r2"), inner.Token("r2"))
+	assert.Equal(t, ls.TokenOf("r2"), inner.TokenOf("r2"))
 	assert.EqualValues(t, 1, b.calls.Load(), "the re-entries asked nothing")
-	require.NoError(t, inner.Unlock(ctx))
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, inner.Release(ctx))
+	require.NoError(t, lk.Release(ctx))
 	_, err = other.TryLockAll(ctx, []string{"r4"})
 	assert.ErrorIs(t, err, mutex.ErrNotAcquired, "the outer set still holds r1")
 	require.NoError(t, ls.Context().Err())
-	require.NoError(t, ls.Unlock(ctx))
+	require.NoError(t, ls.Release(ctx))
 	ls, err = other.TryLockAll(ctx, []string{"r4", "r2"})
 	require.NoError(t, err)
-	require.NoError(t, ls.Unlock(ctx))
+	require.NoError(t, ls.Release(ctx))
 
 	o1, err := l.LockAll(ctx, []string{"o1", "o2"}, mutex.WithOwner("job-7"))
 	require.NoError(t, err)
 	o2, err := other.LockAll(ctx, []string{"o2", "o3"}, mutex.WithOwner("job-7"))
 	require.NoError(t, err, "the same owner re-enters o2 in the backend")
-	assert.Equal(t, o1.Token("o2"), o2.Token("o2"))
-	require.NoError(t, o2.Unlock(ctx))
-	owner, held := b.holder("t:o2")
+	assert.Equal(t, o1.TokenOf("o2"), o2.TokenOf("o2"))
+	require.NoError(t, o2.Release(ctx))
+	owner, held := b.holder("o2")
 	assert.True(t, held)
 	assert.Equal(t, "job-7", owner)
-	require.NoError(t, o1.Unlock(ctx))
+	require.NoError(t, o1.Release(ctx))
 }
 
 // DoAll's fn runs holding every key, on a context that ends when one is
@@ -198,19 +198,19 @@ func TestSeamDoAll(t *testing.T) {
 	l := memLocker(t, m)
 	ctx := seamCtx(t)
 	err := l.DoAll(ctx, []string{"d1", "d2"}, func(ctx context.Context, ls *mutex.Locks) error {
-		m.drop("t:d2")
+		m.drop("d2")
 		<-ctx.Done()
 		assert.ErrorIs(t, context.Cause(ctx), mutex.ErrLockLost)
 		return context.Cause(ctx)
 	}, mutex.WithTTL(50*time.Millisecond))
 	assert.ErrorIs(t, err, mutex.ErrLockLost)
-	_, held := m.holder("t:d1")
+	_, held := m.holder("d1")
 	assert.False(t, held, "d1 released")
 
 	assert.Panics(t, func() {
 		_ = l.DoAll(ctx, []string{"d1", "d2"}, func(context.Context, *mutex.Locks) error { panic("boom") })
 	})
-	_, held = m.holder("t:d1")
+	_, held = m.holder("d1")
 	assert.False(t, held, "released after the panic")
 }
 
@@ -244,15 +244,15 @@ func TestSeamLockAllBadInput(t *testing.T) {
 		},
 		"nil fn":         func() error { return l.DoAll(ctx, []string{"a"}, nil) },
 		"DoAll no keys":  func() error { return l.DoAll(ctx, nil, noop) },
-		"Unlock nil ctx": func() error { ls, _ := l.LockAll(ctx, []string{"u"}); defer ls.Unlock(ctx); return ls.Unlock(nilCtx) },
+		"Unlock nil ctx": func() error { ls, _ := l.LockAll(ctx, []string{"u"}); defer ls.Release(ctx); return ls.Release(nilCtx) },
 		"Extend nil ctx": func() error {
 			ls, _ := l.LockAll(ctx, []string{"u"})
-			defer ls.Unlock(ctx)
+			defer ls.Release(ctx)
 			return ls.Extend(nilCtx, time.Second)
 		},
 		"Extend below min": func() error {
 			ls, _ := l.LockAll(ctx, []string{"u"})
-			defer ls.Unlock(ctx)
+			defer ls.Release(ctx)
 			return ls.Extend(ctx, time.Millisecond)
 		},
 	}
@@ -267,9 +267,56 @@ func TestSeamLockAllBadInput(t *testing.T) {
 		})
 	}
 	var nilSet *mutex.Locks
-	assert.ErrorIs(t, nilSet.Unlock(ctx), mutex.ErrNotHeld)
+	assert.ErrorIs(t, nilSet.Release(ctx), mutex.ErrNotHeld)
 	assert.ErrorIs(t, nilSet.Extend(ctx, time.Second), mutex.ErrNotHeld)
 	assert.ErrorIs(t, context.Cause(nilSet.Context()), mutex.ErrNotHeld)
 	assert.Nil(t, nilSet.Keys())
-	assert.Zero(t, nilSet.Token("a"))
+	assert.Zero(t, nilSet.TokenOf("a"))
+	assert.Zero(t, nilSet.Token())
+	assert.True(t, nilSet.Deadline().IsZero())
+}
+
+// A set is a mutex.Hold: its Token is the largest of its keys' tokens, and
+// a later LockAll of the same keys has a larger one (each key's grew); its
+// Deadline is the earliest of its keys' local deadlines, here a key
+// re-entered from a shorter lease.
+func TestSeamLocksTokenAndDeadline(t *testing.T) {
+	m := watching{newMemory()}
+	l := memLocker(t, m)
+	ctx := seamCtx(t)
+	var hold mutex.Hold
+	ls, err := l.LockAll(ctx, []string{"c", "a", "b"}, mutex.WithTTL(time.Hour), mutex.WithAutoRenew(false))
+	require.NoError(t, err)
+	hold = ls
+	largest := max(ls.TokenOf("a"), ls.TokenOf("b"), ls.TokenOf("c"))
+	assert.Equal(t, largest, hold.Token(), "the largest of the keys' tokens")
+	assert.Positive(t, ls.TokenOf("a"))
+	assert.NotEqual(t, ls.TokenOf("a"), ls.TokenOf("c"), "a token per key")
+	require.NoError(t, ls.Release(ctx))
+
+	again, err := l.LockAll(ctx, []string{"b", "c", "a"}, mutex.WithTTL(time.Hour), mutex.WithAutoRenew(false))
+	require.NoError(t, err)
+	assert.Greater(t, again.Token(), largest, "a later set of the same keys fences the earlier out")
+	for _, k := range []string{"a", "b", "c"} {
+		assert.Greater(t, again.TokenOf(k), ls.TokenOf(k), k)
+		assert.LessOrEqual(t, again.TokenOf(k), again.Token(), k)
+	}
+	require.NoError(t, again.Release(ctx))
+
+	before := time.Now()
+	short, err := l.Lock(ctx, "b", mutex.WithTTL(time.Minute), mutex.WithAutoRenew(false))
+	require.NoError(t, err)
+	set, err := l.LockAll(short.Context(), []string{"a", "b", "c"}, mutex.WithTTL(time.Hour), mutex.WithAutoRenew(false))
+	require.NoError(t, err)
+	hold = set
+	assert.Equal(t, short.Deadline(), hold.Deadline(), "the re-entered key's deadline is the earliest")
+	assert.WithinRange(t, set.Deadline(), before.Add(time.Minute-time.Second), time.Now().Add(time.Minute))
+	require.NoError(t, set.Release(ctx))
+	require.NoError(t, short.Release(ctx))
+
+	set, err = l.LockAll(ctx, []string{"a", "b"}, mutex.WithTTL(time.Hour), mutex.WithAutoRenew(false))
+	require.NoError(t, err)
+	assert.WithinRange(t, set.Deadline(), time.Now().Add(time.Hour-time.Minute), time.Now().Add(time.Hour),
+		"an hour's lease less the drift margin")
+	require.NoError(t, set.Release(ctx))
 }

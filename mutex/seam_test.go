@@ -3,6 +3,8 @@ package mutex_test
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/backend"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
 // memory is a deliberately simple backend.Backend, in memory and outside
@@ -31,7 +34,6 @@ type memory struct {
 	grant     *backend.Grant
 	onAcquire func(backend.Attempt)                            // called in every Acquire, when set
 	extend    func([]backend.Lease) ([]backend.Renewal, error) // replaces Extend, when set
-	audit     map[string][]backend.ForceRecord                 // forced releases by key, latest first (inspecting)
 }
 
 type memLock struct {
@@ -206,11 +208,12 @@ var (
 	_ backend.Watcher = watching{}
 )
 
-// memLocker is a Locker over b and nothing else; its keys reach b as
-// "t:" + key.
+// memLocker is a Locker over b and nothing else, whose Close at the
+// test's end must succeed; its keys reach b as given.
 func memLocker(t *testing.T, b backend.Backend, opts ...mutex.Option) *mutex.Locker {
-	l := mutex.NewWithBackend(b, append([]mutex.Option{mutex.WithPrefix("t:")}, opts...)...)
-	require.NoError(t, l.Err())
+	t.Helper()
+	l, err := mutex.New(b, opts...)
+	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, l.Close()) })
 	return l
 }
@@ -254,7 +257,7 @@ func TestSeamMutualExclusion(t *testing.T) {
 					assert.Greater(t, lk.Token(), last)
 					last = lk.Token()
 					inside.Add(-1)
-					assert.NoError(t, lk.Unlock(ctx))
+					assert.NoError(t, lk.Release(ctx))
 				}
 			})
 		}
@@ -276,12 +279,12 @@ func TestSeamWaitingOrderAndHandOff(t *testing.T) {
 			w, err := l.Lock(ctx, "q", mutex.WithRetry(time.Hour, time.Hour), mutex.WithTTL(time.Hour))
 			if assert.NoError(t, err) {
 				order <- i
-				assert.NoError(t, w.Unlock(ctx))
+				assert.NoError(t, w.Release(ctx))
 			}
 		})
 		require.Eventually(t, func() bool { return mutex.WaitersOf(l, "q") == i+1 }, 10*time.Second, time.Millisecond)
 	}
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 	wg.Wait()
 	close(order)
 	want := 0
@@ -308,12 +311,12 @@ func TestSeamWatcherWakesOtherLockers(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool { return m.watched() == 1 }, 10*time.Second, time.Millisecond,
 		"the waiter asked the backend to watch the key")
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 	require.NoError(t, <-errs)
 	w := <-got
 	assert.Greater(t, w.Token(), lk.Token())
 	assert.Zero(t, m.watched(), "nobody waits: the watch stopped")
-	require.NoError(t, w.Unlock(ctx))
+	require.NoError(t, w.Release(ctx))
 }
 
 // Without a Watcher, a waiter of another Locker polls, each poll bounded by
@@ -327,8 +330,8 @@ func TestSeamPollWithoutWatcher(t *testing.T) {
 	w, err := b.Lock(ctx, "p", mutex.WithRetry(time.Hour, time.Hour))
 	require.NoError(t, err, "the poll found the lease over")
 	assert.Greater(t, w.Token(), lk.Token())
-	assert.ErrorIs(t, lk.Unlock(ctx), mutex.ErrNotHeld, "the first lease ran out")
-	require.NoError(t, w.Unlock(ctx))
+	assert.ErrorIs(t, lk.Release(ctx), mutex.ErrNotHeld, "the first lease ran out")
+	require.NoError(t, w.Release(ctx))
 }
 
 // Reentrancy, through the context (locally) and through an owner id (in the
@@ -342,22 +345,22 @@ func TestSeamReentrancy(t *testing.T) {
 	again, err := a.Lock(lk.Context(), "r")
 	require.NoError(t, err)
 	assert.Same(t, lk, again)
-	require.NoError(t, again.Unlock(ctx))
+	require.NoError(t, again.Release(ctx))
 	_, err = b.TryLock(ctx, "r")
 	assert.ErrorIs(t, err, mutex.ErrNotAcquired, "the inner Unlock kept the lock")
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 
 	o1, err := a.Lock(ctx, "o", mutex.WithOwner("job-7"))
 	require.NoError(t, err)
 	o2, err := b.Lock(ctx, "o", mutex.WithOwner("job-7"))
 	require.NoError(t, err)
 	assert.Equal(t, o1.Token(), o2.Token())
-	require.NoError(t, o2.Unlock(ctx))
-	owner, held := m.holder("t:o")
+	require.NoError(t, o2.Release(ctx))
+	owner, held := m.holder("o")
 	assert.True(t, held, "one count left")
 	assert.Equal(t, "job-7", owner)
-	require.NoError(t, o1.Unlock(ctx))
-	_, held = m.holder("t:o")
+	require.NoError(t, o1.Release(ctx))
+	_, held = m.holder("o")
 	assert.False(t, held)
 }
 
@@ -379,31 +382,87 @@ func TestSeamRenewalAndLoss(t *testing.T) {
 	require.NoError(t, err)
 	assert.Positive(t, left)
 
-	m.drop("t:n")
+	m.drop("n")
 	select {
 	case <-lk.Context().Done():
 	case <-ctx.Done():
 		t.Fatal("the loss was never signalled")
 	}
 	assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrLockLost)
-	assert.ErrorIs(t, lk.Unlock(ctx), mutex.ErrNotHeld)
+	assert.ErrorIs(t, lk.Release(ctx), mutex.ErrNotHeld)
 }
 
-// Keys reach the backend with the Locker's prefix and nothing else, and
-// Close releases what the Locker holds there.
-func TestSeamPrefixAndClose(t *testing.T) {
+// Keys reach the backend as the caller gives them, with no prefix of the
+// Locker's (a prefix is the driver's), and Close releases what the Locker
+// holds there.
+func TestSeamKeysAndClose(t *testing.T) {
 	m := newMemory()
-	l := mutex.NewWithBackend(m, mutex.WithPrefix("app:"))
-	lk, err := l.Lock(seamCtx(t), "k")
+	l, err := mutex.New(m)
+	require.NoError(t, err)
+	lk, err := l.Lock(seamCtx(t), "app:k")
 	require.NoError(t, err)
 	_, held := m.holder("app:k")
 	assert.True(t, held)
+	m.mu.Lock()
+	keys := slices.Collect(maps.Keys(m.locks))
+	m.mu.Unlock()
+	assert.Equal(t, []string{"app:k"}, keys, "the key as given, and nothing else")
 	require.NoError(t, l.Close())
 	_, held = m.holder("app:k")
 	assert.False(t, held, "Close released it")
 	assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrReleased)
-	assert.Nil(t, l.Client(), "no Redis client to lend adapters")
+	assert.Nil(t, redisdriver.ClientOf(l.Backend()), "no Redis client to lend adapters")
 	assert.Equal(t, backend.Backend(m), l.Backend(), "adapters reach the backend given, for its capabilities")
+}
+
+// closing is a memory that is an io.Closer, counting its Close calls and
+// failing them with err.
+type closing struct {
+	*memory
+	closes atomic.Int32
+	err    error
+}
+
+func (c *closing) Close() error {
+	c.closes.Add(1)
+	return c.err
+}
+
+// The Locker owns its backend: Close closes one that is an io.Closer,
+// once however often the Locker is closed, after releasing what it held
+// there, and returns the backend's error; one that is no io.Closer is left
+// as it is.
+func TestSeamCloseClosesTheBackend(t *testing.T) {
+	ctx := seamCtx(t)
+	b := &closing{memory: newMemory()}
+	l, err := mutex.New(b)
+	require.NoError(t, err)
+	lk, err := l.Lock(ctx, "k")
+	require.NoError(t, err)
+	assert.Zero(t, b.closes.Load(), "New does not close it")
+	require.NoError(t, l.Close())
+	assert.EqualValues(t, 1, b.closes.Load())
+	_, held := b.holder("k")
+	assert.False(t, held, "released before the backend closed")
+	assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrReleased)
+	require.NoError(t, l.Close(), "a second Close")
+	assert.EqualValues(t, 1, b.closes.Load(), "closed once")
+
+	boom := errors.New("close failed")
+	failing := &closing{memory: newMemory(), err: boom}
+	l, err = mutex.New(failing)
+	require.NoError(t, err)
+	assert.ErrorIs(t, l.Close(), boom, "the backend's Close error is Close's")
+	assert.EqualValues(t, 1, failing.closes.Load())
+
+	// A backend that is no io.Closer still works after the Locker closed.
+	m := newMemory()
+	l, err = mutex.New(m)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	g, err := m.Acquire(ctx, backend.Attempt{Key: "after", Owner: "o", TTL: time.Second})
+	require.NoError(t, err)
+	assert.Equal(t, backend.Acquired, g.Status)
 }
 
 // A backend that fails is an outage, with its error; what the failed
@@ -439,9 +498,10 @@ func TestSeamBackendErrors(t *testing.T) {
 func TestSeamNilBackend(t *testing.T) {
 	for name, b := range map[string]backend.Backend{"nil": nil, "typed nil": (*memory)(nil)} {
 		t.Run(name, func(t *testing.T) {
-			l := mutex.NewWithBackend(b)
-			assert.ErrorIs(t, l.Err(), mutex.ErrInvalid)
-			_, err := l.TryLock(context.Background(), "k")
+			l, err := mutex.New(b)
+			assert.ErrorIs(t, err, mutex.ErrInvalid)
+			assert.Nil(t, l)
+			_, err = l.TryLock(context.Background(), "k")
 			assert.ErrorIs(t, err, mutex.ErrInvalid)
 			assert.Nil(t, l.Backend())
 			assert.NoError(t, l.Close())
@@ -458,8 +518,9 @@ func TestSeamNilBackend(t *testing.T) {
 func TestSeamNoAbandonOfAGivenOwner(t *testing.T) {
 	m := newMemory()
 	m.fail, m.abandons = errors.New("store unreachable"), make(chan string, 4)
-	l := mutex.NewWithBackend(m)
-	_, err := l.TryLock(seamCtx(t), "g", mutex.WithOwner("job-7"))
+	l, err := mutex.New(m)
+	require.NoError(t, err)
+	_, err = l.TryLock(seamCtx(t), "g", mutex.WithOwner("job-7"))
 	assert.ErrorIs(t, err, mutex.ErrUnavailable)
 	require.NoError(t, l.Close()) // waits for the Locker's background work
 	assert.Empty(t, m.abandons)
@@ -526,7 +587,7 @@ func TestSeamTTL(t *testing.T) {
 	left, err := lk.TTL(ctx)
 	require.NoError(t, err)
 	assert.Greater(t, left, 59*time.Minute)
-	m.drop("t:t")
+	m.drop("t")
 	_, err = lk.TTL(ctx)
 	assert.ErrorIs(t, err, mutex.ErrNotHeld)
 	assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrLockLost)
@@ -550,5 +611,5 @@ func TestSeamEagerWatcher(t *testing.T) {
 	w, err := b.Lock(ctx, "e", mutex.WithRetry(time.Hour, time.Hour))
 	require.NoError(t, err)
 	assert.Greater(t, w.Token(), lk.Token())
-	require.NoError(t, w.Unlock(ctx))
+	require.NoError(t, w.Release(ctx))
 }

@@ -8,59 +8,33 @@ import (
 	"time"
 )
 
-// MaxLimit bounds a semaphore's limit: every permit is a holder the
-// backend keeps and every script reads, and a limit in the millions is
-// almost always a bug (a byte count given as a count).
+// MaxLimit bounds a semaphore's limit: a limit in the millions is a bug (a
+// byte count given as a count).
 const MaxLimit = 1 << 16
 
-// Semaphore hands out at most a limit of permits on one name, across every
-// Locker of the backend (Locker.Semaphore). Each permit is held as a lock
-// is: its own holder id, a lease on the backend's clock renewed in the
+// Semaphore hands out at most a limit of permits on one key across every
+// Locker of the backend (NewSemaphore). Each permit is held as a lock is:
+// its own holder id, a lease on the backend's clock renewed in the
 // Locker's batches, a context that ends when it is lost, and a fencing
-// token. It is safe for concurrent use and holds no goroutine of its own:
-// the Locker's Close releases its permits.
-//
-// The design choices, against the known failures of semaphores:
-//   - A permit is its holder, never a count: the backend keeps the set of
-//     live holders, so a release of a permit not held (twice, late, after
-//     its lease ran out) changes nothing and never adds a permit.
-//   - Leases run on the backend's clock, and every script of the Redis
-//     driver takes out the holders whose lease ran out before it does
-//     anything else: a dead process's permit comes back within one lease,
-//     and never before that holder's local deadline (which ends the
-//     permit's context first, by the drift margin).
-//   - Waiting makes no herd: goroutines of one Locker wait in one FIFO
-//     queue per semaphore and only its head asks the backend; a release
-//     in this process wakes the head directly, one elsewhere through the
-//     backend's notification (backend.Semaphorer.WatchPermits), and a poll
-//     bounded by the shortest lease left covers lost notifications and
-//     dead holders.
-//   - The limit lives in the backend: n given to Locker.Semaphore is stored
-//     by the first grant when none is, SetLimit changes it for everyone,
-//     and lowering it takes no permit back.
-//
-// Tokens increase per semaphore across every permit; they are the
-// semaphore's own sequence, not that of the lock of the same name (see the
-// driver's doc), so a fence shared by both needs a resource name for each.
+// token that rises per semaphore (its own sequence, not the lock's of the
+// same key). The backend keeps the set of live holders, not a count, so a
+// double or late release never adds a permit, and a dead process's permit
+// comes back within one lease. It is safe for concurrent use;
+// docs/locking.md has the design.
 type Semaphore struct {
 	holdTarget              // its queue's key is semQueueKey
 	limit      atomic.Int64 // what an attempt stores when the backend has none
 }
 
-// Semaphore returns the semaphore of name with n permits, for Acquire and
-// TryAcquire. n is stored as the limit by the first permit granted when
-// the backend holds none for name (first use, or after every trace of it
-// expired, WithFenceTTL after its last use); otherwise the stored limit
-// applies, and SetLimit changes it for every process. Options are those
-// of Lock: WithTTL (each permit's lease), WithAutoRenew, WithRetry;
-// WithOwner and WithReplicaAck are refused (ErrInvalid): a permit's holder
-// is random per acquisition.
-//
-// It sends nothing. A backend without semaphores (Redlock, an outside
-// backend without backend.Semaphorer) returns an error matching
-// errors.ErrUnsupported; a bad name, n outside 1..MaxLimit or a bad option
+// NewSemaphore returns l's semaphore of key with n permits. n is stored as
+// the limit by the first permit granted while the backend holds none for
+// key; otherwise the stored limit applies (SetLimit changes it for
+// everyone). Options are Lock's WithTTL, WithAutoRenew and WithRetry;
+// WithOwner and WithReplicaAck are refused. It sends nothing. A backend
+// without backend.Semaphorer returns an error matching
+// errors.ErrUnsupported; a bad key, n outside 1..MaxLimit or a bad option
 // one matching ErrInvalid.
-func (l *Locker) Semaphore(name string, n int, opts ...LockOption) (*Semaphore, error) {
+func NewSemaphore(l *Locker, name string, n int, opts ...LockOption) (*Semaphore, error) {
 	if err := l.check(context.Background(), name); err != nil {
 		return nil, err
 	}
@@ -79,7 +53,7 @@ func (l *Locker) Semaphore(name string, n int, opts ...LockOption) (*Semaphore, 
 	case lc.replicas > 0:
 		return nil, invalid("WithReplicaAck does not apply to a semaphore")
 	}
-	s := &Semaphore{holdTarget: holdTarget{l: l, name: name, key: l.name(name), qkey: semQueueKey(name), lc: lc}}
+	s := &Semaphore{holdTarget: holdTarget{l: l, name: name, key: name, qkey: semQueueKey(name), lc: lc}}
 	s.limit.Store(int64(n))
 	return s, nil
 }
@@ -92,14 +66,13 @@ var errSemaphoreUnsupported = fmt.Errorf("%w: this Locker's backend keeps no sem
 // never handed a lock), and no user key does.
 func semQueueKey(name string) string { return "\x00semaphore\x00" + name }
 
-// Name returns the semaphore's name.
-func (s *Semaphore) Name() string { return s.name }
+// Key returns the semaphore's key.
+func (s *Semaphore) Key() string { return s.name }
 
-// SetLimit sets the semaphore's limit to n for every process, from now on.
-// Permits held are never taken back: a lower limit only stops grants until
-// fewer are held; a higher one wakes waiters. On a server error returns it
-// (the limit may or may not have changed). n outside 1..MaxLimit returns an
-// error matching ErrInvalid and sends nothing.
+// SetLimit sets the limit to n for every process. Permits held are never
+// taken back: a lower limit stops grants until fewer are held; a higher one
+// wakes waiters. On a store error the limit may or may not have changed. n
+// outside 1..MaxLimit returns ErrInvalid and sends nothing.
 func (s *Semaphore) SetLimit(ctx context.Context, n int) error {
 	if err := s.usable(ctx); err != nil {
 		return err

@@ -6,18 +6,11 @@ import (
 	"github.com/redfence/redfence/mutex/backend"
 )
 
-// Acquire takes a permit, waiting until one is free or ctx ends. Goroutines
-// of this Locker wait in arrival order and only the first asks the
-// backend; it is woken by a release (here, or elsewhere through the
-// backend's notification) or a raised limit, and polls, with WithRetry's
-// backoff bounded by the shortest lease left among the holders, for
-// notifications lost and holders that died.
-//
-// When ctx ends first, returns errors.Join(ErrNotAcquired, ctx.Err()) and,
-// when the last attempt failed on the server, an error matching
-// ErrUnavailable that wraps the server's; ErrClosed once the Locker
-// closed. Whatever an attempt cut short may have taken is given back on a
-// context of its own.
+// Acquire takes a permit, waiting until one is free or ctx ends, as Lock
+// waits (arrival order, woken by releases and raised limits, a poll bounded
+// by the shortest lease left). When ctx ends first, returns
+// errors.Join(ErrNotAcquired, ctx.Err()), with ErrUnavailable when the last
+// attempt failed on the store; ErrClosed once the Locker closed.
 func (s *Semaphore) Acquire(ctx context.Context) (*Permit, error) {
 	return s.acquire(ctx, "redfence.Semaphore.Acquire", true)
 }

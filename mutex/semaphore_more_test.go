@@ -65,8 +65,8 @@ func TestSemaphoreKilledHolderRegrantedWithinLease(t *testing.T) {
 // its token, and wait to be killed.
 func holdUntilKilled(t *testing.T, addr string, ttl time.Duration) {
 	c := redis.NewClient(&redis.Options{Addr: addr})
-	l := mutex.New(c)
-	s, err := l.Semaphore("killed", 1, mutex.WithTTL(ttl))
+	l := mustLocker(t, c)
+	s, err := mutex.NewSemaphore(l, "killed", 1, mutex.WithTTL(ttl))
 	require.NoError(t, err)
 	p, err := s.Acquire(context.Background())
 	require.NoError(t, err)
@@ -82,7 +82,8 @@ func TestSemaphoreStalledHolderFencedOut(t *testing.T) {
 	a, b := newLocker(t, c), newLocker(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a test that breaks fails, never hangs
 	defer cancel()
-	f := redisfence.New(c)
+	f, err := redisfence.New(c)
+	require.NoError(t, err)
 	write := func(token int64, v string) error {
 		return f.Do(ctx, "exports", token, nil, func(ctx context.Context, tx *redis.Tx, pipe redis.Pipeliner) error {
 			pipe.Set(ctx, redisfence.Tag("exports")+"last", v, 0)
@@ -179,7 +180,7 @@ func TestSemaphoreReleaseWakesOtherLocker(t *testing.T) {
 // bad input is refused before anything is sent.
 func TestSemaphoreRefusals(t *testing.T) {
 	clients, _ := redlockNodes(t, 3)
-	_, err := newRedlock(t, clients).Semaphore("x", 2)
+	_, err := mutex.NewSemaphore(newRedlock(t, clients), "x", 2)
 	assert.ErrorIs(t, err, errors.ErrUnsupported)
 	assert.NotErrorIs(t, err, mutex.ErrInvalid)
 
@@ -187,12 +188,15 @@ func TestSemaphoreRefusals(t *testing.T) {
 	l := newLocker(t, c)
 	var nilCtx context.Context // a variable: staticcheck refuses a literal nil
 	for name, fn := range map[string]func() error{
-		"zero limit":   func() error { _, err := l.Semaphore("x", 0); return err },
-		"huge limit":   func() error { _, err := l.Semaphore("x", mutex.MaxLimit+1); return err },
-		"empty name":   func() error { _, err := l.Semaphore("", 1); return err },
-		"owner":        func() error { _, err := l.Semaphore("x", 1, mutex.WithOwner("me")); return err },
-		"replica ack":  func() error { _, err := l.Semaphore("x", 1, mutex.WithReplicaAck(1, time.Second)); return err },
-		"bad ttl":      func() error { _, err := l.Semaphore("x", 1, mutex.WithTTL(-1)); return err },
+		"zero limit": func() error { _, err := mutex.NewSemaphore(l, "x", 0); return err },
+		"huge limit": func() error { _, err := mutex.NewSemaphore(l, "x", mutex.MaxLimit+1); return err },
+		"empty name": func() error { _, err := mutex.NewSemaphore(l, "", 1); return err },
+		"owner":      func() error { _, err := mutex.NewSemaphore(l, "x", 1, mutex.WithOwner("me")); return err },
+		"replica ack": func() error {
+			_, err := mutex.NewSemaphore(l, "x", 1, mutex.WithReplicaAck(1, time.Second))
+			return err
+		},
+		"bad ttl":      func() error { _, err := mutex.NewSemaphore(l, "x", 1, mutex.WithTTL(-1)); return err },
 		"nil ctx":      func() error { _, err := semaphore(t, l, "x", 1).Acquire(nilCtx); return err },
 		"set limit 0":  func() error { return semaphore(t, l, "x", 1).SetLimit(context.Background(), 0) },
 		"nil ctx hold": func() error { _, _, err := semaphore(t, l, "x", 1).Holders(nilCtx); return err },
@@ -209,7 +213,7 @@ func TestSemaphoreRefusals(t *testing.T) {
 // ErrClosed.
 func TestSemaphoreClose(t *testing.T) {
 	c, _ := testutil.Redis(t)
-	l := mutex.New(c)
+	l := mustLocker(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a test that breaks fails, never hangs
 	defer cancel()
 	s := semaphore(t, l, "close", 1)
@@ -242,7 +246,7 @@ func TestSemaphorePermitsRenewBesideLocks(t *testing.T) {
 	p, err := semaphore(t, l, "both", 1, mutex.WithTTL(ttl)).Acquire(ctx)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		held := l.Held()
+		held := adminOf(t, l).Held()
 		return len(held) == 2 && held[0].Renewals >= 4 && held[1].Renewals >= 4
 	}, 10*time.Second, time.Millisecond, "both renewed past several leases")
 	assert.NoError(t, lk.Context().Err())
@@ -252,7 +256,7 @@ func TestSemaphorePermitsRenewBesideLocks(t *testing.T) {
 	require.Len(t, holders, 1)
 	assert.Equal(t, p.Token(), holders[0].Token)
 	require.NoError(t, p.Release(ctx))
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 }
 
 // Holders only reads: it answers while the server holds writes (CLIENT

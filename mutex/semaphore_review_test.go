@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
 // Review (issue 39): each grant and extension sets the semaphore keys' TTL
@@ -19,7 +20,7 @@ import (
 // is still live: more than N live permits.
 func TestReviewSemaphoreMixedLeasesKeyExpiry(t *testing.T) {
 	eachBackend(t, func(t *testing.T, c redis.UniversalClient) {
-		l := newLocker(t, c, mutex.WithFenceTTL(time.Second))
+		l := newLocker(t, c, redisdriver.WithFenceTTL(time.Second))
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		long := semaphore(t, l, "mixed", 2, mutex.WithTTL(30*time.Second))

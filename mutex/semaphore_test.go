@@ -67,7 +67,7 @@ func (w *witness) check(t *testing.T) {
 
 func semaphore(t *testing.T, l *mutex.Locker, name string, n int, opts ...mutex.LockOption) *mutex.Semaphore {
 	t.Helper()
-	s, err := l.Semaphore(name, n, opts...)
+	s, err := mutex.NewSemaphore(l, name, n, opts...)
 	require.NoError(t, err)
 	return s
 }

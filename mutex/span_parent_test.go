@@ -21,8 +21,7 @@ func TestWorkUnderTheLockIsTheCallersChild(t *testing.T) {
 	c, _ := testutil.Redis(t)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	l := mutex.New(c, mutex.WithTracerProvider(tp))
-	t.Cleanup(func() { _ = l.Close() })
+	l := testutil.Locker(t, c, mutex.WithTracerProvider(tp))
 	tr := tp.Tracer("test")
 
 	for _, tc := range []struct {
@@ -33,7 +32,7 @@ func TestWorkUnderTheLockIsTheCallersChild(t *testing.T) {
 			lk, err := l.Lock(ctx, "parent:lock")
 			require.NoError(t, err)
 			work(lk.Context())
-			require.NoError(t, lk.Unlock(ctx))
+			require.NoError(t, lk.Release(ctx))
 		}},
 		{"Do", func(ctx context.Context, work func(ctx context.Context)) {
 			require.NoError(t, l.Do(ctx, "parent:do", func(ctx context.Context, _ *mutex.Lock) error {

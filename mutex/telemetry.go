@@ -126,15 +126,15 @@ type serverError interface {
 
 // errorType is a low-cardinality class of an attempt's error, for OTel's
 // error.type: a Redis error's prefix (NOPERM, LOADING, ...), "timeout", a
-// network operation ("dial", "read", ...), "quorum", or "_OTHER".
+// network operation ("dial", "read", ...), a driver error's own ErrorType (Redlock: "quorum"), or "_OTHER".
 func errorType(err error) string {
-	var qerr *QuorumError
+	var terr interface{ ErrorType() string }
 	var rerr serverError
 	var nerr net.Error
 	var operr *net.OpError
 	switch {
-	case errors.As(err, &qerr):
-		return "quorum"
+	case errors.As(err, &terr):
+		return terr.ErrorType()
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &nerr) && nerr.Timeout():
 		return "timeout"
 	case errors.As(err, &operr):

@@ -6,15 +6,14 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Unlock takes one count of the lock. An inner Unlock (after a re-entry
-// through the context) only counts down and touches nothing in Redis; the
-// last one releases the lock in Redis, wakes waiters and ends the lock's
-// context with ErrReleased. When the lock was already lost or released it
-// returns ErrNotHeld and changes nothing. On a server error the lock is
-// given up locally all the same (renewal stops, so the lease runs out within
-// one TTL), one more release is tried in the background, and the error is
-// returned.
-func (lk *Lock) Unlock(ctx context.Context) error {
+// Release takes one count of the lock: an inner Release (after a re-entry
+// through the context) only counts down; the last releases the lock in the
+// store, wakes waiters and ends the context with ErrReleased. A lock lost
+// or released already returns ErrNotHeld and changes nothing. On a store
+// error the lock is given up locally all the same (its lease runs out
+// within one TTL), one more release is tried in the background, and the
+// error is returned.
+func (lk *Lock) Release(ctx context.Context) error {
 	if err := lk.usable(ctx); err != nil {
 		return err
 	}

@@ -18,6 +18,9 @@ import (
 
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
+	"github.com/redfence/redfence/mutex/backend/redlockdriver"
 )
 
 // The bytes on the wire are pinned: the key names, the stored values'
@@ -28,28 +31,30 @@ import (
 func TestWireFormat(t *testing.T) {
 	t.Run("standalone", func(t *testing.T) {
 		c, _ := testutil.Redis(t)
-		w := wire{servers: []redis.UniversalClient{c}, queue: true}
-		w.run(t, func(opts ...mutex.Option) *mutex.Locker { return newLocker(t, c, opts...) })
+		w := wire{servers: []redis.UniversalClient{c}, queue: true, prefix: redisdriver.WithPrefix("wire:")}
+		w.run(t, func(opts ...any) *mutex.Locker { return newLocker(t, c, opts...) })
 	})
 	t.Run("cluster", func(t *testing.T) {
 		c := testutil.RedisCluster(t, 3).Client
-		w := wire{servers: []redis.UniversalClient{c}, queue: true, sharded: true}
-		w.run(t, func(opts ...mutex.Option) *mutex.Locker { return newLocker(t, c, opts...) })
+		w := wire{servers: []redis.UniversalClient{c}, queue: true, sharded: true, prefix: redisdriver.WithPrefix("wire:")}
+		w.run(t, func(opts ...any) *mutex.Locker { return newLocker(t, c, opts...) })
 	})
 	t.Run("redlock", func(t *testing.T) {
 		clients, _ := redlockNodes(t, 3)
-		w := wire{servers: clients}
-		w.run(t, func(opts ...mutex.Option) *mutex.Locker { return newRedlock(t, clients, opts...) })
+		w := wire{servers: clients, prefix: redlockdriver.WithPrefix("wire:")}
+		w.run(t, func(opts ...any) *mutex.Locker { return newRedlock(t, clients, opts...) })
 	})
 }
 
 // wire is one deployment: its servers (one client, or Redlock's nodes,
 // each of which holds every key), whether it keeps the queue of Lockers,
-// and whether its channel is sharded.
+// whether its channel is sharded, and its driver's option for the prefix
+// "wire:".
 type wire struct {
 	servers []redis.UniversalClient
 	queue   bool
 	sharded bool
+	prefix  any
 }
 
 const (
@@ -57,11 +62,11 @@ const (
 	idB    = `[0-9a-f]{32}@h=host-b&p=8`
 )
 
-func (w wire) run(t *testing.T, newL func(...mutex.Option) *mutex.Locker) {
+func (w wire) run(t *testing.T, newL func(...any) *mutex.Locker) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	a := newL(mutex.WithPrefix("wire:"), mutex.WithOwnerInfo(mutex.OwnerInfo{Host: "host-a", PID: 7, Service: "svc"}))
-	b := newL(mutex.WithPrefix("wire:"), mutex.WithOwnerInfo(mutex.OwnerInfo{Host: "host-b", PID: 8}))
+	a := newL(w.prefix, mutex.WithOwnerInfo(mutex.OwnerInfo{Host: "host-a", PID: 7, Service: "svc"}))
+	b := newL(w.prefix, mutex.WithOwnerInfo(mutex.OwnerInfo{Host: "host-b", PID: 8}))
 
 	lk, err := a.Lock(ctx, "k", mutex.WithTTL(30*time.Second), mutex.WithAutoRenew(false))
 	require.NoError(t, err)
@@ -87,7 +92,7 @@ func (w wire) run(t *testing.T, newL func(...mutex.Option) *mutex.Locker) {
 	w.expect(t, ctx, "waited for", waiting)
 
 	msgs := w.subscribe(t, ctx, "wire:{k}:released")
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 	reserved := "" // Redlock reserves for nobody
 	if w.queue {
 		reserved = idB
@@ -102,10 +107,10 @@ func (w wire) run(t *testing.T, newL func(...mutex.Option) *mutex.Locker) {
 	}
 	wl := <-got
 	require.NotNil(t, wl)
-	require.NoError(t, wl.Unlock(ctx))
+	require.NoError(t, wl.Release(ctx))
 	released := fmt.Sprintf(`string %d`, wl.Token())
 	if len(w.servers) > 1 {
-		// Unlock returns at a majority: a node whose release of lk landed
+		// Release returns at a majority: a node whose release of lk landed
 		// after b's attempt there (it answered "held") keeps lk's token,
 		// released, and b's release does not touch it.
 		released = fmt.Sprintf(`string (%d|%d)`, wl.Token(), lk.Token())
@@ -114,7 +119,7 @@ func (w wire) run(t *testing.T, newL func(...mutex.Option) *mutex.Locker) {
 
 	lk, err = a.Lock(ctx, "k", mutex.WithTTL(30*time.Second), mutex.WithAutoRenew(false))
 	require.NoError(t, err)
-	res, err := b.ForceRelease(ctx, "k", mutex.ForceOptions{By: "ops", Reason: "stuck"})
+	res, err := adminOf(t, b).ForceRelease(ctx, "k", admin.ForceOptions{By: "ops", Reason: "stuck"})
 	require.NoError(t, err)
 	require.Equal(t, lk.Token()+1, res.Floor)
 	w.expect(t, ctx, "forced", map[string]string{
@@ -136,7 +141,7 @@ func (w wire) run(t *testing.T, newL func(...mutex.Option) *mutex.Locker) {
 		"wire:{k}:audit": `stream .*`,
 		"wire:{" + hex.EncodeToString(sum[:]) + "}a{b}": fmt.Sprintf(`string %d 1 \d{16}\+30000 0 %s`, braces.Token(), ownerA),
 	})
-	require.NoError(t, braces.Unlock(ctx))
+	require.NoError(t, braces.Release(ctx))
 }
 
 // The keys of a LockAll hold what a Lock of each would: the same value, a
@@ -148,22 +153,22 @@ func TestWireFormatLockAll(t *testing.T) {
 			w := wire{servers: servers}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			a := s.locker(t, servers, mutex.WithPrefix("wire:"), mutex.WithOwnerInfo(mutex.OwnerInfo{Host: "host-a", PID: 7, Service: "svc"}))
+			a := s.locker(t, servers, s.prefix("wire:"), mutex.WithOwnerInfo(mutex.OwnerInfo{Host: "host-a", PID: 7, Service: "svc"}))
 			ls, err := a.LockAll(ctx, []string{"m2", "m1"}, mutex.WithTTL(30*time.Second), mutex.WithAutoRenew(false))
 			require.NoError(t, err)
 			w.expect(t, ctx, "held", map[string]string{
-				"wire:{m1}": fmt.Sprintf(`string %d 1 \d{16}\+30000 0 %s`, ls.Token("m1"), ownerA),
-				"wire:{m2}": fmt.Sprintf(`string %d 1 \d{16}\+30000 0 %s`, ls.Token("m2"), ownerA),
+				"wire:{m1}": fmt.Sprintf(`string %d 1 \d{16}\+30000 0 %s`, ls.TokenOf("m1"), ownerA),
+				"wire:{m2}": fmt.Sprintf(`string %d 1 \d{16}\+30000 0 %s`, ls.TokenOf("m2"), ownerA),
 			})
 			for _, c := range servers {
 				pttl, err := c.PTTL(ctx, "wire:{m1}").Result()
 				require.NoError(t, err)
 				assert.Greater(t, pttl, 30*time.Second, "the fencing counter outlives the lease")
 			}
-			require.NoError(t, ls.Unlock(ctx))
+			require.NoError(t, ls.Release(ctx))
 			w.expect(t, ctx, "released", map[string]string{
-				"wire:{m1}": fmt.Sprintf(`string %d`, ls.Token("m1")),
-				"wire:{m2}": fmt.Sprintf(`string %d`, ls.Token("m2")),
+				"wire:{m1}": fmt.Sprintf(`string %d`, ls.TokenOf("m1")),
+				"wire:{m2}": fmt.Sprintf(`string %d`, ls.TokenOf("m2")),
 			})
 		})
 	}

@@ -29,9 +29,7 @@ const callBound = 5 * time.Second
 func deadLocker(t *testing.T) (*mutex.Locker, *testutil.Calls) {
 	t.Helper()
 	c, calls := testutil.DeadClient(t)
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
-	return l, calls
+	return testutil.Locker(t, c), calls
 }
 
 func nop(context.Context, runner.Run) error { return nil }
@@ -48,7 +46,10 @@ func TestBadInput(t *testing.T) {
 	// add registers a job named name on a Runner that already has "taken".
 	add := func(name string, every time.Duration, fn runner.Job, opts ...runner.JobOption) func() error {
 		return func() error {
-			r := runner.New(l)
+			r, err := runner.New(l)
+			if err != nil {
+				return fmt.Errorf("setup: %w", err)
+			}
 			if err := r.Add("taken", time.Second, nop); err != nil {
 				return fmt.Errorf("setup: %w", err)
 			}
@@ -57,10 +58,23 @@ func TestBadInput(t *testing.T) {
 	}
 	with := func(opts ...runner.JobOption) func() error { return add("job", time.Second, nop, opts...) }
 	built := func(opts ...runner.Option) func() error {
-		return func() error { return runner.New(l, opts...).Add("job", time.Second, nop) }
+		return func() error {
+			r, err := runner.New(l, opts...)
+			if err != nil {
+				return err
+			}
+			return r.Add("job", time.Second, nop)
+		}
 	}
 	last := func(ctx context.Context, name string) func() error {
-		return func() error { _, err := runner.New(l).Last(ctx, name); return err }
+		return func() error {
+			r, err := runner.New(l)
+			if err != nil {
+				return fmt.Errorf("setup: %w", err)
+			}
+			_, err = r.Last(ctx, name)
+			return err
+		}
 	}
 
 	cases := []struct {
@@ -69,9 +83,7 @@ func TestBadInput(t *testing.T) {
 		want error // nil: accepted
 	}{
 		// The Runner itself.
-		{"nil locker", func() error { return runner.New(nil).Add("job", time.Second, nop) }, runner.ErrInvalid},
-		{"broken locker", func() error { return runner.New(mutex.New(nil)).Add("job", time.Second, nop) }, runner.ErrInvalid},
-		{"broken locker: Run", func() error { return runner.New(mutex.New(nil)).Run(cancelled) }, runner.ErrInvalid},
+		{"nil locker", func() error { _, err := runner.New(nil); return err }, runner.ErrInvalid},
 		{"nil Runner: Add", func() error { return nilRunner.Add("job", time.Second, nop) }, runner.ErrInvalid},
 		{"nil Runner: Run", func() error { return nilRunner.Run(cancelled) }, runner.ErrInvalid},
 		{"nil Runner: Last", func() error { _, err := nilRunner.Last(cancelled, "job"); return err }, runner.ErrInvalid},
@@ -81,7 +93,10 @@ func TestBadInput(t *testing.T) {
 
 		// Contexts.
 		{"nil ctx: Run", func() error {
-			r := runner.New(l)
+			r, err := runner.New(l)
+			if err != nil {
+				return err
+			}
 			if err := r.Add("job", time.Second, nop); err != nil {
 				return err
 			}
@@ -118,10 +133,10 @@ func TestBadInput(t *testing.T) {
 		{"zero timeout", with(runner.WithTimeout(0)), runner.ErrInvalid},
 		{"negative timeout", with(runner.WithTimeout(-time.Second)), runner.ErrInvalid},
 		{"huge timeout", with(runner.WithTimeout(math.MaxInt64)), nil},
-		{"lock TTL below 10ms", with(runner.WithLockTTL(time.Millisecond)), runner.ErrInvalid},
-		{"zero lock TTL", with(runner.WithLockTTL(0)), runner.ErrInvalid},
-		{"lock TTL above 1h", with(runner.WithLockTTL(time.Hour + time.Millisecond)), runner.ErrInvalid},
-		{"lock TTL overflowing", with(runner.WithLockTTL(math.MaxInt64)), runner.ErrInvalid},
+		{"lock TTL below 10ms", with(runner.WithTTL(time.Millisecond)), runner.ErrInvalid},
+		{"zero lock TTL", with(runner.WithTTL(0)), runner.ErrInvalid},
+		{"lock TTL above 1h", with(runner.WithTTL(time.Hour + time.Millisecond)), runner.ErrInvalid},
+		{"lock TTL overflowing", with(runner.WithTTL(math.MaxInt64)), runner.ErrInvalid},
 		{"unknown missed policy", with(runner.WithMissed(7)), runner.ErrInvalid},
 		{"negative missed policy", with(runner.WithMissed(-1)), runner.ErrInvalid},
 		{"negative retries", with(runner.WithRetries(-1)), runner.ErrInvalid},
@@ -140,7 +155,6 @@ func TestBadInput(t *testing.T) {
 		{"negative shutdown timeout", built(runner.WithShutdownTimeout(-1)), runner.ErrInvalid},
 		{"empty replica id", built(runner.WithReplicaID("")), runner.ErrInvalid},
 		{"nil clock", built(runner.WithClock(nil)), runner.ErrInvalid},
-		{"nil clock: Run", func() error { return runner.New(l, runner.WithClock(nil)).Run(cancelled) }, runner.ErrInvalid},
 		{"nil option", built(nil), nil},
 		{"nil error hook", built(runner.WithErrorHook(nil)), nil},
 		{"empty prefix", built(runner.WithPrefix("")), nil},
@@ -167,9 +181,8 @@ func TestBadInput(t *testing.T) {
 // TestRunning: once Run has started, Add and a second Run are refused.
 func TestRunning(t *testing.T) {
 	c, _ := testutil.Redis(t)
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
-	r := runner.New(l)
+	r, err := runner.New(testutil.Locker(t, c))
+	require.NoError(t, err)
 	require.NoError(t, r.Add("job", time.Second, nop))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -216,17 +229,13 @@ func TestLimitsRun(t *testing.T) {
 	assert.Nil(t, hookErr.Load(), "no error at run time")
 }
 
-// A Redlock Locker is refused when the runner is built: its slot claims
+// A Redlock Locker is refused by New: its slot claims
 // would rest on one of the masters alone.
 func TestRedlockLockerRefused(t *testing.T) {
 	clients, _ := testutil.RedisN(t, 3)
-	l, err := mutex.NewRedlock(clients)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	r := runner.New(l)
-	err = testutil.Safely(t, callBound, func() error { return r.Add("nightly", time.Minute, nop) })
+	r, err := runner.New(testutil.Redlock(t, clients))
+	assert.Nil(t, r)
 	assert.ErrorIs(t, err, runner.ErrInvalid)
 	assert.ErrorIs(t, err, runner.ErrNeedsRedis)
 	assert.ErrorContains(t, err, "Redlock")
-	assert.ErrorIs(t, testutil.Safely(t, callBound, func() error { return r.Run(context.Background()) }), runner.ErrNeedsRedis)
 }

@@ -42,8 +42,7 @@ func newLocker(t *testing.T, srv *testutil.RedisServer) *mutex.Locker {
 	t.Helper()
 	c := srv.Client()
 	t.Cleanup(func() { _ = c.Close() })
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
+	l := testutil.Locker(t, c)
 	return l
 }
 
@@ -66,14 +65,14 @@ func TestErrorsCarryTheCause(t *testing.T) {
 		srv.Pause() // no reply: the claim ends at its bound
 		errs, hook := hookErrs()
 		l := newLocker(t, srv)
-		r := runner.New(l, hook)
+		r := newRunner(t, l, hook)
 		require.NoError(t, r.Add("tick", 100*time.Millisecond, func(context.Context, runner.Run) error { return nil }))
 		stop := runUntil(t, r)
 		err := firstErr(t, errs)
 		stop()
 		srv.Resume()
 		assert.ErrorIs(t, err, context.DeadlineExceeded, "%v", err)
-		assert.Contains(t, err.Error(), "no result from Redis within 50ms")
+		assert.Contains(t, err.Error(), "no result from the backend within 50ms")
 	})
 	t.Run("claim bound with go-redis's default client", func(t *testing.T) {
 		// Without ContextTimeoutEnabled the client waits its ReadTimeout
@@ -81,14 +80,13 @@ func TestErrorsCarryTheCause(t *testing.T) {
 		_, srv := testutil.Redis(t)
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 		t.Cleanup(func() { _ = c.Close() })
-		l := mutex.New(c)
-		t.Cleanup(func() { _ = l.Close() })
+		l := testutil.Locker(t, c)
 		_, err := l.TryLock(context.Background(), "warm") // a connection made before the pause
 		require.NoError(t, err)
 		srv.Pause()
 		t.Cleanup(srv.Resume)
 		errs, hook := hookErrs()
-		r := runner.New(l, hook)
+		r := newRunner(t, l, hook)
 		require.NoError(t, r.Add("tick", 100*time.Millisecond, func(context.Context, runner.Run) error { return nil }))
 		late := testutil.MeasureLateness(t)
 		started := time.Now()
@@ -98,7 +96,7 @@ func TestErrorsCarryTheCause(t *testing.T) {
 		srv.Resume() // the abandoned call ends; Run waits for it
 		stop()
 		assert.ErrorIs(t, err, context.DeadlineExceeded, "%v", err)
-		assert.Contains(t, err.Error(), "no result from Redis within 50ms")
+		assert.Contains(t, err.Error(), "no result from the backend within 50ms")
 		assert.Less(t, took, late.Bound(time.Second), "the claim waited the client's ReadTimeout")
 	})
 	t.Run("server's error", func(t *testing.T) {
@@ -106,7 +104,7 @@ func TestErrorsCarryTheCause(t *testing.T) {
 		srv.Kill() // refused: the client says so within the claim's bound (2 s)
 		errs, hook := hookErrs()
 		l := newLocker(t, srv)
-		r := runner.New(l, hook)
+		r := newRunner(t, l, hook)
 		require.NoError(t, r.Add("hourly", time.Hour, func(context.Context, runner.Run) error { return nil }))
 		stop := runUntil(t, r)
 		err := firstErr(t, errs)

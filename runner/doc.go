@@ -66,7 +66,7 @@
 // lease), and Run.Token is the lock's fencing token, for fenced.
 //
 // A replica that dies mid-run keeps the job for the lock's lease
-// (WithLockTTL, default 3 intervals, 1 s to 30 s); then another replica runs
+// (WithTTL, default 3 intervals, 1 s to 30 s); then another replica runs
 // the next slot it claims.
 //
 // # Records
@@ -134,7 +134,7 @@
 //	                                                         of the call's ctx ("no result from Redis
 //	                                                         within" the claim's bound, say)
 //
-// Limits: WithLockTTL 10 ms to 1 h; WithJitter at least 0 and below the
+// Limits: WithTTL 10 ms to 1 h; WithJitter at least 0 and below the
 // interval; WithOffset at least 0, below the interval and whole
 // milliseconds; WithLocation non-nil; WithTimeout and WithShutdownTimeout positive; WithRetries at
 // least 0; WithReplicaID non-empty; WithClock non-nil. Nil options are

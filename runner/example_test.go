@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 	"github.com/redfence/redfence/runner"
 )
 
@@ -19,13 +20,23 @@ import (
 func Example() {
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locker := mutex.New(rdb)
+	d, err := redisdriver.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker, err := mutex.New(d)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 
 	ctx, shutdown := context.WithCancel(context.Background())
 	defer shutdown()
-	r := runner.New(locker, runner.WithReplicaID("replica-1"))
-	err := r.Add("rollup", time.Second, func(ctx context.Context, run runner.Run) error {
+	r, err := runner.New(locker, runner.WithReplicaID("replica-1"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = r.Add("rollup", time.Second, func(ctx context.Context, run runner.Run) error {
 		// ctx ends with cause mutex.ErrLockLost if the job's lock is lost;
 		// run.Token goes with the job's writes (package fenced).
 		fmt.Println("rollup on", run.Replica, "with a token:", run.Token > 0)
@@ -71,8 +82,18 @@ func ExampleRunner_Run() {
 	for _, id := range []string{"replica-1", "replica-2"} {
 		// Each replica is a process of its own, with its own client.
 		rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
-		locker := mutex.New(rdb)
-		r := runner.New(locker, runner.WithReplicaID(id))
+		d, err := redisdriver.New(rdb)
+		if err != nil {
+			log.Fatal(err)
+		}
+		locker, err := mutex.New(d)
+		if err != nil {
+			log.Fatal(err)
+		}
+		r, err := runner.New(locker, runner.WithReplicaID(id))
+		if err != nil {
+			log.Fatal(err)
+		}
 		if err := r.Add("compact", 100*time.Millisecond, job); err != nil {
 			log.Fatal(err)
 		}

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"math"
 	"time"
 )
 
@@ -55,27 +54,6 @@ func (g grid) start(slot int64) time.Time {
 	// it, in the period the jump began.
 	from, _ := time.UnixMilli(w - offsetAt(time.UnixMilli(w-dayMs), g.loc)).In(g.loc).ZoneBounds()
 	return from
-}
-
-// zone is what the claim script needs to read loc's wall clock on the
-// server, whose time the replica knows only roughly: the offset in force
-// around t (ms), the period it holds for [from, until), and the offsets
-// before and after it. Without a zone, one offset of 0 for all time.
-func (g grid) zone(t time.Time) (before, from, at, until, after int64) {
-	if g.loc == nil {
-		return 0, math.MinInt64 / 2, 0, math.MaxInt64 / 2, 0
-	}
-	at = offsetAt(t, g.loc)
-	start, end := t.In(g.loc).ZoneBounds()
-	before, from = at, int64(math.MinInt64/2)
-	if !start.IsZero() {
-		before, from = offsetAt(start.Add(-time.Millisecond), g.loc), start.UnixMilli()
-	}
-	after, until = at, int64(math.MaxInt64/2)
-	if !end.IsZero() {
-		after, until = offsetAt(end, g.loc), end.UnixMilli()
-	}
-	return before, from, at, until, after
 }
 
 func offsetAt(t time.Time, loc *time.Location) int64 {

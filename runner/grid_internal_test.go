@@ -1,15 +1,12 @@
 package runner
 
 import (
-	"context"
 	"testing"
 	"time"
 	_ "time/tzdata" // the zones below, whatever the host has installed
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/redfence/redfence/internal/testutil"
 )
 
 // TestGridAcrossDST: a daily slot at 02:00 Berlin time, and hourly ones,
@@ -59,33 +56,4 @@ func TestGridAcrossDST(t *testing.T) {
 	assert.Equal(t, jump, hourly.start(s-1).UTC(), "02:00 starts at the jump")
 	assert.Equal(t, jump, hourly.start(s).UTC())
 	assert.Equal(t, s-2, hourly.slotOf(jump.Add(-time.Millisecond)), "01:59:59.999 CET is the 01:00 slot")
-}
-
-// TestClaimReadsTheZone: the claim script reads the zone's wall clock with
-// the offset in force at the server's time, whichever side of a
-// transition the replica's estimate put it.
-func TestClaimReadsTheZone(t *testing.T) {
-	c, _ := testutil.Redis(t)
-	ctx := context.Background()
-	const h = int64(time.Hour / time.Millisecond)
-	tm, err := c.Time(ctx).Result()
-	require.NoError(t, err)
-	now := tm.UnixMilli()
-	for i, tc := range []struct {
-		name        string
-		from, until int64 // the period of the offset "at"
-		want        int64 // the offset read
-	}{
-		{"before the period", now + 24*h, now + 48*h, 1 * h},
-		{"within it", now - 24*h, now + 24*h, 2 * h},
-		{"after it", now - 48*h, now - 24*h, 3 * h},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			key := "claim-zone-" + string(rune('a'+i))
-			vals, err := claimScript.Run(ctx, c, []string{key}, h, h, 60_000,
-				0, 1*h, tc.from, 2*h, tc.until, 3*h).Int64Slice()
-			require.NoError(t, err)
-			assert.Equal(t, (vals[2]+tc.want)/h, vals[1], "the slot on the clock %v ahead of UTC", time.Duration(tc.want)*time.Millisecond)
-		})
-	}
 }

@@ -2,23 +2,15 @@ package runner
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redfence/redfence/internal/cause"
 	"github.com/redfence/redfence/mutex"
 )
-
-//go:embed lua/claim.lua
-var claimLua string
-
-var claimScript = redis.NewScript(claimLua)
 
 // callTimeout bounds one Redis call of the loop: a hung server costs a tick,
 // not the job.
@@ -102,48 +94,6 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // minute, then the job's key goes away (a removed job leaves nothing).
 func claimTTL(every time.Duration) time.Duration { return 10*every + time.Minute }
 
-// claim claims the current slot, if it is no later than grace into it:
-// status 1 claimed, 0 claimed already (by anyone), -1 too late (skipped).
-// Through the Redis client when the Locker lends one, otherwise through its
-// backend's SlotClaimer.
-func (r *Runner) claim(ctx context.Context, j *job, g grid, clk *clock, grace time.Duration) (status int, slot int64, err error) {
-	if r.slots != nil {
-		return r.claimSlot(ctx, j, g, clk, grace)
-	}
-	return r.claimRedis(ctx, j, g, clk, grace)
-}
-
-// claimRedis runs the claim script and updates the clock offset.
-func (r *Runner) claimRedis(ctx context.Context, j *job, g grid, clk *clock, grace time.Duration) (status int, slot int64, err error) {
-	bound := callTimeout(j.every)
-	cctx, cancel := context.WithTimeoutCause(ctx, bound, fmt.Errorf("runner: no result from Redis within %v", bound))
-	defer cancel()
-	sent := clk.now()
-	args := []any{j.every.Milliseconds(), grace.Milliseconds(), claimTTL(j.every).Milliseconds()}
-	if g.offset != 0 || g.loc != nil {
-		args = append(args, g.offset)
-	}
-	if g.loc != nil {
-		before, from, at, until, after := g.zone(clk.server())
-		args = append(args, before, from, at, until, after)
-	}
-	var vals []int64
-	err = r.bounded(cctx, func(ctx context.Context) (err error) {
-		vals, err = claimScript.Run(ctx, r.client, []string{r.key(j.name, "slot")}, args...).Int64Slice()
-		return err
-	})
-	if err != nil {
-		return 0, 0, cause.Wrap(cctx, err)
-	}
-	if len(vals) != 3 {
-		return 0, 0, fmt.Errorf("claim script returned %v", vals)
-	}
-	recv := clk.now()
-	mid := sent.Add(recv.Sub(sent) / 2)
-	clk.offset = time.UnixMilli(vals[2]).Sub(mid)
-	return int(vals[0]), vals[1], nil
-}
-
 // runSlot takes the job's lock and runs the claimed slot, under the slot's
 // span: the lock's acquisition, each attempt and the release are its
 // children.
@@ -202,7 +152,7 @@ func (r *Runner) runLocked(ctx, hard context.Context, j *job, clk *clock, lk *mu
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout(j.every))
 		defer cancel()
-		_ = lk.Unlock(uctx) // ErrNotHeld after a loss: nothing to release
+		_ = lk.Release(uctx) // ErrNotHeld after a loss: nothing to release
 	}()
 	if j.cfg.jitter > 0 {
 		// Jitter delays the run, not the claim: the slot is ours already.
@@ -285,11 +235,7 @@ func (r *Runner) record(ctx context.Context, j *job, run Run, outcome string, ru
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout(j.every))
 	defer cancel()
 	ttl := max(24*time.Hour, 10*j.every)
-	if r.slots != nil {
-		err = r.slots.PutRecord(rctx, r.key(j.name, "last"), b, ttl)
-	} else {
-		err = r.bounded(rctx, func(ctx context.Context) error { return r.client.Set(ctx, r.key(j.name, "last"), b, ttl).Err() })
-	}
+	err = r.slots.PutRecord(rctx, r.key(j.name, "last"), b, ttl)
 	if err != nil {
 		r.report(j, run, fmt.Errorf("runner: record last run of %q: %w", j.name, cause.Wrap(rctx, err)))
 	}

@@ -4,10 +4,22 @@ import (
 	"testing"
 
 	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/runner"
 )
 
 // The Example functions find their servers in the environment, as a
 // reader's program would.
 func TestMain(m *testing.M) {
 	testutil.MainWithEnv(m, []string{testutil.EnvRedisAddr})
+}
+
+// newRunner is runner.New for a test that expects it to succeed.
+func newRunner(t testing.TB, l *mutex.Locker, opts ...runner.Option) *runner.Runner {
+	t.Helper()
+	r, err := runner.New(l, opts...)
+	if err != nil {
+		t.Fatalf("runner.New: %v", err)
+	}
+	return r
 }

@@ -217,22 +217,22 @@ func WithTimeout(d time.Duration) JobOption {
 	})
 }
 
-// Bounds of WithLockTTL. Below mutex.MinTTL a lease would not outlast a round trip
+// Bounds of WithTTL. Below mutex.MinTTL a lease would not outlast a round trip
 // and the lock's drift margin; past an hour a replica that died mid-run would
 // keep the job from the others for longer than renewal ever needs.
 const (
-	minLockTTL = mutex.MinTTL
+	minTTL     = mutex.MinTTL
 	maxLockTTL = time.Hour
 )
 
-// WithLockTTL sets the lease of the job's lock, renewed while the job runs.
+// WithTTL sets the lease of the job's lock, renewed while the job runs.
 // It is how long a replica that dies mid-run keeps the job from running
 // elsewhere. Default 3 × the interval, at least 1 s and at most 30 s; Add
 // accepts 10 ms to 1 h.
-func WithLockTTL(d time.Duration) JobOption {
+func WithTTL(d time.Duration) JobOption {
 	return jobOptionFunc(func(c *jobConfig) {
-		if d < minLockTTL || d > maxLockTTL {
-			c.errs = append(c.errs, fmt.Errorf("lock TTL %v outside [%v, %v]", d, minLockTTL, maxLockTTL))
+		if d < minTTL || d > maxLockTTL {
+			c.errs = append(c.errs, fmt.Errorf("lock TTL %v outside [%v, %v]", d, minTTL, maxLockTTL))
 		}
 		c.lockTTL = d
 	})

@@ -9,17 +9,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/redfence/redfence/internal/bounded"
 	"github.com/redfence/redfence/internal/cause"
+	invalidpkg "github.com/redfence/redfence/internal/invalid"
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/backend"
 )
 
 var (
-	// ErrInvalid is matched by errors for bad arguments or configuration.
-	ErrInvalid = errors.New("runner: invalid argument")
+	// ErrInvalid is mutex.ErrInvalid, matched by errors for bad arguments
+	// or configuration.
+	ErrInvalid = mutex.ErrInvalid
 	// ErrRunning is returned by Add and Run once Run has started.
 	ErrRunning = errors.New("runner: already running")
 	// ErrNoRun is returned by Last for a job that has not run yet (or whose
@@ -28,13 +27,12 @@ var (
 	// ErrShutdown is the cause of a job's context when Run's ctx ended and
 	// the shutdown timeout passed with the job still running.
 	ErrShutdown = errors.New("runner: shut down")
-	// ErrNeedsRedis is matched, with ErrInvalid, by the errors of a Runner
-	// built over a Locker with nowhere to keep its slot claims: one that
-	// lends no Redis client (Locker.Client is nil) and whose backend
-	// claims no slots (it is no backend.SlotClaimer). Redlock's is one:
-	// its masters hold no single copy of the claims. etcd's claims slots.
-	// (The name dates from when Redis was the claims' only home.)
-	ErrNeedsRedis = fmt.Errorf("%w: the Locker lends no Redis client and its backend claims no slots", ErrInvalid)
+	// ErrNeedsRedis is matched, with ErrInvalid, by New's error for a
+	// Locker with nowhere to keep its slot claims: its backend is no
+	// backend.SlotClaimer. Redlock's is one: its masters hold no single copy
+	// of the claims. One Redis deployment's (redisdriver) and etcd's claim
+	// slots. (The name dates from when Redis was the claims' only home.)
+	ErrNeedsRedis = invalid("the Locker's backend claims no slots")
 )
 
 // PanicError is the error a run that panicked ends with.
@@ -79,18 +77,14 @@ type Job func(ctx context.Context, run Run) error
 // exactly one replica. It is safe for concurrent use.
 type Runner struct {
 	locker *mutex.Locker
-	client redis.UniversalClient // claims by script, on the Redis server's clock
-	// slots, when client is nil: claims and records through the Locker's
-	// backend, slots on this replica's clock; claimer names this Runner's
-	// claims there.
+	// slots keeps the claims and records in the Locker's backend; clock,
+	// when the backend has one, counts the slots on its servers (nil: on
+	// this replica's clock). claimer names this Runner's claims there.
 	slots   backend.SlotClaimer
+	clock   backend.ServerClock
 	claimer string
 	cfg     config
-	err     error
 	tel     *telemetry
-
-	ctxAware bool           // the client applies ctx deadlines to its sockets
-	calls    sync.WaitGroup // bounded calls still out to a hung Redis (bounded)
 
 	mu      sync.Mutex
 	jobs    []*job
@@ -113,36 +107,29 @@ func (j *job) grid() grid {
 }
 
 // New returns a Runner whose jobs lock through locker and keep their slot
-// claims and last runs in the locker's Redis (Locker.Client), or, for a
-// Locker without one, in its backend when that is a backend.SlotClaimer
-// (etcd's: see the package doc). A nil or broken locker or a bad option is
-// reported by Add, Run and Last, wrapping ErrInvalid, and so is a Locker
-// with neither (ErrNeedsRedis too): Redlock's, whose masters hold no single
-// copy of the claims. New itself does no I/O and never fails.
-func New(locker *mutex.Locker, opts ...Option) *Runner {
-	r := &Runner{locker: locker, cfg: newConfig(opts)}
-	switch {
-	case locker == nil:
-		r.err = fmt.Errorf("%w: nil locker", ErrInvalid)
-	case locker.Err() != nil:
-		r.err = fmt.Errorf("%w: %w", ErrInvalid, locker.Err())
-	case len(r.cfg.errs) > 0:
-		r.err = fmt.Errorf("%w: %w", ErrInvalid, errors.Join(r.cfg.errs...))
-	case locker.Client() != nil:
-		r.client = locker.Client()
-		r.ctxAware = bounded.Aware(r.client)
-	default:
-		// The backend must keep the claims itself. Redlock's cannot: they
-		// would rest on one of its masters, silently.
-		sc, ok := locker.Backend().(backend.SlotClaimer)
-		if !ok {
-			r.err = fmt.Errorf("%w (Redlock, or another backend that is neither a mutex.ClientHolder nor a backend.SlotClaimer): give it a Locker from mutex.New, or one over etcd", ErrNeedsRedis)
-			break
-		}
-		r.slots, r.claimer = sc, rand.Text()
+// claims and last runs in the locker's backend, a backend.SlotClaimer (one
+// Redis deployment's, or etcd's: see the package doc). A nil locker or a
+// bad option returns an error matching ErrInvalid, and so does a Locker
+// whose backend claims no slots (ErrNeedsRedis too): Redlock's, whose
+// masters hold no single copy of the claims. New does no I/O.
+func New(locker *mutex.Locker, opts ...Option) (*Runner, error) {
+	if locker == nil {
+		return nil, invalid("nil locker")
 	}
-	r.tel = newTelemetry(r.cfg.tp, r.cfg.mp)
-	return r
+	cfg := newConfig(opts)
+	if len(cfg.errs) > 0 {
+		return nil, invalid("%v", errors.Join(cfg.errs...))
+	}
+	// The backend must keep the claims itself. Redlock's cannot: they
+	// would rest on one of its masters, silently.
+	sc, ok := locker.Backend().(backend.SlotClaimer)
+	if !ok {
+		return nil, fmt.Errorf("%w (Redlock, or another backend that is no backend.SlotClaimer): give it a Locker over one Redis deployment or etcd", ErrNeedsRedis)
+	}
+	r := &Runner{locker: locker, slots: sc, claimer: rand.Text(), cfg: cfg}
+	r.clock, _ = locker.Backend().(backend.ServerClock)
+	r.tel = newTelemetry(cfg.tp, cfg.mp)
+	return r, nil
 }
 
 // Add registers a job run every interval. Slots are aligned to multiples of
@@ -160,15 +147,15 @@ func (r *Runner) Add(name string, every time.Duration, fn Job, opts ...JobOption
 	}
 	switch {
 	case name == "":
-		return fmt.Errorf("%w: empty job name", ErrInvalid)
+		return invalid("empty job name")
 	case len(name) > MaxNameLen:
-		return fmt.Errorf("%w: job name of %d bytes exceeds %d", ErrInvalid, len(name), MaxNameLen)
+		return invalid("job name of %d bytes exceeds %d", len(name), MaxNameLen)
 	case every < MinInterval || every > MaxInterval:
-		return fmt.Errorf("%w: job %q: interval %v outside [%v, %v]", ErrInvalid, name, every, MinInterval, MaxInterval)
+		return invalid("job %q: interval %v outside [%v, %v]", name, every, MinInterval, MaxInterval)
 	case every%time.Millisecond != 0:
-		return fmt.Errorf("%w: job %q: interval %v is not a whole number of milliseconds", ErrInvalid, name, every)
+		return invalid("job %q: interval %v is not a whole number of milliseconds", name, every)
 	case fn == nil:
-		return fmt.Errorf("%w: job %q: nil job", ErrInvalid, name)
+		return invalid("job %q: nil job", name)
 	}
 	jc := jobConfig{lockTTL: min(max(3*every, time.Second), 30*time.Second)}
 	for _, o := range opts {
@@ -178,13 +165,13 @@ func (r *Runner) Add(name string, every time.Duration, fn Job, opts ...JobOption
 	}
 	switch {
 	case len(jc.errs) > 0:
-		return fmt.Errorf("%w: job %q: %w", ErrInvalid, name, errors.Join(jc.errs...))
+		return invalid("job %q: %v", name, errors.Join(jc.errs...))
 	case jc.jitter >= every:
 		// Jitter delays the claim too: at an interval or more, it would
 		// push it into a later slot.
-		return fmt.Errorf("%w: job %q: jitter %v not below the interval %v", ErrInvalid, name, jc.jitter, every)
+		return invalid("job %q: jitter %v not below the interval %v", name, jc.jitter, every)
 	case jc.offset >= every:
-		return fmt.Errorf("%w: job %q: offset %v not below the interval %v", ErrInvalid, name, jc.offset, every)
+		return invalid("job %q: offset %v not below the interval %v", name, jc.offset, every)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -193,7 +180,7 @@ func (r *Runner) Add(name string, every time.Duration, fn Job, opts ...JobOption
 	}
 	for _, j := range r.jobs {
 		if j.name == name {
-			return fmt.Errorf("%w: duplicate job name %q", ErrInvalid, name)
+			return invalid("duplicate job name %q", name)
 		}
 	}
 	r.jobs = append(r.jobs, &job{name: name, every: every, fn: fn, cfg: jc})
@@ -211,7 +198,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		return err
 	}
 	if ctx == nil {
-		return fmt.Errorf("%w: nil context", ErrInvalid)
+		return invalid("nil context")
 	}
 	r.mu.Lock()
 	if r.running {
@@ -232,7 +219,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	<-ctx.Done()
 
 	finished := make(chan struct{})
-	go func() { wg.Wait(); r.calls.Wait(); close(finished) }()
+	go func() { wg.Wait(); close(finished) }()
 	t := time.NewTimer(r.cfg.shutdown)
 	defer t.Stop()
 	select {
@@ -267,11 +254,11 @@ func (r *Runner) Last(ctx context.Context, name string) (LastRun, error) {
 	}
 	switch {
 	case ctx == nil:
-		return LastRun{}, fmt.Errorf("%w: nil context", ErrInvalid)
+		return LastRun{}, invalid("nil context")
 	case name == "":
-		return LastRun{}, fmt.Errorf("%w: empty job name", ErrInvalid)
+		return LastRun{}, invalid("empty job name")
 	case len(name) > MaxNameLen:
-		return LastRun{}, fmt.Errorf("%w: job name of %d bytes exceeds %d", ErrInvalid, len(name), MaxNameLen)
+		return LastRun{}, invalid("job name of %d bytes exceeds %d", len(name), MaxNameLen)
 	}
 	b, err := r.lastRecord(ctx, name)
 	if err != nil {
@@ -286,14 +273,7 @@ func (r *Runner) Last(ctx context.Context, name string) (LastRun, error) {
 
 // lastRecord reads name's record of its last run, or ErrNoRun.
 func (r *Runner) lastRecord(ctx context.Context, name string) ([]byte, error) {
-	var b []byte
-	var err error
-	found := true
-	if r.slots != nil {
-		b, found, err = r.slots.GetRecord(ctx, r.key(name, "last"))
-	} else if b, err = r.client.Get(ctx, r.key(name, "last")).Bytes(); errors.Is(err, redis.Nil) {
-		found, err = false, nil
-	}
+	b, found, err := r.slots.GetRecord(ctx, r.key(name, "last"))
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("runner: last run of %q: %w", name, cause.Wrap(ctx, err))
@@ -303,16 +283,14 @@ func (r *Runner) lastRecord(ctx context.Context, name string) ([]byte, error) {
 	return b, nil
 }
 
-// check returns the error every call of r returns: r is nil, was not made
-// by New (a zero Runner has nowhere to claim slots), or was built badly.
+// check returns the error every call of r returns when r is nil or was not
+// made by New (a zero Runner has nowhere to claim slots).
 func (r *Runner) check() error {
 	switch {
 	case r == nil:
-		return fmt.Errorf("%w: nil Runner", ErrInvalid)
-	case r.err != nil:
-		return r.err
-	case r.client == nil && r.slots == nil:
-		return fmt.Errorf("%w: Runner not made by New", ErrInvalid)
+		return invalid("nil Runner")
+	case r.slots == nil:
+		return invalid("Runner not made by New")
 	}
 	return nil
 }
@@ -322,3 +300,5 @@ func (r *Runner) check() error {
 func (r *Runner) key(name, what string) string {
 	return r.cfg.prefix + "{" + name + "}:" + what
 }
+
+func invalid(format string, args ...any) error { return invalidpkg.Errorf("runner", format, args...) }

@@ -26,14 +26,14 @@ type replica struct {
 
 func startReplica(t *testing.T, c *redis.Client, add func(r *runner.Runner), opts ...runner.Option) *replica {
 	t.Helper()
-	l := mutex.New(c)
-	r := runner.New(l, opts...)
+	l, err := testutil.NewLocker(c)
+	require.NoError(t, err)
+	r := newRunner(t, l, opts...)
 	add(r)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
 	var once sync.Once
-	var err error
 	stop := func() error {
 		once.Do(func() {
 			cancel()
@@ -203,7 +203,7 @@ func TestDeadReplicaHandsOver(t *testing.T) {
 	}
 	ca := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
 	startReplica(t, ca, func(r *runner.Runner) {
-		require.NoError(t, r.Add("handover", 100*time.Millisecond, jobA, runner.WithLockTTL(ttl)))
+		require.NoError(t, r.Add("handover", 100*time.Millisecond, jobA, runner.WithTTL(ttl)))
 	}, runner.WithReplicaID("A"))
 	runA := <-aStarted
 
@@ -219,7 +219,7 @@ func TestDeadReplicaHandsOver(t *testing.T) {
 		return nil
 	}
 	startReplica(t, srv.Client(), func(r *runner.Runner) {
-		require.NoError(t, r.Add("handover", 100*time.Millisecond, jobB, runner.WithLockTTL(ttl)))
+		require.NoError(t, r.Add("handover", 100*time.Millisecond, jobB, runner.WithTTL(ttl)))
 	}, runner.WithReplicaID("B"))
 
 	require.ErrorIs(t, <-aCause, mutex.ErrLockLost, "A's run learns it lost the lock")

@@ -26,9 +26,8 @@ func TestSpansOfASlot(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	c := srv.Client()
 	t.Cleanup(func() { _ = c.Close() })
-	l := mutex.New(c, mutex.WithTracerProvider(tp))
-	t.Cleanup(func() { _ = l.Close() })
-	r := runner.New(l, runner.WithTracerProvider(tp))
+	l := testutil.Locker(t, c, mutex.WithTracerProvider(tp))
+	r := newRunner(t, l, runner.WithTracerProvider(tp))
 	ran := make(chan struct{}, 1)
 	// An hourly slot that began a second ago: the first claim runs it, and
 	// no other slot comes before the test ends.

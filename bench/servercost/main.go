@@ -36,6 +36,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
 // cycle takes and releases one lock; close ends the subject.
@@ -60,13 +61,16 @@ var subjects = []subject{
 		}, func() {}
 	}},
 	{"redfence", func(c *redis.Client) (func(context.Context) error, func()) {
-		l := mutex.New(c)
+		l, err := newLocker(c)
+		if err != nil {
+			return func(context.Context) error { return err }, func() {}
+		}
 		return func(ctx context.Context) error {
 			lk, err := l.Lock(ctx, "k")
 			if err != nil {
 				return err
 			}
-			return lk.Unlock(ctx)
+			return lk.Release(ctx)
 		}, func() { _ = l.Close() }
 	}},
 	{"redislock", func(c *redis.Client) (func(context.Context) error, func()) {
@@ -90,6 +94,20 @@ var subjects = []subject{
 			return err
 		}, func() {}
 	}},
+}
+
+// newLocker is redfence over c: a redisdriver, and the Locker that owns it.
+func newLocker(c *redis.Client) (*mutex.Locker, error) {
+	d, err := redisdriver.New(c)
+	if err != nil {
+		return nil, err
+	}
+	l, err := mutex.New(d)
+	if err != nil {
+		_ = d.Close()
+		return nil, err
+	}
+	return l, nil
 }
 
 // quiet drops go-redis's log lines (its dial retries while valgrind starts

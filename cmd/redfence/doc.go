@@ -12,7 +12,7 @@
 //
 // Global flags, before or after the command: --redis URL (repeatable;
 // default $REDIS_URL, else redis://127.0.0.1:6379), --prefix (the Lockers'
-// mutex.WithPrefix, default "redfence:") and --timeout (the bound on each
+// driver's WithPrefix, default "redfence:") and --timeout (the bound on each
 // call to the servers, each page of a listing, default 10s). A URL is
 // redis:// or rediss:// for one server; with a master_name parameter its
 // host is a Sentinel; with cluster=true, or addr parameters naming more
@@ -24,7 +24,7 @@
 // module's build of the same command (etcddriver/cmd/redfence: from a clone,
 // cd etcd && go install ./cmd/redfence) takes
 // --etcd URL (the members of one cluster; default $ETCD_ENDPOINTS) and
-// --etcd-token-base besides --redis, for the locks of etcddriver Backends.
+// --etcd-token-base besides --redis, for the locks of etcddriver Drivers.
 // Both run internal/cli, over the Locker a store builds from the flags.
 //
 // # Forced release

@@ -16,6 +16,7 @@ import (
 	"github.com/redfence/redfence/election"
 	"github.com/redfence/redfence/fenced"
 	"github.com/redfence/redfence/internal/leadercheck"
+	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
 )
 
@@ -38,16 +39,16 @@ const (
 	retry = 50 * time.Millisecond
 )
 
-// term is what a candidate process needs of a term (*election.Term).
+// term is what a candidate process needs of a term (*election.Term): a
+// hold it can give up.
 type term interface {
-	Token() int64
-	Context() context.Context
-	Resign(ctx context.Context) error
+	mutex.Hold
+	Release(ctx context.Context) error
 }
 
 // newElection is the election of a candidate process over l.
 func newElection(l *mutex.Locker) (*election.Election, error) {
-	return election.New(l, "procs", election.WithLease(lease), election.WithRenewDeadline(renew), election.WithRetryPeriod(retry))
+	return election.New(l, "procs", election.WithTTL(lease), election.WithRenewDeadline(renew), election.WithRetryPeriod(retry))
 }
 
 // TestCandidateProcess is a candidate process of TestFiveProcesses: it
@@ -60,7 +61,10 @@ func TestCandidateProcess(t *testing.T) {
 	}
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(envRedis), ContextTimeoutEnabled: true})
-	l := mutex.New(rdb)
+	l, err := testutil.NewLocker(rdb)
+	if err != nil {
+		t.Fatalf("locker: %v", err)
+	}
 	e, err := newElection(l)
 	if err != nil {
 		t.Fatalf("election: %v", err)
@@ -69,7 +73,11 @@ func TestCandidateProcess(t *testing.T) {
 	if err != nil {
 		t.Fatalf("database: %v", err)
 	}
-	p := &proc{c: c, l: l, res: newResource(pool), rng: rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))}
+	res, err := newResource(pool)
+	if err != nil {
+		t.Fatalf("guard: %v", err)
+	}
+	p := &proc{c: c, l: l, res: res, rng: rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))}
 	// Half the processes campaign and resign themselves, the others use Run.
 	if p.rng.IntN(2) == 0 {
 		for {
@@ -117,7 +125,7 @@ func (p *proc) lead(ctx context.Context, tm term, resign bool) {
 			p.report(leadercheck.Event{Kind: leadercheck.KindStop, Term: token, At: now})
 			if resign {
 				rctx, cancel := context.WithTimeout(ctx, time.Second)
-				_ = tm.Resign(rctx) // after a loss: nothing to give up
+				_ = tm.Release(rctx) // after a loss: nothing to give up
 				cancel()
 			}
 			return
@@ -182,8 +190,12 @@ const (
 	resourceName  = "leader"
 )
 
-func newResource(pool *pgxpool.Pool) *resource {
-	return &resource{pool: pool, guard: fenced.New(pool, fenced.WithTable(fenceTable))}
+func newResource(pool *pgxpool.Pool) (*resource, error) {
+	g, err := fenced.New(pool, fenced.WithTable(fenceTable))
+	if err != nil {
+		return nil, err
+	}
+	return &resource{pool: pool, guard: g}, nil
 }
 
 // write increments the counter and records token, fenced by token: an

@@ -64,7 +64,8 @@ func setupResource(t *testing.T) *resource {
 		_, err := pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+registerTable+`, `+acceptedTable+`, `+fenceTable)
 		assert.NoError(t, err)
 	})
-	res := newResource(pool)
+	res, err := newResource(pool)
+	require.NoError(t, err)
 	require.NoError(t, res.guard.Migrate(ctx))
 	if os.Getenv(envMutate) != "fence-any" {
 		require.NoError(t, res.guard.Protect(ctx, registerTable, `'`+resourceName+`'`))

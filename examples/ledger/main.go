@@ -50,9 +50,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/fenced"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
 type options struct {
@@ -136,7 +138,10 @@ func run(ctx context.Context, out io.Writer, o options) (result, error) {
 	if err := setup(ctx, pool, o.accounts); err != nil {
 		return result{}, fmt.Errorf("setup: %w", err)
 	}
-	guard := fenced.New(pool, fenced.WithTable(schema+".fences"))
+	guard, err := fenced.New(pool, fenced.WithTable(schema+".fences"))
+	if err != nil {
+		return result{}, err
+	}
 	if err := guard.Migrate(ctx); err != nil {
 		return result{}, err
 	}
@@ -166,7 +171,12 @@ func run(ctx context.Context, out io.Writer, o options) (result, error) {
 	errs := make([]error, o.workers)
 	for w := range o.workers {
 		c := newClient()
-		l := mutex.New(c)
+		l, err := newLocker(c)
+		if err != nil {
+			_ = c.Close()
+			errs[w] = err
+			continue
+		}
 		wg.Go(func() {
 			defer func() { _ = l.Close(); _ = c.Close() }()
 			errs[w] = d.worker(ctx, w, l)
@@ -184,6 +194,21 @@ func run(ctx context.Context, out io.Writer, o options) (result, error) {
 
 	conclude(out, o, res)
 	return res, nil
+}
+
+// newLocker is a worker's Locker: a redisdriver over its client, which
+// stays the caller's to close.
+func newLocker(c redis.UniversalClient) (*mutex.Locker, error) {
+	drv, err := redisdriver.New(c)
+	if err != nil {
+		return nil, err
+	}
+	l, err := mutex.New(drv)
+	if err != nil {
+		_ = drv.Close()
+		return nil, err
+	}
+	return l, nil
 }
 
 // conclude prints what res shows, computed from it alone.
@@ -270,7 +295,7 @@ func (d *ledgerRun) transfer(ctx context.Context, w int, l *mutex.Locker, from, 
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		_ = ls.Unlock(uctx) // ErrNotHeld after the stall: the locks were long gone
+		_ = ls.Release(uctx) // ErrNotHeld after the stall: the locks were long gone
 	}()
 
 	var fromBal, toBal int64
@@ -325,7 +350,7 @@ func (d *ledgerRun) keys(from, to int) []string {
 func claims(ls *mutex.Locks) []fenced.Claim {
 	var cs []fenced.Claim
 	for _, k := range ls.Keys() {
-		cs = append(cs, fenced.Claim{Resource: k, Token: ls.Token(k)})
+		cs = append(cs, fenced.Claim{Resource: k, Token: ls.TokenOf(k)})
 	}
 	return cs
 }
@@ -357,7 +382,7 @@ func (d *ledgerRun) stallPastLease(ctx context.Context, w int, ls *mutex.Locks, 
 func tokens(ls *mutex.Locks) string {
 	var ts []string
 	for _, k := range ls.Keys() {
-		ts = append(ts, fmt.Sprint(ls.Token(k)))
+		ts = append(ts, fmt.Sprint(ls.TokenOf(k)))
 	}
 	return strings.Join(ts, ", ")
 }

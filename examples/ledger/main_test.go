@@ -12,7 +12,6 @@ import (
 
 	"github.com/redfence/redfence/fenced"
 	"github.com/redfence/redfence/internal/testutil"
-	"github.com/redfence/redfence/mutex"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }
@@ -172,16 +171,17 @@ func TestConclude(t *testing.T) {
 // account moved on would slip through.
 func TestClaimsFenceEveryAccount(t *testing.T) {
 	c, _ := testutil.Redis(t)
-	l := mutex.New(c)
+	l, err := newLocker(c)
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	d := &ledgerRun{}
 	ctx := context.Background()
 	ls, err := l.LockAll(ctx, d.keys(7, 3))
 	require.NoError(t, err)
-	defer ls.Unlock(ctx)
+	defer ls.Release(ctx)
 	assert.ElementsMatch(t, []fenced.Claim{
-		{Resource: "account:3", Token: ls.Token("account:3")},
-		{Resource: "account:7", Token: ls.Token("account:7")},
+		{Resource: "account:3", Token: ls.TokenOf("account:3")},
+		{Resource: "account:7", Token: ls.TokenOf("account:7")},
 	}, claims(ls))
-	assert.NotEqual(t, ls.Token("account:3"), ls.Token("account:7"))
+	assert.NotEqual(t, ls.TokenOf("account:3"), ls.TokenOf("account:7"))
 }

@@ -29,11 +29,12 @@ import (
 	"github.com/redfence/redfence/examples/stampede/burst"
 	httplock "github.com/redfence/redfence/middleware/httplock"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
 // withHTTPLock is all a replica needs to share one origin call with the
-// others: a Locker on its Redis client (one per process) and the
-// middleware around its handler. The client should apply context deadlines
+// others: a Locker over a driver of its Redis client (one per process) and
+// the middleware around its handler. The client should apply context deadlines
 // to its sockets (go-redis's ContextTimeoutEnabled, as redis.go sets it).
 //
 // Identical requests collapse when their key is: the method, the URL and
@@ -42,11 +43,19 @@ import (
 // replica's own address are different sites to httplock, each with its own
 // origin call (the burst sends Host: stampede.example to every replica).
 func withHTTPLock(rdb redis.UniversalClient, origin http.Handler) (http.Handler, func(), error) {
-	locker := mutex.New(rdb)
+	drv, err := redisdriver.New(rdb)
+	if err != nil {
+		return nil, nil, err
+	}
+	locker, err := mutex.New(drv) // the Locker owns drv; rdb stays ours
+	if err != nil {
+		_ = drv.Close()
+		return nil, nil, err
+	}
 	mw, err := httplock.New(locker,
 		// The burst keeps the origin busy for longer than the default
 		// waits allow on a small machine.
-		httplock.WithWaitTimeout(10*time.Second), httplock.WithLockAge(10*time.Second))
+		httplock.WithWait(10*time.Second), httplock.WithTTL(10*time.Second))
 	if err != nil {
 		_ = locker.Close()
 		return nil, nil, err

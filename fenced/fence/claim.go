@@ -25,13 +25,10 @@ type Claim struct {
 // twice with the same token counts once. claims is not modified.
 func Canonical(claims []Claim) ([]Claim, error) {
 	if len(claims) == 0 {
-		return nil, invalid("no claims")
+		return nil, invalidf("no claims")
 	}
 	for i, c := range claims {
-		if err := ValidateResource(c.Resource); err != nil {
-			return nil, claimError(i, err)
-		}
-		if err := ValidateToken(c.Token); err != nil {
+		if err := validClaim(c); err != nil {
 			return nil, claimError(i, err)
 		}
 	}
@@ -44,7 +41,7 @@ func Canonical(claims []Claim) ([]Claim, error) {
 			out[n] = c
 			n++
 		case c.Token != last.Token:
-			return nil, invalid("resource %q claimed with two tokens, %d and %d", Clip(c.Resource), last.Token, c.Token)
+			return nil, invalidf("resource %q claimed with two tokens, %d and %d", Clip(c.Resource), last.Token, c.Token)
 		}
 	}
 	return out[:n], nil

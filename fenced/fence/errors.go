@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/redfence/redfence/internal/invalid"
 )
 
 var (
@@ -12,8 +14,10 @@ var (
 	// the resource. The concrete error is a *StaleTokenError.
 	ErrStaleToken = errors.New("fenced: stale token")
 	// ErrInvalid is matched by errors for bad arguments or configuration,
-	// returned before any round trip to the database.
-	ErrInvalid = errors.New("fenced: invalid argument")
+	// returned by New or before any round trip to the store. It is
+	// redfence's one bad-input sentinel (mutex.ErrInvalid), so
+	// errors.Is(err, mutex.ErrInvalid) holds without importing the Locker.
+	ErrInvalid = invalid.Err
 	// ErrNotMigrated is matched by the error a guard returns when its fence
 	// table does not exist. The error also wraps the database's own error
 	// (PostgreSQL: SQLSTATE 42P01; MySQL: 1146; SQLite: "no such table").

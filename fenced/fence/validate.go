@@ -1,9 +1,10 @@
 package fence
 
 import (
-	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/redfence/redfence/internal/invalid"
 )
 
 // MaxResourceLen is the longest resource, in bytes, that a guard accepts.
@@ -18,7 +19,7 @@ const MaxResourceLen = 1024
 // resource's length, never the resource.
 func ValidateResource(resource string) error {
 	if resource == "" {
-		return invalid("empty resource")
+		return invalidf("empty resource")
 	}
 	return validText("resource", resource)
 }
@@ -31,7 +32,7 @@ func ValidatePrefix(prefix string) error { return validText("prefix", prefix) }
 // math.MaxInt64, and otherwise an error matching ErrInvalid.
 func ValidateToken(token int64) error {
 	if token < 0 {
-		return invalid("negative token %d", token)
+		return invalidf("negative token %d", token)
 	}
 	return nil
 }
@@ -44,18 +45,18 @@ func ValidateToken(token int64) error {
 func SplitTable(name string) ([]string, error) {
 	parts := strings.Split(name, ".")
 	if len(parts) > 2 {
-		return nil, invalid("table name %q has more than schema.name", Clip(name))
+		return nil, invalidf("table name %q has more than schema.name", Clip(name))
 	}
 	for _, p := range parts {
 		switch {
 		case p == "":
-			return nil, invalid("table name %q has an empty part", Clip(name))
+			return nil, invalidf("table name %q has an empty part", Clip(name))
 		case len(p) > 63:
-			return nil, invalid("table name part %q is %d bytes, longer than 63", Clip(p), len(p))
+			return nil, invalidf("table name part %q is %d bytes, longer than 63", Clip(p), len(p))
 		case strings.ContainsRune(p, 0):
-			return nil, invalid("table name %q contains NUL", Clip(name))
+			return nil, invalidf("table name %q contains NUL", Clip(name))
 		case !utf8.ValidString(p):
-			return nil, invalid("table name %q is not valid UTF-8", Clip(name))
+			return nil, invalidf("table name %q is not valid UTF-8", Clip(name))
 		}
 	}
 	return parts, nil
@@ -66,15 +67,17 @@ func SplitTable(name string) ([]string, error) {
 func validText(name, s string) error {
 	switch {
 	case len(s) > MaxResourceLen:
-		return invalid("%s is %d bytes, over the limit of %d", name, len(s), MaxResourceLen)
+		return invalidf("%s is %d bytes, over the limit of %d", name, len(s), MaxResourceLen)
 	case strings.IndexByte(s, 0) >= 0:
-		return invalid("%s has a NUL byte, which a fence table's text cannot hold", name)
+		return invalidf("%s has a NUL byte, which not every fenced store can hold", name)
 	case !utf8.ValidString(s):
-		return invalid("%s is not valid UTF-8", name)
+		return invalidf("%s is not valid UTF-8", name)
 	}
 	return nil
 }
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+// invalidf is an error matching ErrInvalid in fenced's name: the guards'
+// shared checks report as the family's.
+func invalidf(format string, args ...any) error {
+	return invalid.Errorf("fenced", format, args...)
 }

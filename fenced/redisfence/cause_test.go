@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/redfence/redfence/fenced/redisfence"
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
 )
@@ -18,7 +17,7 @@ import (
 // errors.Is finds the cause and the ctx's own error.
 func TestErrorsCarryTheCause(t *testing.T) {
 	c, _ := testutil.Redis(t)
-	f := redisfence.New(c)
+	f := newFence(t, c)
 	k := key("balance", "acct:cause")
 	for _, tc := range []struct {
 		name string

@@ -38,7 +38,7 @@ func TestCluster(t *testing.T) {
 	})
 	counted.AddHook(calls)
 	t.Cleanup(func() { _ = counted.Close() })
-	f := redisfence.New(counted)
+	f := newFence(t, counted)
 
 	t.Run("slots as Redis computes them", func(t *testing.T) {
 		keys := []string{"", "a", "foo", "bar", "123456789", "{user1000}.following", "{user1000}.followers",

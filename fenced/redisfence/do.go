@@ -48,7 +48,7 @@ import (
 // server applies it.
 //
 // Before any round trip, Do returns an error matching ErrInvalid for a nil
-// ctx, a nil fn, an unusable Fence (nil, zero or from a bad New), a
+// ctx, a nil fn, an unusable Fence (nil, or zero: not from New), a
 // resource that is empty, longer than MaxResourceLen bytes, not valid UTF-8
 // or holds a NUL byte, a negative token (tokens run from 0 to
 // math.MaxInt64), or a key outside the slot. A ctx already done returns
@@ -76,13 +76,14 @@ import (
 // TxPipelined or Close.
 func (f *Fence) Do(ctx context.Context, resource string, token int64, keys []string,
 	fn func(ctx context.Context, tx *redis.Tx, pipe redis.Pipeliner) error) error {
-	if err := f.check(ctx, resource, token); err != nil {
+	c := Claim{Resource: resource, Token: token}
+	if err := f.usable(ctx, c); err != nil {
 		return err
 	}
 	if fn == nil {
 		return invalid("nil fn")
 	}
-	w := write{claims: []Claim{{Resource: resource, Token: token}}, fences: []string{fenceKey(f.cfg.prefix, resource)}, keys: keys, fn: fn}
+	w := write{claims: []Claim{c}, fences: []string{fenceKey(f.cfg.prefix, resource)}, keys: keys, fn: fn}
 	if err := sameSlot(w.fences[0], resource, keys); err != nil {
 		return err
 	}

@@ -51,10 +51,7 @@ type Claim = fence.Claim
 // Redis's errors, deadlines) is as for Do.
 func (f *Fence) DoAll(ctx context.Context, claims []Claim, keys []string,
 	fn func(ctx context.Context, tx *redis.Tx, pipe redis.Pipeliner) error) error {
-	if err := f.usable(ctx); err != nil {
-		return err
-	}
-	claims, err := fence.Canonical(claims)
+	claims, err := fence.UsableAll(ctx, "Fence", f == nil, f != nil && f.client != nil, claims)
 	if err != nil {
 		return err
 	}

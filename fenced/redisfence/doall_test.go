@@ -69,7 +69,7 @@ func move(from, to string, amount int64) func(context.Context, *redis.Tx, redis.
 func TestDoAllOppositeOrders(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target, p string) {
 		ctx := context.Background()
-		f := redisfence.New(tg.watcher, redisfence.WithAttempts(1000))
+		f := newFence(t, tg.watcher, redisfence.WithAttempts(1000))
 		accounts := oneSlot(p, 4)
 		bal := func(res string) string { return key("bal", res) }
 		for _, a := range accounts {
@@ -124,7 +124,7 @@ func TestDoAllOppositeOrders(t *testing.T) {
 func TestDoAllOneStaleClaimRefusesAll(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target, p string) {
 		ctx := context.Background()
-		f := redisfence.New(tg.watcher)
+		f := newFence(t, tg.watcher)
 		resources := oneSlot(p+"stale/", 3)
 		for _, r := range resources {
 			require.NoError(t, f.Do(ctx, r, 5, nil, logWrite(r, "seed")))
@@ -175,7 +175,7 @@ func TestDoAllOneStaleClaimRefusesAll(t *testing.T) {
 func TestDoAllConcurrentWritersCommitInTokenOrder(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target, p string) {
 		ctx := context.Background()
-		f := redisfence.New(tg.watcher, redisfence.WithAttempts(1000))
+		f := newFence(t, tg.watcher, redisfence.WithAttempts(1000))
 		resources := oneSlot(p+"order/", 4)
 		var wg sync.WaitGroup
 		for g := range 16 {
@@ -226,7 +226,7 @@ func TestDoAllSlots(t *testing.T) {
 	require.NotContains(t, []int{redisfence.Slot(fenceOf(a)), redisfence.Slot(fenceOf(b))}, redisfence.Slot("elsewhere"))
 	nop := func(context.Context, *redis.Tx, redis.Pipeliner) error { return nil }
 
-	require.NoError(t, redisfence.New(live).DoAll(ctx, claimsOf(1, a, b), []string{key("log", a), key("log", b)}, logWrite(b, "x")))
+	require.NoError(t, newFence(t, live).DoAll(ctx, claimsOf(1, a, b), []string{key("log", a), key("log", b)}, logWrite(b, "x")))
 	assert.Equal(t, []string{"1", "1"}, []string{fenceValue(t, live, a), fenceValue(t, live, b)})
 
 	for name, tc := range map[string]struct {
@@ -243,7 +243,7 @@ func TestDoAllSlots(t *testing.T) {
 			if tc.routed {
 				w = routed{dead}
 			}
-			err := redisfence.New(w).DoAll(ctx, claimsOf(1, a, b), tc.keys, nop)
+			err := newFence(t, w).DoAll(ctx, claimsOf(1, a, b), tc.keys, nop)
 			require.ErrorIs(t, err, redisfence.ErrInvalid)
 			for _, m := range tc.msg {
 				assert.Contains(t, err.Error(), m)
@@ -265,31 +265,31 @@ func TestDoAllBadInput(t *testing.T) {
 		msg  string
 	}{
 		{"nil claims", func(ctx context.Context, dead *redis.Client) error {
-			return redisfence.New(dead).DoAll(ctx, nil, nil, nop)
+			return must(redisfence.New(dead)).DoAll(ctx, nil, nil, nop)
 		}, "no claims"},
 		{"one resource, two tokens", func(ctx context.Context, dead *redis.Client) error {
-			return redisfence.New(dead).DoAll(ctx, []redisfence.Claim{{Resource: "a", Token: 1}, {Resource: "a", Token: 2}}, nil, nop)
+			return must(redisfence.New(dead)).DoAll(ctx, []redisfence.Claim{{Resource: "a", Token: 1}, {Resource: "a", Token: 2}}, nil, nop)
 		}, `resource "a" claimed with two tokens, 1 and 2`},
 		{"empty resource", func(ctx context.Context, dead *redis.Client) error {
-			return redisfence.New(dead).DoAll(ctx, []redisfence.Claim{{Resource: "a", Token: 1}, {Resource: "", Token: 1}}, nil, nop)
+			return must(redisfence.New(dead)).DoAll(ctx, []redisfence.Claim{{Resource: "a", Token: 1}, {Resource: "", Token: 1}}, nil, nop)
 		}, "empty resource (claim 1)"},
 		{"negative token", func(ctx context.Context, dead *redis.Client) error {
-			return redisfence.New(dead).DoAll(ctx, claimsOf(-1, "a"), nil, nop)
+			return must(redisfence.New(dead)).DoAll(ctx, claimsOf(-1, "a"), nil, nop)
 		}, "negative token -1 (claim 0)"},
 		{"resource over the limit", func(ctx context.Context, dead *redis.Client) error {
-			return redisfence.New(dead).DoAll(ctx, claimsOf(1, strings.Repeat("r", redisfence.MaxResourceLen+1)), nil, nop)
+			return must(redisfence.New(dead)).DoAll(ctx, claimsOf(1, strings.Repeat("r", redisfence.MaxResourceLen+1)), nil, nop)
 		}, "limit of 1024"},
 		{"nil fn", func(ctx context.Context, dead *redis.Client) error {
-			return redisfence.New(dead).DoAll(ctx, ok, nil, nil)
+			return must(redisfence.New(dead)).DoAll(ctx, ok, nil, nil)
 		}, "nil fn"},
 		{"nil ctx", func(_ context.Context, dead *redis.Client) error {
-			return redisfence.New(dead).DoAll(nilCtx, ok, nil, nop)
+			return must(redisfence.New(dead)).DoAll(nilCtx, ok, nil, nop)
 		}, "nil context"},
 		{"nil Fence", func(ctx context.Context, _ *redis.Client) error {
 			return (*redisfence.Fence)(nil).DoAll(ctx, ok, nil, nop)
 		}, "nil Fence"},
 		{"bad option", func(ctx context.Context, dead *redis.Client) error {
-			return redisfence.New(dead, redisfence.WithAttempts(0)).DoAll(ctx, ok, nil, nop)
+			return built(redisfence.New(dead, redisfence.WithAttempts(0)))
 		}, "attempts 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -128,11 +128,12 @@
 //
 // # Errors
 //
-// Do and DoAll report each situation with the error on its right;
+// New, Do and DoAll report each situation with the error on its right;
 // errors.Is finds the sentinels through any wrapping:
 //
 //	Situation                                        Error
-//	bad argument, option or Fence (see below)        ErrInvalid, before any round trip
+//	bad client or option (see below)                 ErrInvalid, from New
+//	bad argument or Fence (see below)                ErrInvalid, before any round trip
 //	ctx already done                                 ctx.Err(), wrapped, before any round trip
 //	token lower than the highest recorded            ErrStaleToken, a *StaleTokenError (DoAll: the
 //	                                                   first stale claim's; nothing applied)
@@ -152,13 +153,14 @@
 // it: on a lock's context that is mutex.ErrLockLost, which errors.Is finds
 // beside the client's error.
 //
-// Bad arguments are: a nil or typed-nil client, a nil or zero Fence, a nil
-// ctx or fn, a bad option (WithPrefix, WithFenceTTL, WithAttempts say which),
-// a key outside the fence key's hash slot (DoAll: outside every claimed
-// fence's slot), no claims or one resource claimed with two different
-// tokens (DoAll; the error names the claim), claimed resources whose fences
-// are in two slots over a client that routes by key, and a resource or
-// token outside these limits:
+// ErrInvalid is mutex.ErrInvalid, the one bad-input sentinel of redfence.
+// New refuses a nil or typed-nil client, a *redis.Ring and a bad option
+// (WithPrefix, WithFenceTTL, WithAttempts say which). Bad arguments of the
+// calls are: a nil or zero Fence, a nil ctx or fn, a key outside the fence
+// key's hash slot (DoAll: outside every claimed fence's slot), no claims or
+// one resource claimed with two different tokens (DoAll; the error names
+// the claim), claimed resources whose fences are in two slots over a
+// client that routes by key, and a resource or token outside these limits:
 //
 //   - resource: 1 to MaxResourceLen (1024) bytes of valid UTF-8 without NUL
 //     bytes, as for every fenced store;

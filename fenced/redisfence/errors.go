@@ -2,9 +2,9 @@ package redisfence
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/redfence/redfence/fenced/fence"
+	invalidpkg "github.com/redfence/redfence/internal/invalid"
 )
 
 // The sentinels every fenced store shares (package fence, which imports
@@ -16,8 +16,9 @@ var (
 	// error is a *StaleTokenError.
 	ErrStaleToken = fence.ErrStaleToken
 	// ErrInvalid is matched by errors for bad arguments or configuration,
-	// returned before any round trip to Redis, and by the error Do returns
-	// when fn executed the pipeline itself (nothing is written then).
+	// returned by New or before any round trip to Redis, and by the error
+	// Do returns when fn executed the pipeline itself (nothing is written
+	// then). It is mutex.ErrInvalid.
 	ErrInvalid = fence.ErrInvalid
 	// ErrContended is matched by the error Do returns when every attempt it
 	// was allowed (WithAttempts) lost a WATCH race to another writer of the
@@ -37,7 +38,7 @@ const MaxResourceLen = fence.MaxResourceLen
 type StaleTokenError = fence.StaleTokenError
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+	return invalidpkg.Errorf("redisfence", format, args...)
 }
 
 func clip(s string) string { return fence.Clip(s) }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redfence/redfence/fenced/redisfence"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
 // A write made under a lock carries the lock's token, and Redis records it
@@ -22,9 +23,19 @@ func Example() {
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
-	locker := mutex.New(rdb)
+	driver, err := redisdriver.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker, err := mutex.New(driver) // the Locker owns the driver; rdb stays ours
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
-	fence := redisfence.New(rdb)
+	fence, err := redisfence.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	const resource = "account:42"
 	balance := "balance:" + redisfence.Tag(resource) // balance:{account:42}
@@ -32,7 +43,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	err := locker.Do(ctx, resource, func(ctx context.Context, lk *mutex.Lock) error {
+	err = locker.Do(ctx, resource, func(ctx context.Context, lk *mutex.Lock) error {
 		return fence.Do(ctx, resource, lk.Token(), []string{balance},
 			func(ctx context.Context, tx *redis.Tx, pipe redis.Pipeliner) error {
 				n, err := tx.Get(ctx, balance).Int64() // read through tx
@@ -61,10 +72,24 @@ func ExampleFence_Do() {
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
-	replicaA, replicaB := mutex.New(rdb), mutex.New(rdb)
+	newLocker := func() *mutex.Locker { // one per replica, each with its own driver
+		driver, err := redisdriver.New(rdb)
+		if err != nil {
+			log.Fatal(err)
+		}
+		locker, err := mutex.New(driver)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return locker
+	}
+	replicaA, replicaB := newLocker(), newLocker()
 	defer replicaA.Close()
 	defer replicaB.Close()
-	fence := redisfence.New(rdb)
+	fence, err := redisfence.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	const resource = "account:43"
 	owner := "owner:" + redisfence.Tag(resource)
@@ -89,7 +114,7 @@ func ExampleFence_Do() {
 	if err := fence.Do(ctx, resource, b.Token(), nil, write("B")); err != nil {
 		log.Fatal(err)
 	}
-	_ = b.Unlock(ctx)
+	_ = b.Release(ctx)
 
 	// A wakes up and writes as if it still held the lock.
 	err = fence.Do(ctx, resource, a.Token(), nil, write("A"))
@@ -112,9 +137,19 @@ func ExampleFence_DoAll() {
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
-	locker := mutex.New(rdb)
+	driver, err := redisdriver.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker, err := mutex.New(driver) // the Locker owns the driver; rdb stays ours
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
-	fence := redisfence.New(rdb)
+	fence, err := redisfence.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	from, to := "account:44", "account:45"
 	fromKey, toKey := "balance:"+redisfence.Tag(from), "balance:"+redisfence.Tag(to)
@@ -125,12 +160,12 @@ func ExampleFence_DoAll() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer a.Unlock(ctx)
+	defer a.Release(ctx)
 	b, err := locker.Lock(ctx, to)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer b.Unlock(ctx)
+	defer b.Release(ctx)
 
 	claims := []redisfence.Claim{{Resource: from, Token: a.Token()}, {Resource: to, Token: b.Token()}}
 	err = fence.DoAll(ctx, claims, []string{fromKey, toKey},

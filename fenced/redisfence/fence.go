@@ -2,12 +2,10 @@ package redisfence
 
 import (
 	"context"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redfence/redfence/internal/typednil"
+	"github.com/redfence/redfence/fenced/fence"
 )
 
 // Watcher runs fn with a transaction that has WATCHed keys, as go-redis's
@@ -24,7 +22,6 @@ type Watcher interface {
 // and owns no goroutines, so there is nothing to close.
 type Fence struct {
 	client   Watcher
-	err      error // configuration error, returned by Do
 	cfg      config
 	oneTrip  bool // see New
 	mutation mutation
@@ -39,68 +36,37 @@ type mutation struct {
 
 // New returns a Fence over client. A nil client, a typed nil one (a nil
 // *redis.Client in the interface), a *redis.Ring (which moves a down
-// shard's keys, fence and data, to another shard) or a bad option does not
-// panic: Do returns an error matching ErrInvalid without a round trip.
-func New(client Watcher, opts ...Option) *Fence {
+// shard's keys, fence and data, to another shard) or a bad option returns
+// an error matching ErrInvalid, without a round trip.
+func New(client Watcher, opts ...Option) (*Fence, error) {
 	cfg := config{prefix: DefaultPrefix, attempts: DefaultAttempts}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)
 		}
 	}
-	f := &Fence{client: client, err: cfg.err, cfg: cfg}
-	switch {
-	case client == nil:
-		f.err = invalid("nil redis client")
-	case typednil.Is(client):
-		f.err = invalid("nil redis client: a nil %T", client)
-	default:
-		if _, ring := client.(*redis.Ring); ring {
-			f.err = invalid("a *redis.Ring cannot fence: it sends a down shard's keys to another, which holds neither their fence nor their data")
-		}
+	if err := fence.Required("redis client", client); err != nil {
+		return nil, err
 	}
+	if _, ring := client.(*redis.Ring); ring {
+		return nil, invalid("a *redis.Ring cannot fence: it sends a down shard's keys to another, which holds neither their fence nor their data")
+	}
+	if cfg.err != nil {
+		return nil, cfg.err
+	}
+	f := &Fence{client: client, cfg: cfg}
 	// A *redis.Client's Watch takes no keys, so Do sends WATCH in the same
 	// round trip as the read of the fence. Clients that route by key
 	// (Cluster) need the keys up front and send WATCH on its own.
 	_, f.oneTrip = client.(*redis.Client)
-	return f
+	return f, nil
 }
 
-// check returns the ErrInvalid Do reports for a Fence it cannot use, a nil
-// ctx, or a resource or token outside the limits.
-func (f *Fence) check(ctx context.Context, resource string, token int64) error {
-	if err := f.usable(ctx); err != nil {
-		return err
-	}
-	switch {
-	case resource == "":
-		return invalid("empty resource")
-	case len(resource) > MaxResourceLen:
-		return invalid("resource is %d bytes, over the limit of %d", len(resource), MaxResourceLen)
-	case strings.IndexByte(resource, 0) >= 0:
-		return invalid("resource has a NUL byte, which not every fenced store can hold")
-	case !utf8.ValidString(resource):
-		return invalid("resource is not valid UTF-8")
-	case token < 0:
-		return invalid("negative token %d", token)
-	}
-	return nil
-}
-
-// usable returns the ErrInvalid Do and DoAll report for a Fence they
-// cannot use or a nil ctx.
-func (f *Fence) usable(ctx context.Context) error {
-	switch {
-	case f == nil:
-		return invalid("nil Fence")
-	case f.err != nil:
-		return f.err
-	case f.client == nil:
-		return invalid("zero Fence: make one with New")
-	case ctx == nil:
-		return invalid("nil context")
-	}
-	return nil
+// usable returns the ErrInvalid Do and DoAll report before any round trip
+// for a Fence they cannot use, a nil ctx or a claim outside the limits
+// (fence.Usable).
+func (f *Fence) usable(ctx context.Context, claims ...Claim) error {
+	return fence.Usable(ctx, "Fence", f == nil, f != nil && f.client != nil, claims...)
 }
 
 // sameSlot checks that every key hashes to the fence key's Cluster slot.

@@ -77,6 +77,16 @@ func forEach(t *testing.T, fn func(t *testing.T, tg target, prefix string)) {
 	}
 }
 
+// newFence is redisfence.New for input it must accept: an error fails the
+// test.
+func newFence(t testing.TB, client redisfence.Watcher, opts ...redisfence.Option) *redisfence.Fence {
+	t.Helper()
+	f, err := redisfence.New(client, opts...)
+	require.NoError(t, err)
+	require.NotNil(t, f)
+	return f
+}
+
 func key(name, resource string) string { return name + ":" + redisfence.Tag(resource) }
 
 func fenceOf(resource string) string {

@@ -36,7 +36,7 @@ const DefaultAttempts = 16
 // WithPrefix sets the prefix of the fence keys: resource r's fence is
 // prefix + Tag(r) (followed by r when Tag hashes it). The prefix must be 1
 // to MaxResourceLen bytes of valid UTF-8 without braces, which would move
-// the hash tag; the Fence reports any other as ErrInvalid. Default:
+// the hash tag; New reports any other as ErrInvalid. Default:
 // DefaultPrefix.
 func WithPrefix(prefix string) Option {
 	return optionFunc(func(c *config) {

@@ -23,7 +23,7 @@ import (
 func TestStaleRejectedEqualAccepted(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target, p string) {
 		ctx := context.Background()
-		f := redisfence.New(tg.watcher)
+		f := newFence(t, tg.watcher)
 		res, other := p+"acct-1", p+"acct-2"
 
 		require.NoError(t, f.Do(ctx, res, 5, nil, logWrite(res, "first")))
@@ -54,7 +54,7 @@ func TestStaleRejectedEqualAccepted(t *testing.T) {
 func TestFnErrorAndPanicLeaveNothing(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target, p string) {
 		ctx := context.Background()
-		f := redisfence.New(tg.watcher)
+		f := newFence(t, tg.watcher)
 		res := p + "r"
 		boom := errors.New("boom")
 
@@ -127,7 +127,7 @@ func TestNoWatchLeftBehind(t *testing.T) {
 		for _, e := range endings {
 			t.Run(e.name, func(t *testing.T) {
 				narrow, w := tg.narrow(t)
-				f := redisfence.New(w)
+				f := newFence(t, w)
 				res := p + e.name
 				data := key("data", res)
 				err := e.do(ctx, f, res, []string{data})
@@ -159,7 +159,7 @@ var (
 // accepted tokens do not decrease in commit order.
 func TestFirstWriteRace(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target, p string) {
-		f := redisfence.New(tg.watcher)
+		f := newFence(t, tg.watcher)
 		for round := range 5 {
 			res := fmt.Sprintf("%sfresh-%d", p, round)
 			ctx := context.Background()
@@ -219,7 +219,7 @@ const mutateEnv = "REDISFENCE_MUTATE"
 // independent witness of the commit order (see concurrentWriters).
 func TestConcurrentWritersCommitInTokenOrder(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target, p string) {
-		f := redisfence.New(tg.watcher)
+		f := newFence(t, tg.watcher)
 		if os.Getenv(mutateEnv) == "skip-fence-watch" {
 			if tg.name == "cluster" {
 				t.Skip("the mutation leaves a blind write nothing to route by on a Cluster")
@@ -238,7 +238,7 @@ func TestMutationIsCaught(t *testing.T) {
 	tg := target{name: "mutated", client: c, watcher: c}
 	var problems []string
 	for run := range 3 {
-		f := redisfence.New(c)
+		f := newFence(t, c)
 		redisfence.SkipFenceWatch(f)
 		problems = concurrentWriters(t, tg, f, fmt.Sprintf("mutated-%d/", run))
 		if len(problems) > 0 {
@@ -272,13 +272,13 @@ func TestLostRaceRetried(t *testing.T) {
 
 		res := p + "retried"
 		runs := 0
-		require.NoError(t, redisfence.New(tg.watcher).Do(ctx, res, 1, []string{key("data", res)}, disturb(res, 3, &runs)))
+		require.NoError(t, newFence(t, tg.watcher).Do(ctx, res, 1, []string{key("data", res)}, disturb(res, 3, &runs)))
 		assert.Equal(t, 4, runs)
 		assert.Equal(t, []string{"4"}, logOf(t, tg.client, res), "only the last run's commands are applied")
 
 		res = p + "given-up"
 		runs = 0
-		err := redisfence.New(tg.watcher, redisfence.WithAttempts(2)).Do(ctx, res, 1, []string{key("data", res)}, disturb(res, 5, &runs))
+		err := newFence(t, tg.watcher, redisfence.WithAttempts(2)).Do(ctx, res, 1, []string{key("data", res)}, disturb(res, 5, &runs))
 		require.ErrorIs(t, err, redisfence.ErrContended)
 		require.ErrorIs(t, err, redis.TxFailedErr)
 		assert.Contains(t, err.Error(), "2 attempts")
@@ -290,7 +290,7 @@ func TestLostRaceRetried(t *testing.T) {
 		// sends Do round again, and the next read finds it stale.
 		res = p + "overtaken"
 		runs = 0
-		err = redisfence.New(tg.watcher).Do(ctx, res, 1, nil, func(ctx context.Context, tx *redis.Tx, pipe redis.Pipeliner) error {
+		err = newFence(t, tg.watcher).Do(ctx, res, 1, nil, func(ctx context.Context, tx *redis.Tx, pipe redis.Pipeliner) error {
 			runs++
 			if err := tg.client.Set(ctx, fenceOf(res), "2", 0).Err(); err != nil {
 				return err
@@ -310,7 +310,7 @@ func TestLostRaceRetried(t *testing.T) {
 		dctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		err = redisfence.New(tg.watcher, redisfence.WithAttempts(1000)).Do(dctx, res, 1, []string{key("data", res)}, disturb(res, 1<<30, &runs))
+		err = newFence(t, tg.watcher, redisfence.WithAttempts(1000)).Do(dctx, res, 1, []string{key("data", res)}, disturb(res, 1<<30, &runs))
 		assert.Less(t, time.Since(start), late.Bound(time.Second), "Do outlived its deadline")
 		// Most often the deadline ends the pause between two attempts
 		// (ErrContended, with ctx.Err()); it can end a round trip instead,
@@ -329,7 +329,7 @@ func TestLostRaceRetried(t *testing.T) {
 func TestReadModifyWrite(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target, p string) {
 		ctx := context.Background()
-		f := redisfence.New(tg.watcher)
+		f := newFence(t, tg.watcher)
 		res := p + "account:42"
 		balance := key("balance", res)
 		require.NoError(t, tg.client.Set(ctx, balance, 100, 0).Err())
@@ -359,7 +359,7 @@ func TestReadModifyWrite(t *testing.T) {
 func TestFailuresInsideExec(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target, p string) {
 		ctx := context.Background()
-		f := redisfence.New(tg.watcher)
+		f := newFence(t, tg.watcher)
 
 		res := p + "wrongtype"
 		require.NoError(t, tg.client.RPush(ctx, key("list", res), "x").Err())
@@ -399,8 +399,8 @@ func TestFenceTTL(t *testing.T) {
 		require.NoError(t, err)
 		return d
 	}
-	permanent := redisfence.New(c)
-	f := redisfence.New(c, redisfence.WithFenceTTL(time.Minute))
+	permanent := newFence(t, c)
+	f := newFence(t, c, redisfence.WithFenceTTL(time.Minute))
 	const slack = 5 * time.Second // the test's own time between a write and PTTL
 
 	require.NoError(t, permanent.Do(ctx, "forever", 1, nil, logWrite("forever", "x")))
@@ -450,7 +450,7 @@ func TestEqualTokensDoNotContend(t *testing.T) {
 		{"with a TTL", c, []redisfence.Option{redisfence.WithFenceTTL(time.Minute)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := redisfence.New(tc.watcher, append(tc.opts, redisfence.WithAttempts(1))...)
+			f := newFence(t, tc.watcher, append(tc.opts, redisfence.WithAttempts(1))...)
 			res := "equal/" + tc.name
 			require.NoError(t, f.Do(ctx, res, 7, nil, logWrite(res, "first")))
 			var (

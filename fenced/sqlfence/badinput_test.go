@@ -95,6 +95,24 @@ func runBadCase(t *testing.T, tc badCase) {
 	}
 }
 
+// built is New's error for the cases New must refuse; a Guard returned
+// beside it is an error that matches no sentinel.
+func built(g *sqlfence.Guard, err error) error {
+	if err != nil && g != nil {
+		return fmt.Errorf("New returned a Guard beside its error %q", err.Error())
+	}
+	return err
+}
+
+// must is New's Guard for the cases New must accept, inside a case's call
+// (not the test's goroutine): an error panics, which the harness reports.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(fmt.Sprintf("New: %v", err))
+	}
+	return v
+}
+
 // TestBadInput: every exported function and option, given bad input,
 // returns an error matching ErrInvalid (or the ctx's error) before any call
 // to the database, and never panics.
@@ -109,20 +127,20 @@ func TestBadInput(t *testing.T) {
 		return ctx
 	}
 	cases := []badCase{
-		{name: "nil db: Do", want: sqlfence.ErrInvalid, msg: []string{"nil database"}, call: func(ctx context.Context, _ *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(nil, sqlfence.MySQL).Do(ctx, "r", 1, nop)
+		{name: "nil db", want: sqlfence.ErrInvalid, msg: []string{"nil database"}, call: func(ctx context.Context, _ *sql.DB, _ *sql.Tx) error {
+			return built(sqlfence.New(nil, sqlfence.MySQL))
 		}},
-		{name: "typed nil *sql.DB: Migrate", want: sqlfence.ErrInvalid, msg: []string{"*sql.DB"}, call: func(ctx context.Context, _ *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New((*sql.DB)(nil), sqlfence.SQLite).Migrate(ctx)
+		{name: "typed nil *sql.DB", want: sqlfence.ErrInvalid, msg: []string{"*sql.DB"}, call: func(ctx context.Context, _ *sql.DB, _ *sql.Tx) error {
+			return built(sqlfence.New((*sql.DB)(nil), sqlfence.SQLite))
 		}},
-		{name: "typed nil *sql.Conn: Check", want: sqlfence.ErrInvalid, call: func(ctx context.Context, _ *sql.DB, tx *sql.Tx) error {
-			return sqlfence.New((*sql.Conn)(nil), sqlfence.Postgres).Check(ctx, tx, "r", 1)
+		{name: "typed nil *sql.Conn", want: sqlfence.ErrInvalid, call: func(ctx context.Context, _ *sql.DB, tx *sql.Tx) error {
+			return built(sqlfence.New((*sql.Conn)(nil), sqlfence.Postgres))
 		}},
 		{name: "zero dialect", want: sqlfence.ErrInvalid, msg: []string{"unknown dialect Dialect(0)"}, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, 0).Do(ctx, "r", 1, nop)
+			return built(sqlfence.New(db, 0))
 		}},
-		{name: "unknown dialect: Migrate", want: sqlfence.ErrInvalid, msg: []string{"Dialect(42)"}, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, 42).Migrate(ctx)
+		{name: "unknown dialect", want: sqlfence.ErrInvalid, msg: []string{"Dialect(42)"}, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
+			return built(sqlfence.New(db, 42))
 		}},
 		{name: "nil Guard: Do", want: sqlfence.ErrInvalid, call: func(ctx context.Context, _ *sql.DB, _ *sql.Tx) error {
 			return (*sqlfence.Guard)(nil).Do(ctx, "r", 1, nop)
@@ -140,80 +158,80 @@ func TestBadInput(t *testing.T) {
 			return new(sqlfence.Guard).Check(ctx, tx, "r", 1)
 		}},
 		{name: "nil ctx: Do", want: sqlfence.ErrInvalid, call: func(_ context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.MySQL).Do(nilCtx, "r", 1, nop)
+			return must(sqlfence.New(db, sqlfence.MySQL)).Do(nilCtx, "r", 1, nop)
 		}},
 		{name: "nil ctx: Migrate", want: sqlfence.ErrInvalid, call: func(_ context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.MySQL).Migrate(nilCtx)
+			return must(sqlfence.New(db, sqlfence.MySQL)).Migrate(nilCtx)
 		}},
 		{name: "nil ctx: Check", want: sqlfence.ErrInvalid, call: func(_ context.Context, db *sql.DB, tx *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.MySQL).Check(nilCtx, tx, "r", 1)
+			return must(sqlfence.New(db, sqlfence.MySQL)).Check(nilCtx, tx, "r", 1)
 		}},
 		{name: "cancelled ctx: Do", want: context.Canceled, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.SQLite).Do(cancelled(ctx), "r", 1, nop)
+			return must(sqlfence.New(db, sqlfence.SQLite)).Do(cancelled(ctx), "r", 1, nop)
 		}},
 		{name: "expired ctx: Migrate", want: context.DeadlineExceeded, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
 			ctx, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
 			defer cancel()
-			return sqlfence.New(db, sqlfence.Postgres).Migrate(ctx)
+			return must(sqlfence.New(db, sqlfence.Postgres)).Migrate(ctx)
 		}},
 		{name: "cancelled ctx: Check", want: context.Canceled, call: func(ctx context.Context, db *sql.DB, tx *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.MySQL).Check(cancelled(ctx), tx, "r", 1)
+			return must(sqlfence.New(db, sqlfence.MySQL)).Check(cancelled(ctx), tx, "r", 1)
 		}},
 		{name: "empty resource: Do", want: sqlfence.ErrInvalid, msg: []string{"empty resource"}, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.MySQL).Do(ctx, "", 1, nop)
+			return must(sqlfence.New(db, sqlfence.MySQL)).Do(ctx, "", 1, nop)
 		}},
 		{name: "empty resource: Check", want: sqlfence.ErrInvalid, call: func(ctx context.Context, db *sql.DB, tx *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.SQLite).Check(ctx, tx, "", 1)
+			return must(sqlfence.New(db, sqlfence.SQLite)).Check(ctx, tx, "", 1)
 		}},
 		{name: "resource one byte over the limit", want: sqlfence.ErrInvalid, msg: []string{"1025 bytes", "limit of 1024"}, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.MySQL).Do(ctx, long+"x", 1, nop)
+			return must(sqlfence.New(db, sqlfence.MySQL)).Do(ctx, long+"x", 1, nop)
 		}},
 		{name: "1 MB resource: Check", want: sqlfence.ErrInvalid, msg: []string{"1048576 bytes"}, call: func(ctx context.Context, db *sql.DB, tx *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.Postgres).Check(ctx, tx, huge, 1)
+			return must(sqlfence.New(db, sqlfence.Postgres)).Check(ctx, tx, huge, 1)
 		}},
 		{name: "NUL in resource", want: sqlfence.ErrInvalid, msg: []string{"NUL"}, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.SQLite).Do(ctx, "a\x00b", 1, nop)
+			return must(sqlfence.New(db, sqlfence.SQLite)).Do(ctx, "a\x00b", 1, nop)
 		}},
 		{name: "invalid UTF-8 resource", want: sqlfence.ErrInvalid, msg: []string{"UTF-8"}, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.MySQL).Do(ctx, "a\xffb", 1, nop)
+			return must(sqlfence.New(db, sqlfence.MySQL)).Do(ctx, "a\xffb", 1, nop)
 		}},
 		{name: "negative token: Do", want: sqlfence.ErrInvalid, msg: []string{"-1"}, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.MySQL).Do(ctx, "r", -1, nop)
+			return must(sqlfence.New(db, sqlfence.MySQL)).Do(ctx, "r", -1, nop)
 		}},
 		{name: "MinInt64 token: Check", want: sqlfence.ErrInvalid, call: func(ctx context.Context, db *sql.DB, tx *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.Postgres).Check(ctx, tx, "r", math.MinInt64)
+			return must(sqlfence.New(db, sqlfence.Postgres)).Check(ctx, tx, "r", math.MinInt64)
 		}},
 		{name: "nil fn", want: sqlfence.ErrInvalid, msg: []string{"nil fn"}, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.SQLite).Do(ctx, "r", 1, nil)
+			return must(sqlfence.New(db, sqlfence.SQLite)).Do(ctx, "r", 1, nil)
 		}},
 		{name: "nil tx", want: sqlfence.ErrInvalid, msg: []string{"nil transaction"}, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.MySQL).Check(ctx, nil, "r", 1)
+			return must(sqlfence.New(db, sqlfence.MySQL)).Check(ctx, nil, "r", 1)
 		}},
 		{name: "empty table name", want: sqlfence.ErrInvalid, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.MySQL, sqlfence.WithTable("")).Do(ctx, "r", 1, nop)
+			return built(sqlfence.New(db, sqlfence.MySQL, sqlfence.WithTable("")))
 		}},
 		{name: "empty schema", want: sqlfence.ErrInvalid, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.SQLite, sqlfence.WithTable(".t")).Migrate(ctx)
+			return built(sqlfence.New(db, sqlfence.SQLite, sqlfence.WithTable(".t")))
 		}},
 		{name: "three-part table name", want: sqlfence.ErrInvalid, call: func(ctx context.Context, db *sql.DB, tx *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.Postgres, sqlfence.WithTable("a.b.c")).Check(ctx, tx, "r", 1)
+			return built(sqlfence.New(db, sqlfence.Postgres, sqlfence.WithTable("a.b.c")))
 		}},
 		{name: "64-byte table name", want: sqlfence.ErrInvalid, msg: []string{"64 bytes"}, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.MySQL, sqlfence.WithTable(fmt.Sprintf("%064d", 0))).Do(ctx, "r", 1, nop)
+			return built(sqlfence.New(db, sqlfence.MySQL, sqlfence.WithTable(fmt.Sprintf("%064d", 0))))
 		}},
 		{name: "1 MB table name", want: sqlfence.ErrInvalid, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.MySQL, sqlfence.WithTable(huge)).Migrate(ctx)
+			return built(sqlfence.New(db, sqlfence.MySQL, sqlfence.WithTable(huge)))
 		}},
 		{name: "NUL in table name", want: sqlfence.ErrInvalid, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.SQLite, sqlfence.WithTable("a\x00b")).Do(ctx, "r", 1, nop)
+			return built(sqlfence.New(db, sqlfence.SQLite, sqlfence.WithTable("a\x00b")))
 		}},
 		{name: "invalid UTF-8 table name", want: sqlfence.ErrInvalid, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.Postgres, sqlfence.WithTable("s.t\xff")).Migrate(ctx)
+			return built(sqlfence.New(db, sqlfence.Postgres, sqlfence.WithTable("s.t\xff")))
 		}},
 		{name: "nil options and typed nil providers are not bad input", want: sqlfence.ErrInvalid, msg: []string{"negative token"}, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
-			g := sqlfence.New(db, sqlfence.MySQL, nil,
+			g := must(sqlfence.New(db, sqlfence.MySQL, nil,
 				sqlfence.WithTracerProvider((*sdktrace.TracerProvider)(nil)),
-				sqlfence.WithMeterProvider((*sdkmetric.MeterProvider)(nil)), nil)
+				sqlfence.WithMeterProvider((*sdkmetric.MeterProvider)(nil)), nil))
 			return g.Do(ctx, "r", -1, nop)
 		}},
 	}
@@ -230,7 +248,7 @@ func TestServerAnswers(t *testing.T) {
 		ctx := context.Background()
 		nop := func(context.Context, *sql.Tx) error { return nil }
 
-		unmigrated := sqlfence.New(e.db, s.dialect, sqlfence.WithTable(e.fences+"_never"))
+		unmigrated := newGuard(t, e.db, s.dialect, sqlfence.WithTable(e.fences+"_never"))
 		err := unmigrated.Do(ctx, "r", 1, nop)
 		require.ErrorIs(t, err, sqlfence.ErrNotMigrated)
 		assert.Contains(t, err.Error(), "call Guard.Migrate")
@@ -240,7 +258,7 @@ func TestServerAnswers(t *testing.T) {
 		require.ErrorIs(t, unmigrated.Check(ctx, tx, "r", 1), sqlfence.ErrNotMigrated)
 		require.NoError(t, tx.Rollback())
 
-		err = sqlfence.New(e.db, s.dialect, sqlfence.WithTable("no_such_schema.t")).Migrate(ctx)
+		err = newGuard(t, e.db, s.dialect, sqlfence.WithTable("no_such_schema.t")).Migrate(ctx)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "sqlfence: migrate")
 		assert.NotErrorIs(t, err, sqlfence.ErrInvalid)

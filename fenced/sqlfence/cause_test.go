@@ -56,7 +56,7 @@ func TestErrorsCarryTheCause(t *testing.T) {
 				if !tc.before && !tc.after && !tc.inFn {
 					lose()
 				}
-				g := sqlfence.New(h, s.dialect, sqlfence.WithTable(e.fences))
+				g := newGuard(t, h, s.dialect, sqlfence.WithTable(e.fences))
 				err := g.Do(ctx, "acct:cause", 1, func(ctx context.Context, tx *sql.Tx) error {
 					if err := e.insert("acct:cause", 1, "x")(ctx, tx); err != nil {
 						return err

@@ -39,7 +39,7 @@ func TestLockErrorsReachCaller(t *testing.T) {
 	t.Run("mysql lock wait timeout: 1205", func(t *testing.T) {
 		s := stores[1]
 		e := setup(t, s)
-		impatient := sqlfence.New(s.open(t, "innodb_lock_wait_timeout=1"), s.dialect, sqlfence.WithTable(e.fences))
+		impatient := newGuard(t, s.open(t, "innodb_lock_wait_timeout=1"), s.dialect, sqlfence.WithTable(e.fences))
 		err := secondWriter(t, e, impatient, nil, false)
 		var myErr *mysql.MySQLError
 		require.ErrorAs(t, err, &myErr)
@@ -49,7 +49,7 @@ func TestLockErrorsReachCaller(t *testing.T) {
 		s := stores[2]
 		dsn := testutil.SQLiteDSN(t)
 		e := setupDB(t, s, openDB(t, "sqlite", dsn))
-		impatient := sqlfence.New(openDB(t, "sqlite", strings.Replace(dsn, "busy_timeout(10000)", "busy_timeout(100)", 1)), s.dialect, sqlfence.WithTable(e.fences))
+		impatient := newGuard(t, openDB(t, "sqlite", strings.Replace(dsn, "busy_timeout(10000)", "busy_timeout(100)", 1)), s.dialect, sqlfence.WithTable(e.fences))
 		err := secondWriter(t, e, impatient, nil, false)
 		var liteErr *sqlite.Error
 		require.ErrorAs(t, err, &liteErr)
@@ -118,15 +118,15 @@ func secondWriter(t *testing.T, e *env, g2 *sqlfence.Guard, waiting func() bool,
 func TestMySQLNeedsInnoDB(t *testing.T) {
 	e := setup(t, stores[1])
 	e.exec(t, "CREATE TABLE "+e.fences+"_myisam (resource VARBINARY(255) NOT NULL PRIMARY KEY, token BIGINT NOT NULL, updated_at DATETIME(6) NOT NULL) ENGINE=MyISAM")
-	err := sqlfence.New(e.db, sqlfence.MySQL, sqlfence.WithTable(e.fences+"_myisam")).Migrate(context.Background())
+	err := newGuard(t, e.db, sqlfence.MySQL, sqlfence.WithTable(e.fences+"_myisam")).Migrate(context.Background())
 	require.ErrorIs(t, err, sqlfence.ErrUnsafeStorage)
 	assert.Contains(t, err.Error(), "MyISAM")
 	// A database-qualified name is checked in that database.
 	var db string
 	require.NoError(t, e.db.QueryRow("SELECT DATABASE()").Scan(&db))
-	err = sqlfence.New(e.db, sqlfence.MySQL, sqlfence.WithTable(db+"."+e.fences+"_myisam")).Migrate(context.Background())
+	err = newGuard(t, e.db, sqlfence.MySQL, sqlfence.WithTable(db+"."+e.fences+"_myisam")).Migrate(context.Background())
 	require.ErrorIs(t, err, sqlfence.ErrUnsafeStorage)
-	require.NoError(t, sqlfence.New(e.db, sqlfence.MySQL, sqlfence.WithTable(db+"."+e.fences)).Migrate(context.Background()))
+	require.NoError(t, newGuard(t, e.db, sqlfence.MySQL, sqlfence.WithTable(db+"."+e.fences)).Migrate(context.Background()))
 }
 
 // TestMySQLEngineAlteredAfterMigrate: a fence table altered to an engine
@@ -140,7 +140,7 @@ func TestMySQLEngineAlteredAfterMigrate(t *testing.T) {
 	// MyISAM (on MySQL and MariaDB alike) keys at most 1000 bytes.
 	e.exec(t, "ALTER TABLE "+e.fences+" MODIFY resource VARBINARY(255) NOT NULL, ENGINE=MyISAM")
 
-	fresh := sqlfence.New(e.db, sqlfence.MySQL, sqlfence.WithTable(e.fences))
+	fresh := newGuard(t, e.db, sqlfence.MySQL, sqlfence.WithTable(e.fences))
 	err := fresh.Do(ctx, "r", 2, e.insert("r", 2, "fresh guard"))
 	require.ErrorIs(t, err, sqlfence.ErrUnsafeStorage)
 	assert.Contains(t, err.Error(), "MyISAM")
@@ -177,7 +177,7 @@ func TestSQLiteNeedsAFile(t *testing.T) {
 			if tc.table != "" {
 				opts = append(opts, sqlfence.WithTable(tc.table))
 			}
-			g := sqlfence.New(db, sqlfence.SQLite, opts...)
+			g := newGuard(t, db, sqlfence.SQLite, opts...)
 			err := g.Migrate(ctx)
 			require.ErrorIs(t, err, sqlfence.ErrUnsafeStorage)
 			assert.Contains(t, err.Error(), "in-memory")
@@ -185,7 +185,7 @@ func TestSQLiteNeedsAFile(t *testing.T) {
 			assert.ErrorIs(t, g.Do(ctx, "r", 1, nop), sqlfence.ErrNotMigrated, "Migrate created nothing")
 		})
 	}
-	g := sqlfence.New(openDB(t, "sqlite", testutil.SQLiteDSN(t)), sqlfence.SQLite, sqlfence.WithTable("main.fences"))
+	g := newGuard(t, openDB(t, "sqlite", testutil.SQLiteDSN(t)), sqlfence.SQLite, sqlfence.WithTable("main.fences"))
 	require.NoError(t, g.Migrate(ctx), "a file, named by its schema")
 }
 
@@ -196,11 +196,12 @@ func TestPostgresSharesFencedTable(t *testing.T) {
 	e := setup(t, stores[0])
 	ctx := context.Background()
 	pool := testutil.Postgres(t)
-	fg := fenced.New(pool, fenced.WithTable(e.fences))
+	fg, err := fenced.New(pool, fenced.WithTable(e.fences))
+	require.NoError(t, err)
 	require.NoError(t, fg.Protect(ctx, e.data, "resource"))
 
 	require.NoError(t, e.g.Do(ctx, "shared", 5, e.insert("shared", 5, "sqlfence")))
-	_, err := fg.Raise(ctx, "shared", 7)
+	_, err = fg.Raise(ctx, "shared", 7)
 	require.NoError(t, err)
 	var stale *fenced.StaleTokenError
 	require.ErrorAs(t, e.g.Do(ctx, "shared", 6, e.insert("shared", 6, "stale")), &stale)

@@ -80,8 +80,5 @@ func (g *Guard) CheckAll(ctx context.Context, tx *sql.Tx, claims []Claim) error 
 // validateAll is usable plus fence.Canonical: the claims DoAll and
 // CheckAll record, in the order they record them.
 func (g *Guard) validateAll(ctx context.Context, claims []Claim) ([]Claim, error) {
-	if err := g.usable(ctx); err != nil {
-		return nil, err
-	}
-	return fence.Canonical(claims)
+	return fence.UsableAll(ctx, "Guard", g == nil, g != nil && g.db != nil, claims)
 }

@@ -161,14 +161,16 @@ func TestDoAllOneStaleClaimRefusesAll(t *testing.T) {
 func TestDoAllProtectedTable(t *testing.T) {
 	e := setup(t, stores[0])
 	ctx := context.Background()
-	require.NoError(t, fenced.New(testutil.Postgres(t), fenced.WithTable(e.fences)).Protect(ctx, e.data, "resource"))
+	fg, err := fenced.New(testutil.Postgres(t), fenced.WithTable(e.fences))
+	require.NoError(t, err)
+	require.NoError(t, fg.Protect(ctx, e.data, "resource"))
 	both := []sqlfence.Claim{{Resource: "y", Token: 1}, {Resource: "x", Token: 1}}
 
 	require.NoError(t, e.g.DoAll(ctx, both, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO `+e.data+` (resource, token, tag) VALUES ('x', 1, 'x'), ('y', 1, 'y')`)
 		return err
 	}))
-	err := e.g.DoAll(ctx, both, func(ctx context.Context, tx *sql.Tx) error {
+	err = e.g.DoAll(ctx, both, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO `+e.data+` (resource, token, tag) VALUES ('x', 1, 'x2'), ('z', 1, 'z')`)
 		return err
 	})
@@ -323,20 +325,20 @@ func TestDoAllBadInput(t *testing.T) {
 		for _, d := range []sqlfence.Dialect{sqlfence.Postgres, sqlfence.MySQL, sqlfence.SQLite} {
 			t.Run(fmt.Sprintf("%v: %s", d, tc.name), func(t *testing.T) {
 				runBadCase(t, badCase{want: sqlfence.ErrInvalid, msg: []string{tc.msg}, call: func(ctx context.Context, db *sql.DB, tx *sql.Tx) error {
-					if err := sqlfence.New(db, d).DoAll(ctx, tc.claims, nop); err == nil || !strings.Contains(err.Error(), tc.msg) {
+					if err := must(sqlfence.New(db, d)).DoAll(ctx, tc.claims, nop); err == nil || !strings.Contains(err.Error(), tc.msg) {
 						return fmt.Errorf("DoAll: %w", err)
 					}
-					return sqlfence.New(db, d).CheckAll(ctx, tx, tc.claims)
+					return must(sqlfence.New(db, d)).CheckAll(ctx, tx, tc.claims)
 				}})
 			})
 		}
 	}
 	for _, tc := range []badCase{
 		{name: "nil fn", want: sqlfence.ErrInvalid, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.MySQL).DoAll(ctx, ok, nil)
+			return must(sqlfence.New(db, sqlfence.MySQL)).DoAll(ctx, ok, nil)
 		}},
 		{name: "nil ctx", want: sqlfence.ErrInvalid, call: func(_ context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.MySQL).DoAll(nilCtx, ok, nop)
+			return must(sqlfence.New(db, sqlfence.MySQL)).DoAll(nilCtx, ok, nop)
 		}},
 		{name: "nil Guard", want: sqlfence.ErrInvalid, call: func(ctx context.Context, _ *sql.DB, _ *sql.Tx) error {
 			return (*sqlfence.Guard)(nil).DoAll(ctx, ok, nop)
@@ -345,12 +347,12 @@ func TestDoAllBadInput(t *testing.T) {
 			return new(sqlfence.Guard).CheckAll(ctx, tx, ok)
 		}},
 		{name: "nil tx", want: sqlfence.ErrInvalid, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
-			return sqlfence.New(db, sqlfence.SQLite).CheckAll(ctx, nil, ok)
+			return must(sqlfence.New(db, sqlfence.SQLite)).CheckAll(ctx, nil, ok)
 		}},
 		{name: "cancelled ctx", want: context.Canceled, call: func(ctx context.Context, db *sql.DB, _ *sql.Tx) error {
 			ctx, cancel := context.WithCancel(ctx)
 			cancel()
-			return sqlfence.New(db, sqlfence.Postgres).DoAll(ctx, ok, nop)
+			return must(sqlfence.New(db, sqlfence.Postgres)).DoAll(ctx, ok, nop)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runBadCase(t, tc) })

@@ -17,7 +17,8 @@
 //
 //	db, err := sql.Open("mysql", "app:secret@tcp(127.0.0.1:3306)/app")
 //	...
-//	g := sqlfence.New(db, sqlfence.MySQL)
+//	g, err := sqlfence.New(db, sqlfence.MySQL)
+//	...
 //	err = g.Migrate(ctx) // once: creates redfence_fences
 //	err = g.Do(ctx, "account:42", lk.Token(), func(ctx context.Context, tx *sql.Tx) error {
 //		_, err := tx.ExecContext(ctx, "UPDATE accounts SET balance = ? WHERE id = 42", balance)
@@ -129,7 +130,8 @@
 // # Errors
 //
 //	Situation                                        Error
-//	bad argument, option, dialect or Guard           ErrInvalid, before any round trip
+//	bad database, dialect or option (see below)      ErrInvalid, from New
+//	bad argument or Guard (see below)                ErrInvalid, before any round trip
 //	ctx already done                                 ctx.Err(), wrapped, before any round trip
 //	token lower than the highest recorded            ErrStaleToken, a *StaleTokenError (DoAll,
 //	                                                   CheckAll: the first stale claim's)
@@ -151,10 +153,12 @@
 // it: on a lock's context that is mutex.ErrLockLost, which errors.Is finds
 // beside the driver's error.
 //
-// Bad arguments are: a nil or typed-nil database, a Dialect other than the
-// three, a nil or zero Guard, a nil ctx, fn or tx, a bad WithTable name, no
-// claims or one resource claimed with two different tokens (DoAll,
-// CheckAll; the error names the claim), a resource that is empty, longer than MaxResourceLen (1024) bytes, not
+// ErrInvalid is mutex.ErrInvalid, the one bad-input sentinel of redfence.
+// New refuses a nil or typed-nil database, a Dialect other than the three
+// and a bad WithTable name. Bad arguments of the calls are: a nil or zero
+// Guard, a nil ctx, fn or tx, no claims or one resource claimed with two
+// different tokens (DoAll, CheckAll; the error names the claim), a
+// resource that is empty, longer than MaxResourceLen (1024) bytes, not
 // valid UTF-8 or holds a NUL byte, and a negative token (tokens run from 0
 // to math.MaxInt64; the fence tables check token >= 0 too).
 //

@@ -2,9 +2,9 @@ package sqlfence
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/redfence/redfence/fenced/fence"
+	invalidpkg "github.com/redfence/redfence/internal/invalid"
 )
 
 // The errors and limits every fence shares live in package fence; these
@@ -16,7 +16,8 @@ var (
 	// The concrete error is a *StaleTokenError.
 	ErrStaleToken = fence.ErrStaleToken
 	// ErrInvalid is matched by errors for bad arguments or configuration,
-	// returned before any round trip to the database.
+	// returned by New or before any round trip to the database. It is
+	// mutex.ErrInvalid.
 	ErrInvalid = fence.ErrInvalid
 	// ErrNotMigrated is matched by the error Do and Check return when the
 	// fence table does not exist; it also wraps the driver's error (see the
@@ -45,5 +46,5 @@ type StaleTokenError = fence.StaleTokenError
 const MaxResourceLen = fence.MaxResourceLen
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+	return invalidpkg.Errorf("sqlfence", format, args...)
 }

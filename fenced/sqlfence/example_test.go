@@ -31,7 +31,10 @@ func Example() {
 		panic(err)
 	}
 
-	g := sqlfence.New(db, sqlfence.SQLite)
+	g, err := sqlfence.New(db, sqlfence.SQLite)
+	if err != nil {
+		panic(err)
+	}
 	if err := g.Migrate(ctx); err != nil {
 		panic(err)
 	}

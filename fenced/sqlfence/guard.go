@@ -14,7 +14,6 @@ import (
 
 	"github.com/redfence/redfence/fenced/fence"
 	"github.com/redfence/redfence/internal/cause"
-	"github.com/redfence/redfence/internal/typednil"
 )
 
 // Beginner starts a transaction: *sql.DB and *sql.Conn satisfy it. A
@@ -29,7 +28,6 @@ type Beginner interface {
 type Guard struct {
 	db      Beginner
 	dialect Dialect
-	err     error  // configuration error, returned by every method
 	table   string // as configured, for messages
 	st      statements
 	first   firstSQL      // Check's, before the fence
@@ -43,41 +41,35 @@ type Guard struct {
 // New returns a Guard over db, which speaks dialect d. The Guard does not
 // open, configure or close db; the package doc says what each dialect
 // needs of it. A nil db, a typed nil one (a nil *sql.DB in the interface),
-// an unknown dialect or a bad option does not panic: the Guard's methods
-// return an error matching ErrInvalid without a round trip. Call Migrate
-// once (at start-up or from your migrations) before Do; until then Do and
-// Check return an error matching ErrNotMigrated.
-func New(db Beginner, d Dialect, opts ...Option) *Guard {
+// an unknown dialect or a bad option returns an error matching ErrInvalid,
+// without a round trip. Call Migrate once (at start-up or from your
+// migrations) before Do; until then Do and Check return an error matching
+// ErrNotMigrated.
+func New(db Beginner, d Dialect, opts ...Option) (*Guard, error) {
 	cfg := config{table: DefaultTable}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)
 		}
 	}
+	if err := fence.Required("database", db); err != nil {
+		return nil, err
+	}
+	if d != Postgres && d != MySQL && d != SQLite {
+		return nil, invalid("unknown dialect %v", d)
+	}
+	parts, err := fence.SplitTable(cfg.table)
+	if err != nil {
+		return nil, err
+	}
 	g := &Guard{db: db, dialect: d, table: cfg.table, storage: &storageCheck{born: time.Now()},
 		tel: newTelemetry(cfg.tracer, cfg.meter)}
 	g.record = func(ctx context.Context, tx *sql.Tx, resource string, token int64) (int64, error) {
 		return g.dialect.record(ctx, tx, &g.st, resource, token)
 	}
-	switch {
-	case db == nil:
-		g.err = invalid("nil database")
-		return g
-	case typednil.Is(db):
-		g.err = invalid("nil database: a nil %T", db)
-		return g
-	case d != Postgres && d != MySQL && d != SQLite:
-		g.err = invalid("unknown dialect %v", d)
-		return g
-	}
-	parts, err := fence.SplitTable(cfg.table)
-	if err != nil {
-		g.err = err
-		return g
-	}
 	g.st = d.statements(cfg.table, parts)
 	g.first = d.firstSQL(parts)
-	return g
+	return g, nil
 }
 
 // Migrate creates the fence table if it does not exist. It is idempotent and
@@ -137,7 +129,7 @@ func (g *Guard) Migrate(ctx context.Context) error {
 // ErrUnsafeStorage (see the package doc).
 //
 // Before any round trip, Do returns an error matching ErrInvalid for a nil
-// ctx, a nil fn, an unusable Guard (nil, zero or from a bad New), a resource
+// ctx, a nil fn, an unusable Guard (nil, or zero: not from New), a resource
 // that is empty, longer than MaxResourceLen bytes, not valid UTF-8 or holds
 // a NUL byte, or a negative token: tokens run from 0 to math.MaxInt64. A ctx
 // already done returns ctx.Err() (wrapped), also without a round trip.
@@ -152,10 +144,11 @@ func (g *Guard) Migrate(ctx context.Context) error {
 //
 // fn must do all its writes through tx, and must not commit or roll it back.
 func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	if err := g.validate(ctx, resource, token); err != nil {
+	c := Claim{Resource: resource, Token: token}
+	if err := g.usable(ctx, c); err != nil {
 		return err
 	}
-	return g.do(ctx, "Do", []Claim{{Resource: resource, Token: token}}, fn)
+	return g.do(ctx, "Do", []Claim{c}, fn)
 }
 
 // do is Do and DoAll once their claims are valid and in canonical order:
@@ -233,7 +226,8 @@ func (g *Guard) do(ctx context.Context, op string, claims []Claim, fn func(ctx c
 // Bad arguments and a done ctx are reported as by Do, before any round
 // trip; a nil tx is ErrInvalid too.
 func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token int64) error {
-	if err := g.validate(ctx, resource, token); err != nil {
+	c := Claim{Resource: resource, Token: token}
+	if err := g.usable(ctx, c); err != nil {
 		return err
 	}
 	if tx == nil {
@@ -242,7 +236,7 @@ func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token in
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlfence: %w", cause.Wrap(ctx, err))
 	}
-	return g.checkIn(ctx, "Check", tx, []Claim{{Resource: resource, Token: token}})
+	return g.checkIn(ctx, "Check", tx, []Claim{c})
 }
 
 // checkIn is Check and CheckAll once their claims are valid and in
@@ -259,31 +253,11 @@ func (g *Guard) checkIn(ctx context.Context, op string, tx *sql.Tx, claims []Cla
 	return g.check(ctx, tx, claims, span)
 }
 
-// usable returns the ErrInvalid every method reports for a Guard it cannot
-// use or a nil ctx.
-func (g *Guard) usable(ctx context.Context) error {
-	switch {
-	case g == nil:
-		return invalid("nil Guard")
-	case g.err != nil:
-		return g.err
-	case g.db == nil:
-		return invalid("zero Guard: make one with New")
-	case ctx == nil:
-		return invalid("nil context")
-	}
-	return nil
-}
-
-// validate is usable plus the limits on resource and token.
-func (g *Guard) validate(ctx context.Context, resource string, token int64) error {
-	if err := g.usable(ctx); err != nil {
-		return err
-	}
-	if err := fence.ValidateResource(resource); err != nil {
-		return err
-	}
-	return fence.ValidateToken(token)
+// usable returns the ErrInvalid a method reports before any round trip
+// for a Guard it cannot use, a nil ctx or a claim outside the limits
+// (fence.Usable).
+func (g *Guard) usable(ctx context.Context, claims ...Claim) error {
+	return fence.Usable(ctx, "Guard", g == nil, g != nil && g.db != nil, claims...)
 }
 
 // check records each claim's token in tx, in claims' order, and counts

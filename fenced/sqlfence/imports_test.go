@@ -10,8 +10,9 @@ import (
 )
 
 // TestImportsNoDriver: a program that imports sqlfence compiles no database
-// driver, pgx included, and fence compiles nothing outside the standard
-// library (issue 24: keep what a user compiles small).
+// driver, pgx included, fence compiles nothing outside the standard
+// library but redfence's internal packages, and no fence compiles the
+// Locker (issue 24: keep what a user compiles small).
 func TestImportsNoDriver(t *testing.T) {
 	deps := func(pkg string) []string {
 		out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
@@ -35,8 +36,17 @@ func TestImportsNoDriver(t *testing.T) {
 			}
 		}
 	}
+	// -deps is transitive: a module an internal package pulled in is listed too.
 	for _, dep := range deps("github.com/redfence/redfence/fenced/fence") {
 		first, _, _ := strings.Cut(dep, "/")
-		assert.True(t, !strings.Contains(first, ".") || dep == "github.com/redfence/redfence/fenced/fence", "fence depends on %s", dep)
+		assert.True(t, !strings.Contains(first, ".") || strings.HasPrefix(dep, "github.com/redfence/redfence/fenced/fence") ||
+			strings.HasPrefix(dep, "github.com/redfence/redfence/internal/"), "fence depends on %s", dep)
+	}
+	// The fences share the Locker's ErrInvalid through internal/invalid, not
+	// by importing the Locker.
+	for _, pkg := range []string{"fenced", "fenced/fence", "fenced/sqlfence", "fenced/redisfence"} {
+		for _, dep := range deps("github.com/redfence/redfence/" + pkg) {
+			assert.False(t, strings.HasPrefix(dep, "github.com/redfence/redfence/mutex"), "%s depends on %s", pkg, dep)
+		}
 	}
 }

@@ -27,7 +27,7 @@ const DefaultTable = "redfence_fences"
 // database; SQLite: an attached database). Each part is quoted as an
 // identifier in the dialect's way, so it is used exactly as given; a part
 // may not be empty, longer than 63 bytes, contain a dot or a NUL, or be
-// invalid UTF-8: the Guard's methods report such a name as ErrInvalid.
+// invalid UTF-8: New reports such a name as ErrInvalid.
 // Migrate does not create the schema. Default: DefaultTable, in the
 // connection's default schema (PostgreSQL: search_path; MySQL: the DSN's
 // database; SQLite: main).

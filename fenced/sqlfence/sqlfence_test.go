@@ -259,7 +259,7 @@ func TestMigrate(t *testing.T) {
 		db := s.open(t)
 		ctx := context.Background()
 		name := fmt.Sprintf("we\"i`rd %d", tableSeq.Add(1))
-		g := sqlfence.New(db, s.dialect, sqlfence.WithTable(name))
+		g := newGuard(t, db, s.dialect, sqlfence.WithTable(name))
 		require.ErrorIs(t, g.Do(ctx, "x", 1, nop), sqlfence.ErrNotMigrated)
 		var wg sync.WaitGroup
 		errs := make([]error, 4)

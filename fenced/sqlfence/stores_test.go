@@ -190,10 +190,20 @@ func setupDB(t *testing.T, s store, db *sql.DB, opts ...sqlfence.Option) *env {
 	e := &env{s: s, db: db,
 		fences: fmt.Sprintf("fences_%s_%d", sanitize(t.Name()), n),
 		data:   fmt.Sprintf("data_%s_%d", sanitize(t.Name()), n)}
-	e.g = sqlfence.New(db, s.dialect, append([]sqlfence.Option{sqlfence.WithTable(e.fences)}, opts...)...)
+	e.g = newGuard(t, db, s.dialect, append([]sqlfence.Option{sqlfence.WithTable(e.fences)}, opts...)...)
 	require.NoError(t, e.g.Migrate(context.Background()))
 	e.exec(t, `CREATE TABLE `+e.data+` (id `+s.serial+`, resource `+s.text+` NOT NULL, token BIGINT NOT NULL, tag `+s.text+` NOT NULL, seq BIGINT NOT NULL DEFAULT 0)`+s.engine)
 	return e
+}
+
+// newGuard is sqlfence.New for input it must accept: an error fails the
+// test.
+func newGuard(t testing.TB, db sqlfence.Beginner, d sqlfence.Dialect, opts ...sqlfence.Option) *sqlfence.Guard {
+	t.Helper()
+	g, err := sqlfence.New(db, d, opts...)
+	require.NoError(t, err)
+	require.NotNil(t, g)
+	return g
 }
 
 func sanitize(s string) string {

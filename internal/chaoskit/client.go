@@ -48,7 +48,7 @@ func (w *World) client(ctx context.Context, id int, l *mutex.Locker) {
 			w.mu.Unlock()
 		}
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Release)
-		_ = lk.Unlock(uctx) // ErrNotHeld after a loss is expected here
+		_ = lk.Release(uctx) // ErrNotHeld after a loss is expected here
 		cancel()
 	}
 }

@@ -31,7 +31,7 @@ type electionWork struct {
 
 // NewElection is a run of the election workload over reg: each client
 // campaigns on one election over its Locker (half with Campaign and
-// Resign, half with Run), and as leader makes fenced read-modify-writes of
+// Release, half with Run), and as leader makes fenced read-modify-writes of
 // reg with its term until a random end or its term ends. Faults named in
 // LossyFaults lose the lock's state in the store (a restart empty): two
 // leaders at once are expected only across one of them. Check then judges
@@ -47,7 +47,7 @@ func NewElection(t *testing.T, reg Register, cfg Config) *World {
 // within it (client-go's rules, which election.New checks).
 func (w *World) electionOptions() []election.Option {
 	lease := w.cfg.TTL
-	return []election.Option{election.WithLease(lease), election.WithRenewDeadline(lease * 2 / 3), election.WithRetryPeriod(lease / 6)}
+	return []election.Option{election.WithTTL(lease), election.WithRenewDeadline(lease * 2 / 3), election.WithRetryPeriod(lease / 6)}
 }
 
 // electionClient is one candidate of the election workload.
@@ -68,7 +68,7 @@ func (w *World) electionClient(ctx context.Context, id int, l *mutex.Locker) {
 			}
 			w.lead(ctx, id, l, tm, rng)
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Release)
-			_ = tm.Resign(rctx) // after a loss there is nothing to give up
+			_ = tm.Release(rctx) // after a loss there is nothing to give up
 			cancel()
 			continue
 		}

@@ -66,7 +66,8 @@ func PGLedger(t *testing.T, name string) Ledger {
 		_, err := pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table+`, `+table+`_accepted, fences_`+name)
 		assert.NoError(t, err)
 	})
-	g := fenced.New(pool, fenced.WithTable("fences_"+name))
+	g, err := fenced.New(pool, fenced.WithTable("fences_"+name))
+	require.NoError(t, err)
 	require.NoError(t, g.Migrate(ctx))
 	require.NoError(t, g.Protect(ctx, table, `'account:' || id`))
 	return &pgLedger{pool: pool, guard: g, table: table}

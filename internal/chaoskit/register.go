@@ -49,7 +49,8 @@ func PGRegister(t *testing.T, name string) Register {
 		_, err := pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table+`, `+table+`_accepted, fences_`+name)
 		assert.NoError(t, err)
 	})
-	g := fenced.New(pool, fenced.WithTable("fences_"+name))
+	g, err := fenced.New(pool, fenced.WithTable("fences_"+name))
+	require.NoError(t, err)
 	require.NoError(t, g.Migrate(ctx))
 	require.NoError(t, g.Protect(ctx, table, `'register'`))
 	return &pgRegister{pool: pool, guard: g, table: table}

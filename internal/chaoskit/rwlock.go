@@ -131,12 +131,12 @@ func (rw *rwWork) lost(from, to time.Time) {
 // takes the hold without renewal and sleeps past the lease before writing,
 // so that the fence meets late writers (a late read changes nothing).
 func (w *RWWorld) rwClient(ctx context.Context, id int, l *mutex.Locker) {
-	renewed, err := l.RWMutex("rw", mutex.WithTTL(w.cfg.TTL))
+	renewed, err := mutex.NewRWMutex(l, "rw", mutex.WithTTL(w.cfg.TTL))
 	if err != nil {
 		w.t.Errorf("client %d: RWMutex: %v", id, err)
 		return
 	}
-	unrenewed, err := l.RWMutex("rw", mutex.WithTTL(w.cfg.TTL), mutex.WithAutoRenew(false))
+	unrenewed, err := mutex.NewRWMutex(l, "rw", mutex.WithTTL(w.cfg.TTL), mutex.WithAutoRenew(false))
 	if err != nil {
 		w.t.Errorf("client %d: RWMutex: %v", id, err)
 		return
@@ -162,7 +162,7 @@ func (w *RWWorld) rwClient(ctx context.Context, id int, l *mutex.Locker) {
 		}
 		w.use(ctx, id, h, call, n == 9, rng)
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Release)
-		_ = h.Unlock(uctx) // ErrNotHeld after a loss is expected here
+		_ = h.Release(uctx) // ErrNotHeld after a loss is expected here
 		cancel()
 	}
 }

@@ -74,12 +74,12 @@ type semLossy struct{ open bool }
 // semClient is one worker of the semaphore workload: one Semaphore that
 // renews its permits, and one that does not, for the stalling turns.
 func (w *World) semClient(ctx context.Context, id int, l *mutex.Locker) {
-	renewed, err := l.Semaphore("chaos-sem", Permits, mutex.WithTTL(w.cfg.TTL))
+	renewed, err := mutex.NewSemaphore(l, "chaos-sem", Permits, mutex.WithTTL(w.cfg.TTL))
 	if err != nil {
 		w.t.Errorf("client %d: semaphore: %v", id, err)
 		return
 	}
-	stalling, err := l.Semaphore("chaos-sem", Permits, mutex.WithTTL(w.cfg.TTL), mutex.WithAutoRenew(false))
+	stalling, err := mutex.NewSemaphore(l, "chaos-sem", Permits, mutex.WithTTL(w.cfg.TTL), mutex.WithAutoRenew(false))
 	if err != nil {
 		w.t.Errorf("client %d: semaphore: %v", id, err)
 		return

@@ -81,7 +81,7 @@ func (w *World) transfer(ctx context.Context, id int, l *mutex.Locker, in transf
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeDeadline)
 	call := time.Since(w.start).Nanoseconds()
-	read, err := lw.ledger.Transfer(wctx, in.from, in.to, in.amount, ls.Token(keys[0]), ls.Token(keys[1]))
+	read, err := lw.ledger.Transfer(wctx, in.from, in.to, in.amount, ls.TokenOf(keys[0]), ls.TokenOf(keys[1]))
 	ret := time.Since(w.start).Nanoseconds()
 	cancel()
 	lw.holders[in.from].Add(-1)
@@ -97,7 +97,7 @@ func (w *World) transfer(ctx context.Context, id int, l *mutex.Locker, in transf
 		w.mu.Unlock()
 	}
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Release)
-	_ = ls.Unlock(uctx) // ErrNotHeld after a loss is expected here
+	_ = ls.Release(uctx) // ErrNotHeld after a loss is expected here
 	cancel()
 }
 

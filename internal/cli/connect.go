@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/url"
 	"strconv"
 	"strings"
@@ -12,6 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
+	"github.com/redfence/redfence/mutex/backend/redlockdriver"
 )
 
 // server is one --redis URL made into a client.
@@ -147,9 +151,10 @@ func (s *redisStore) Usage() string {
 `
 }
 
-// Dial builds the Locker of the --redis URLs: over one deployment, or
-// Redlock over three or more. It sends nothing. The caller closes it.
-func (s *redisStore) Dial(opts ...mutex.Option) (Conn, error) {
+// Dial builds the Locker of the --redis URLs: a redisdriver over one
+// deployment, or a redlockdriver over three or more, its keys under
+// prefix. It sends nothing. The caller closes it.
+func (s *redisStore) Dial(prefix string, opts ...mutex.Option) (Conn, error) {
 	c := &conn{}
 	for _, raw := range s.urls {
 		srv, err := dialURL(raw)
@@ -159,31 +164,46 @@ func (s *redisStore) Dial(opts ...mutex.Option) (Conn, error) {
 		}
 		c.servers = append(c.servers, srv)
 	}
-	if len(c.servers) == 1 {
-		c.locker = mutex.New(c.servers[0].client, opts...)
-	} else {
-		clients := make([]redis.UniversalClient, len(c.servers))
-		for i, srv := range c.servers {
-			if srv.kind == cluster {
-				c.Close()
-				return nil, usagef("", "--redis #%d is a Cluster: Redlock needs independent masters (servers or Sentinel masters)", i+1)
-			}
-			clients[i] = srv.client
-		}
-		var err error
-		if c.locker, err = mutex.NewRedlock(clients, opts...); err != nil {
-			c.Close()
-			return nil, usagef("", "Redlock: %s", trimSentinel(err.Error(), mutex.ErrInvalid))
+	b, err := c.driver(prefix)
+	if err == nil {
+		if c.locker, err = mutex.New(b, opts...); err != nil {
+			_ = b.Close()
 		}
 	}
-	if err := c.locker.Err(); err != nil {
+	if err != nil {
 		c.Close()
 		if errors.Is(err, mutex.ErrInvalid) {
-			return nil, usagef("", "%s", trimSentinel(err.Error(), mutex.ErrInvalid))
+			return nil, usagef("", "%s", trimInvalid(err.Error()))
 		}
 		return nil, err
 	}
 	return c, nil
+}
+
+// driver is the backend over c's servers: redisdriver over one
+// deployment, redlockdriver over independent masters.
+func (c *conn) driver(prefix string) (closingBackend, error) {
+	if len(c.servers) == 1 {
+		return redisdriver.New(c.servers[0].client, redisdriver.WithPrefix(prefix))
+	}
+	clients := make([]redis.UniversalClient, len(c.servers))
+	for i, srv := range c.servers {
+		if srv.kind == cluster {
+			return nil, usagef("", "--redis #%d is a Cluster: Redlock needs independent masters (servers or Sentinel masters)", i+1)
+		}
+		clients[i] = srv.client
+	}
+	d, err := redlockdriver.New(clients, redlockdriver.WithPrefix(prefix))
+	if err != nil {
+		return nil, usagef("", "Redlock: %s", trimInvalid(err.Error()))
+	}
+	return d, nil
+}
+
+// closingBackend is a driver: the Locker built over it closes it.
+type closingBackend interface {
+	backend.Backend
+	io.Closer
 }
 
 // conn is the Locker of a command and the Redis servers under it.
@@ -212,9 +232,10 @@ func (c *conn) Traits() Traits {
 // redlock reports whether c's Locker is a Redlock one.
 func (c *conn) redlock() bool { return len(c.servers) > 1 }
 
-// Close closes the clients, then the Locker: a call still waiting on a
-// hung server (an interrupted command's) then ends at once, and the
-// Locker's Close, which waits for it, does not wait for the server.
+// Close closes the clients, then the Locker (and with it the driver): a
+// call still waiting on a hung server (an interrupted command's) then ends
+// at once, and the Locker's Close, which waits for it, does not wait for
+// the server.
 func (c *conn) Close() {
 	for _, s := range c.servers {
 		_ = s.client.Close()

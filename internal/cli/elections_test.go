@@ -12,7 +12,6 @@ import (
 
 	"github.com/redfence/redfence/election"
 	"github.com/redfence/redfence/internal/testutil"
-	"github.com/redfence/redfence/mutex"
 )
 
 // elections shows the leader of each election from outside its process:
@@ -21,8 +20,7 @@ func TestElections(t *testing.T) {
 	c, srv := testutil.Redis(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
+	l := testutil.Locker(t, c)
 	url := "redis://" + srv.Addr()
 	elections := func(args ...string) string {
 		var stdout, stderr bytes.Buffer
@@ -47,6 +45,6 @@ func TestElections(t *testing.T) {
 	}
 	assert.NotContains(t, elections("bill*"), "reports")
 	for _, term := range terms {
-		require.NoError(t, term.Resign(ctx))
+		require.NoError(t, term.Release(ctx))
 	}
 }

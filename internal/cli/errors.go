@@ -142,7 +142,12 @@ func walk(err error, fn func(error)) {
 	}
 }
 
-// trimSentinel removes a sentinel's "pkg: text: " head from msg.
-func trimSentinel(msg string, sentinel error) string {
-	return strings.TrimPrefix(msg, sentinel.Error()+": ")
+// trimInvalid removes the head of a bad-input error from msg: "mutex:
+// redfence: invalid argument: " or "redisdriver: invalid argument: ", the
+// package's words and the sentinel's, which an operator does not need.
+func trimInvalid(msg string) string {
+	if _, detail, ok := strings.Cut(msg, "invalid argument: "); ok {
+		return detail
+	}
+	return msg
 }

@@ -91,8 +91,13 @@ func openFenceDB(ctx context.Context, env func(string) string, table, why string
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
+	guard, err := fenced.New(pool, fenced.WithTable(table))
+	if err != nil { // a bad --table: nothing was sent
+		pool.Close()
+		return nil, usagef("", "%s", trimInvalid(err.Error()))
+	}
 	where := "PostgreSQL at " + net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
-	return &fenceDB{pool: pool, guard: fenced.New(pool, fenced.WithTable(table)), table: table, where: where}, nil
+	return &fenceDB{pool: pool, guard: guard, table: table, where: where}, nil
 }
 
 func (db *fenceDB) close() { db.pool.Close() }
@@ -101,7 +106,7 @@ func (db *fenceDB) close() { db.pool.Close() }
 func (db *fenceDB) explain(err error, elapsed time.Duration) error {
 	switch {
 	case errors.Is(err, fenced.ErrInvalid):
-		return usagef("", "%s", trimSentinel(err.Error(), fenced.ErrInvalid))
+		return usagef("", "%s", trimInvalid(err.Error()))
 	case errors.Is(err, fenced.ErrNotMigrated):
 		return fmt.Errorf("the fence table %s does not exist in the database of DATABASE_URL (%s): fenced.Guard.Migrate creates it", db.table, db.where)
 	case errors.Is(err, context.Canceled):

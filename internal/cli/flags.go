@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 )
 
-// defaultPrefix is --prefix's default, mutex's.
+// defaultPrefix is --prefix's default, the drivers'.
 const defaultPrefix = "redfence:"
 
 // globals are the flags every command takes, before or after its name:
@@ -38,7 +39,7 @@ func newGlobals(stores []NewStore) globals {
 // Both the command line's head and each command's own flag set declare
 // them, on the same variables: what the head set stays set.
 func (g *globals) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.prefix, "prefix", g.prefix, "key `prefix` of the Lockers to look at, as mutex.WithPrefix")
+	fs.StringVar(&g.prefix, "prefix", g.prefix, "key `prefix` of the Lockers to look at, as the driver's WithPrefix")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "time `D` each call to the servers may take (for a listing, each page)")
 	for _, s := range g.stores {
 		s.Flags(fs)
@@ -83,7 +84,7 @@ func (g *globals) resolve(env func(string) string) error {
 // connect builds the Locker of the store's servers (dial), once they said
 // they are servers the command can look through (probe); warn says what
 // could not be checked. The caller closes it.
-func (g *globals) connect(ctx context.Context, warn func(string)) (Conn, error) {
+func (g *globals) connect(ctx context.Context, warn func(string)) (*session, error) {
 	c, err := g.dial()
 	if err != nil {
 		return nil, err
@@ -97,8 +98,23 @@ func (g *globals) connect(ctx context.Context, warn func(string)) (Conn, error) 
 
 // dial builds the Locker of the store's servers, sending nothing. The
 // command's Locker announces itself as service "redfence-cli".
-func (g *globals) dial() (Conn, error) {
-	return g.store.Dial(mutex.WithPrefix(g.prefix), mutex.WithOwnerInfo(mutex.OwnerInfo{Service: "redfence-cli"}))
+func (g *globals) dial() (*session, error) {
+	c, err := g.store.Dial(g.prefix, mutex.WithOwnerInfo(mutex.OwnerInfo{Service: "redfence-cli"}))
+	if err != nil {
+		return nil, err
+	}
+	a, err := admin.New(c.Locker())
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &session{Conn: c, admin: a}, nil
+}
+
+// session is a command's Conn and the operator's calls over its Locker.
+type session struct {
+	Conn
+	admin *admin.Admin
 }
 
 // urlList is a repeatable string flag.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redfence/redfence/internal/lockview"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 )
 
 func setupInspect(fs *flag.FlagSet) runFunc {
@@ -28,9 +29,9 @@ func setupInspect(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		defer c.Close()
-		var in mutex.LockInfo
+		var in admin.LockInfo
 		elapsed, err := timed(ctx, inv.g.timeout, func(ctx context.Context) (err error) {
-			in, err = c.Locker().Inspect(ctx, key)
+			in, err = c.admin.Inspect(ctx, key)
 			return err
 		})
 		if err != nil {
@@ -64,7 +65,7 @@ func setupInspect(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return explain(c, err, elapsed)
 		}
-		if in.State == mutex.Free && !slices.ContainsFunc(in.Nodes, func(n mutex.NodeInfo) bool { return n.Err != nil }) {
+		if in.State == admin.Free && !slices.ContainsFunc(in.Nodes, func(n admin.NodeInfo) bool { return n.Err != nil }) {
 			return hintPrefixed(ctx, inv, c, key)
 		}
 		return nil
@@ -90,15 +91,15 @@ func keyArg(cmd string, args []string, keyHex string) (string, error) {
 }
 
 // stateWords says what a state means.
-var stateWords = map[mutex.State]string{
-	mutex.Free:     "free: nobody holds it",
-	mutex.Held:     "held",
-	mutex.Reserved: "reserved: a release kept it for the Locker first in its queue, which is about to take it",
+var stateWords = map[admin.State]string{
+	admin.Free:     "free: nobody holds it",
+	admin.Held:     "held",
+	admin.Reserved: "reserved: a release kept it for the Locker first in its queue, which is about to take it",
 }
 
 // writeInspect prints every field of in, in words, then its waiters, its
 // forced releases and, for Redlock, each node's view.
-func writeInspect(w io.Writer, in mutex.LockInfo, t Traits, prefix string, explain func(error) string) error {
+func writeInspect(w io.Writer, in admin.LockInfo, t Traits, prefix string, explain func(error) string) error {
 	if err := writeFields(w, in, t, prefix); err != nil {
 		return err
 	}
@@ -111,7 +112,7 @@ func writeInspect(w io.Writer, in mutex.LockInfo, t Traits, prefix string, expla
 	return writeNodes(w, in.Nodes, explain)
 }
 
-func writeFields(w io.Writer, in mutex.LockInfo, t Traits, prefix string) error {
+func writeFields(w io.Writer, in admin.LockInfo, t Traits, prefix string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	line := func(name, format string, args ...any) { fmt.Fprintf(tw, name+"\t"+format+"\n", args...) }
 	line("key", "%s", lockview.Visible(in.Key))
@@ -122,16 +123,16 @@ func writeFields(w io.Writer, in mutex.LockInfo, t Traits, prefix string) error 
 	}
 	line("state", "%s", state)
 	switch {
-	case in.State != mutex.Free:
+	case in.State != admin.Free:
 		line("token", "%d", in.Token)
 	case in.Token != 0:
 		line("last token", "%d: every later token exceeds it", in.Token)
 	default:
 		line("last token", "none remembered")
 	}
-	if in.State != mutex.Free {
+	if in.State != admin.Free {
 		who := "owner"
-		if in.State == mutex.Reserved {
+		if in.State == admin.Reserved {
 			who = "reserved for"
 		}
 		line(who, "%s", lockview.Visible(ownerText(in.Owner, in.Info)))
@@ -149,7 +150,7 @@ func writeFields(w io.Writer, in mutex.LockInfo, t Traits, prefix string) error 
 		} else {
 			line("waited", "no: nobody waited for it while held")
 		}
-		if in.State == mutex.Held {
+		if in.State == admin.Held {
 			line("release", "%s", releaseLine(in, prefix))
 		}
 	}
@@ -159,7 +160,7 @@ func writeFields(w io.Writer, in mutex.LockInfo, t Traits, prefix string) error 
 
 // writeWaiters prints the Lockers queued for the key; noQueue, when set,
 // says why the store shows none.
-func writeWaiters(w io.Writer, waiters []mutex.Waiter, noQueue string) error {
+func writeWaiters(w io.Writer, waiters []admin.Waiter, noQueue string) error {
 	switch {
 	case noQueue != "":
 		_, err := fmt.Fprintln(w, "\nwaiters: "+noQueue)
@@ -177,7 +178,7 @@ func writeWaiters(w io.Writer, waiters []mutex.Waiter, noQueue string) error {
 	return tw.Flush()
 }
 
-func writeForced(w io.Writer, forced []mutex.ForcedRelease) error {
+func writeForced(w io.Writer, forced []admin.ForcedRelease) error {
 	if len(forced) == 0 {
 		_, err := fmt.Fprintln(w, "\nforced releases: none")
 		return err
@@ -191,7 +192,7 @@ func writeForced(w io.Writer, forced []mutex.ForcedRelease) error {
 	return tw.Flush()
 }
 
-func writeNodes(w io.Writer, nodes []mutex.NodeInfo, explain func(error) string) error {
+func writeNodes(w io.Writer, nodes []admin.NodeInfo, explain func(error) string) error {
 	if len(nodes) == 0 {
 		return nil
 	}
@@ -205,7 +206,7 @@ func writeNodes(w io.Writer, nodes []mutex.NodeInfo, explain func(error) string)
 			continue
 		}
 		lease := "-"
-		if n.Info.State != mutex.Free {
+		if n.Info.State != admin.Free {
 			lease = human(n.Info.Lease)
 		}
 		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", n.Node, addr, n.Info.State, tokenText(n.Info.Token), lockview.Visible(ownerText(n.Info.Owner, n.Info.Info)), lease)
@@ -215,7 +216,7 @@ func writeNodes(w io.Writer, nodes []mutex.NodeInfo, explain func(error) string)
 
 // releaseLine is the release command that ends in's holder and no other:
 // it carries the holder's token, so a later holder is never ended.
-func releaseLine(in mutex.LockInfo, prefix string) string {
+func releaseLine(in admin.LockInfo, prefix string) string {
 	line := fmt.Sprintf("redfence release --token %d --force --reason REASON", in.Token)
 	if prefix != defaultPrefix {
 		line += " --prefix " + shellQuote(prefix)
@@ -239,7 +240,7 @@ var adapterPrefixes = []struct{ prefix, adapter string }{
 // hintPrefixed tells, after a free key, which keys that differ from it by
 // an adapter's prefix are held. It is a hint: a failed look says nothing,
 // and all the looks share one --timeout.
-func hintPrefixed(ctx context.Context, inv *invocation, c Conn, key string) error {
+func hintPrefixed(ctx context.Context, inv *invocation, c *session, key string) error {
 	ctx, cancel := context.WithTimeout(ctx, inv.g.timeout)
 	defer cancel()
 	for _, a := range adapterPrefixes {
@@ -250,12 +251,12 @@ func hintPrefixed(ctx context.Context, inv *invocation, c Conn, key string) erro
 		if other == "" || len(other) > mutex.MaxKeyLen {
 			continue
 		}
-		var in mutex.LockInfo
+		var in admin.LockInfo
 		_, err := timed(ctx, inv.g.timeout, func(ctx context.Context) (err error) {
-			in, err = c.Locker().Inspect(ctx, other)
+			in, err = c.admin.Inspect(ctx, other)
 			return err
 		})
-		if err == nil && in.State != mutex.Free {
+		if err == nil && in.State != admin.Free {
 			_, err := fmt.Fprintf(inv.stdout, "\nnote: %s is %s: %s puts %q before the keys it locks; see redfence inspect %s\n",
 				lockview.Visible(other), in.State, a.adapter, a.prefix, argOf(other))
 			if err != nil {

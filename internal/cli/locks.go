@@ -13,6 +13,7 @@ import (
 
 	"github.com/redfence/redfence/internal/lockview"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 )
 
 func setupLocks(fs *flag.FlagSet) runFunc {
@@ -69,7 +70,7 @@ type listQuery struct {
 // listing is what a listing found: its locks by key, each once.
 type listing struct {
 	listQuery
-	locks     []mutex.LockInfo
+	locks     []admin.LockInfo
 	skipped   []error // partial: what could not be read
 	truncated bool    // stopped at the limit: more may match
 }
@@ -77,18 +78,18 @@ type listing struct {
 // listLocks reads the locks whose keys match q.pattern, page after page,
 // each page under its own --timeout, until the listing ends or q.limit
 // locks were found.
-func listLocks(ctx context.Context, c Conn, g globals, q listQuery) (listing, error) {
+func listLocks(ctx context.Context, c *session, g globals, q listQuery) (listing, error) {
 	ls := listing{listQuery: q}
-	o := mutex.ListOptions{Match: q.pattern, Free: q.free}
+	o := admin.ListOptions{Match: q.pattern, Free: q.free}
 	if q.limit > 0 {
 		// Read about what is shown: a page stops once it found the rest,
 		// and each SCAN returns about as many keys.
 		o.Limit, o.Count = q.limit, min(max(q.limit, 10), 1000)
 	}
 	for {
-		var page mutex.Page
+		var page admin.Page
 		elapsed, err := timed(ctx, g.timeout, func(ctx context.Context) (err error) {
-			page, err = c.Locker().List(ctx, o)
+			page, err = c.admin.List(ctx, o)
 			return err
 		})
 		if err != nil {
@@ -108,9 +109,9 @@ func listLocks(ctx context.Context, c Conn, g globals, q listQuery) (listing, er
 		}
 		o.Cursor = page.Cursor
 	}
-	slices.SortStableFunc(ls.locks, func(a, b mutex.LockInfo) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortStableFunc(ls.locks, func(a, b admin.LockInfo) int { return strings.Compare(a.Key, b.Key) })
 	// SCAN may return a key twice.
-	ls.locks = slices.CompactFunc(ls.locks, func(a, b mutex.LockInfo) bool { return a.Key == b.Key })
+	ls.locks = slices.CompactFunc(ls.locks, func(a, b admin.LockInfo) bool { return a.Key == b.Key })
 	if q.limit > 0 && len(ls.locks) > q.limit {
 		ls.locks, ls.truncated = ls.locks[:q.limit], true
 	}
@@ -168,7 +169,7 @@ func writeLocks(w io.Writer, ls listing) error {
 		if d, ok := lockview.HeldFor(in); ok {
 			held = human(d)
 		}
-		if in.State != mutex.Free {
+		if in.State != admin.Free {
 			lease, count = human(in.Lease), strconv.Itoa(in.Count)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", lockview.Visible(in.Key), in.State, tokenText(in.Token),

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 )
 
 // The owner infos of the test's Lockers, and how the command prints them.
@@ -57,9 +58,18 @@ var deployments = []deployment{
 
 func newLocker(t *testing.T, c redis.UniversalClient, info mutex.OwnerInfo) *mutex.Locker {
 	t.Helper()
-	l := mutex.New(c, mutex.WithOwnerInfo(info))
+	l, err := testutil.NewLocker(c, mutex.WithOwnerInfo(info))
+	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, l.Close()) })
 	return l
+}
+
+// operator is the admin.Admin over l: what the commands read through.
+func operator(t *testing.T, l *mutex.Locker) *admin.Admin {
+	t.Helper()
+	a, err := admin.New(l)
+	require.NoError(t, err)
+	return a
 }
 
 // queueWaiter starts a Lock of key by waiter, in the background, and waits
@@ -71,12 +81,13 @@ func queueWaiter(t *testing.T, ctx context.Context, waiter, viewer *mutex.Locker
 	go func() {
 		lk, err := waiter.Lock(ctx, key)
 		if err == nil {
-			err = lk.Unlock(ctx)
+			err = lk.Release(ctx)
 		}
 		done <- err
 	}()
+	op := operator(t, viewer)
 	waitFor(t, ctx, "the waiter never showed in the queue", func() bool {
-		in, err := viewer.Inspect(ctx, key)
+		in, err := op.Inspect(ctx, key)
 		require.NoError(t, err)
 		return len(in.Waiters) == 1
 	})
@@ -123,7 +134,7 @@ func testLocksAndInspect(t *testing.T, bin binary) {
 			for _, key := range []string{"report:7", "report:1"} {
 				other, err := holder.Lock(ctx, key)
 				require.NoError(t, err)
-				t.Cleanup(func() { _ = other.Unlock(context.Background()) })
+				t.Cleanup(func() { _ = other.Release(context.Background()) })
 			}
 			waiterGot := queueWaiter(t, ctx, newLocker(t, c, waiterInfo), holder, "acct:1")
 
@@ -177,7 +188,7 @@ func testLocksAndInspect(t *testing.T, bin binary) {
 			assert.Empty(t, in.Forced)
 			assert.Nil(t, in.Nodes, "nodes are Redlock's")
 
-			require.NoError(t, lk.Unlock(ctx))
+			require.NoError(t, lk.Release(ctx))
 			waiterGot()
 		})
 	}
@@ -189,7 +200,7 @@ func testLocksAndInspectRedlock(t *testing.T, bin binary) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	clients, srvs := testutil.RedisN(t, 3)
-	holder, err := mutex.NewRedlock(clients, mutex.WithOwnerInfo(holderInfo))
+	holder, err := testutil.NewRedlock(clients, mutex.WithOwnerInfo(holderInfo))
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, holder.Close()) })
 	const ttl = 30 * time.Second
@@ -224,7 +235,7 @@ func testLocksAndInspectRedlock(t *testing.T, bin binary) {
 		assert.Equal(t, "held", n.Lock.State)
 		assert.Equal(t, lk.Token(), n.Lock.Token)
 	}
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 }
 
 func checkLockJSON(t *testing.T, j lockSchema, lk *mutex.Lock, ttl time.Duration, redlock bool) {

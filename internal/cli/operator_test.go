@@ -46,7 +46,7 @@ func testRedlockListingNeedsAQuorum(t *testing.T, bin binary) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	clients, srvs, flags := redlockFlags(t, 3)
-	holder, err := mutex.NewRedlock(clients, mutex.WithOwnerInfo(holderInfo))
+	holder, err := testutil.NewRedlock(clients, mutex.WithOwnerInfo(holderInfo))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = holder.Close() })
 	lk, err := holder.Lock(ctx, "batch", mutex.WithTTL(time.Minute))
@@ -144,7 +144,7 @@ func testReleaseAsks(t *testing.T, bin binary) {
 	held := func(want *mutex.Lock) {
 		t.Helper()
 		assert.NoError(t, want.Context().Err(), "the holder lost its lock")
-		in, err := newLocker(t, c, mutex.OwnerInfo{}).Inspect(ctx, "op:1")
+		in, err := operator(t, newLocker(t, c, mutex.OwnerInfo{})).Inspect(ctx, "op:1")
 		require.NoError(t, err)
 		assert.Equal(t, want.Token(), in.Token)
 		assert.Empty(t, in.Forced)
@@ -166,7 +166,7 @@ func testReleaseAsks(t *testing.T, bin binary) {
 
 	// The holder shown releases, and another takes the key, before the
 	// operator answers.
-	require.NoError(t, first.Unlock(ctx))
+	require.NoError(t, first.Release(ctx))
 	second, err := newLocker(t, c, waiterInfo).Lock(ctx, "op:1", mutex.WithTTL(time.Minute))
 	require.NoError(t, err)
 	_, err = io.WriteString(stdin, "y\n")

@@ -16,6 +16,7 @@ import (
 	"github.com/redfence/redfence/fenced"
 	"github.com/redfence/redfence/internal/lockview"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 )
 
 // refusal is why release does nothing without --force.
@@ -84,9 +85,9 @@ func release(ctx context.Context, inv *invocation, key string, f releaseFlags) e
 			return err
 		}
 	}
-	var res mutex.ForceResult
+	var res admin.ForceResult
 	elapsed, err := timed(ctx, inv.g.timeout, func(ctx context.Context) (err error) {
-		res, err = c.Locker().ForceRelease(ctx, key, mutex.ForceOptions{Token: f.token, By: f.by, Reason: f.reason})
+		res, err = c.admin.ForceRelease(ctx, key, admin.ForceOptions{Token: f.token, By: f.by, Reason: f.reason})
 		return err
 	})
 	switch {
@@ -131,18 +132,18 @@ func checkFence(ctx context.Context, inv *invocation, f releaseFlags) (*fenceDB,
 // confirmHolder shows the holder of key that a release without --token
 // would end, asks whether to (unless yes), and returns its token: the
 // release then ends that holder only, never one who took the key since.
-func confirmHolder(ctx context.Context, inv *invocation, c Conn, key string, yes bool) (int64, error) {
-	var in mutex.LockInfo
+func confirmHolder(ctx context.Context, inv *invocation, c *session, key string, yes bool) (int64, error) {
+	var in admin.LockInfo
 	elapsed, err := timed(ctx, inv.g.timeout, func(ctx context.Context) (err error) {
-		in, err = c.Locker().Inspect(ctx, key)
+		in, err = c.admin.Inspect(ctx, key)
 		return err
 	})
 	switch {
 	case err != nil:
 		return 0, explain(c, err, elapsed)
-	case in.State == mutex.Free:
+	case in.State == admin.Free:
 		return 0, fmt.Errorf("nobody holds %s", strconv.Quote(key))
-	case in.State == mutex.Reserved:
+	case in.State == admin.Reserved:
 		return 0, fmt.Errorf("nobody holds %s: it is kept for a waiting Locker, which is about to take it", strconv.Quote(key))
 	}
 	held := "unknown"
@@ -188,7 +189,7 @@ func confirmed(ctx context.Context, in io.Reader) (bool, error) {
 
 // raiseFence raises --fence's fence to the release's floor, or says that
 // the holder's fenced writes still pass until something raises it.
-func raiseFence(ctx context.Context, inv *invocation, db *fenceDB, f releaseFlags, res mutex.ForceResult) error {
+func raiseFence(ctx context.Context, inv *invocation, db *fenceDB, f releaseFlags, res admin.ForceResult) error {
 	if db == nil {
 		_, err := fmt.Fprintf(inv.stdout, "fence not raised: the holder's writes through a fence still pass until a token above %d is recorded there;\n"+
 			"  raise it now with --fence RESOURCE (DATABASE_URL), or fenced.Guard.Raise(ctx, resource, %d)\n", res.Token, res.Floor)
@@ -210,7 +211,7 @@ func raiseFence(ctx context.Context, inv *invocation, db *fenceDB, f releaseFlag
 
 // writeReleased prints what a forced release did; nodes are the Redlock
 // masters it was sent to (1: one deployment).
-func writeReleased(w io.Writer, res mutex.ForceResult, f releaseFlags, nodes int) error {
+func writeReleased(w io.Writer, res admin.ForceResult, f releaseFlags, nodes int) error {
 	fmt.Fprintf(w, "released %s by force\n", strconv.Quote(res.Key))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  holder\t%s\n", lockview.Visible(ownerText(res.Owner, res.Info)))

@@ -15,6 +15,7 @@ import (
 	"github.com/redfence/redfence/fenced"
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 )
 
 // release --force --fence: the holder's lock context ends with
@@ -28,7 +29,8 @@ func testReleaseForce(t *testing.T, bin binary) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pool := testutil.Postgres(t)
-	guard := fenced.New(pool)
+	guard, err := fenced.New(pool)
+	require.NoError(t, err)
 	require.NoError(t, guard.Migrate(ctx))
 	dbEnv := []string{"DATABASE_URL=" + testutil.PostgresURL(t)}
 	write := func(token int64) error {
@@ -44,7 +46,7 @@ func testReleaseForce(t *testing.T, bin binary) {
 	lostAt := make(chan time.Time, 1)
 	go func() { <-lk.Context().Done(); lostAt <- time.Now() }() // ends at Close at the latest
 	lateness := testutil.MeasureLateness(t)
-	held := holder.Held()
+	held := operator(t, holder).Held()
 	require.Len(t, held, 1)
 	localDeadline := time.Now().Add(held[0].Lease)
 	out := bin.ok(t, ctx, dbEnv, "--redis", url, "release", "acct:1", "--force", "--reason", "stuck job", "--by", "alice", "--fence", "acct:1", "--yes")
@@ -116,7 +118,7 @@ func testReleaseForce(t *testing.T, bin binary) {
 		assert.Equal(t, next.Token(), fences[0].Token)
 		assert.NotNil(t, fences[0].UpdatedAt)
 	})
-	require.NoError(t, next.Unlock(ctx))
+	require.NoError(t, next.Release(ctx))
 }
 
 // release changes nothing it was not asked to end: a free key, a lock held
@@ -150,14 +152,14 @@ func testReleaseRefuses(t *testing.T, bin binary) {
 			assert.Contains(t, o.stderr, tc.stderr)
 			assert.Empty(t, o.stdout)
 			assert.NoError(t, lk.Context().Err(), "the holder lost its lock")
-			in, err := newLocker(t, c, mutex.OwnerInfo{}).Inspect(ctx, "acct:2")
+			in, err := operator(t, newLocker(t, c, mutex.OwnerInfo{})).Inspect(ctx, "acct:2")
 			require.NoError(t, err)
-			assert.Equal(t, mutex.Held, in.State)
+			assert.Equal(t, admin.Held, in.State)
 			assert.Equal(t, lk.Token(), in.Token)
 			assert.Empty(t, in.Forced)
 		})
 	}
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 }
 
 // printedInt is the number re's group matches in out.

@@ -141,7 +141,7 @@ func flagError(help string, err error) error {
 func (inv *invocation) warn(msg string) { fmt.Fprintf(inv.stderr, "redfence: warning: %s\n", msg) }
 
 // connect is inv.g.connect, warning on inv's stderr.
-func (inv *invocation) connect(ctx context.Context) (Conn, error) {
+func (inv *invocation) connect(ctx context.Context) (*session, error) {
 	return inv.g.connect(ctx, inv.warn)
 }
 

@@ -24,6 +24,7 @@ import (
 	asynqlock "github.com/redfence/redfence/middleware/asynqlock"
 	httplock "github.com/redfence/redfence/middleware/httplock"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 	"github.com/redfence/redfence/runner"
 )
 
@@ -191,12 +192,11 @@ func TestRunInProcess(t *testing.T) {
 
 	// --free lists a freed key with its last token; --prefix looks at the
 	// Lockers of another prefix.
-	require.NoError(t, lk.Unlock(ctx))
-	other := mutex.New(c, mutex.WithPrefix("app:"))
-	defer other.Close()
+	require.NoError(t, lk.Release(ctx))
+	other := testutil.Locker(t, c, redisdriver.WithPrefix("app:"))
 	olk, err := other.Lock(ctx, "job:2")
 	require.NoError(t, err)
-	defer olk.Unlock(ctx)
+	defer olk.Release(ctx)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -277,7 +277,7 @@ func TestWatchKeepsTrying(t *testing.T) {
 	require.GreaterOrEqual(t, len(frames), 2)
 	assert.Contains(t, frames[0], "\n\nerror: cannot reach Redis at "+srv.Addr()+": connection refused\n(trying again in 500ms)\n")
 	assert.Regexp(t, `(?m)^job:1\s+held\s+`+strconv.FormatInt(lk.Token(), 10)+`\s`, frames[len(frames)-1])
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 }
 
 // A bad pattern is a usage error, from mutex's own check.

@@ -15,7 +15,7 @@ import (
 // rwLockOf is the read-write lock of key as inspect shows it: nil when the
 // store keeps none or key's has nothing to show, as semaphoreOf.
 func rwLockOf(ctx context.Context, l *mutex.Locker, key string) (*lockview.RWLock, error) {
-	rw, err := l.RWMutex(key)
+	rw, err := mutex.NewRWMutex(l, key)
 	if errors.Is(err, errors.ErrUnsupported) {
 		return nil, nil
 	}

@@ -20,11 +20,10 @@ import (
 // the same name; nothing of a name without one.
 func TestInspectShowsRWMutexHolds(t *testing.T) {
 	c, srv := testutil.Redis(t)
-	l := mutex.New(c, mutex.WithOwnerInfo(mutex.OwnerInfo{Service: "pricer"}))
-	t.Cleanup(func() { _ = l.Close() })
+	l := testutil.Locker(t, c, mutex.WithOwnerInfo(mutex.OwnerInfo{Service: "pricer"}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rw, err := l.RWMutex("prices", mutex.WithTTL(time.Minute))
+	rw, err := mutex.NewRWMutex(l, "prices", mutex.WithTTL(time.Minute))
 	require.NoError(t, err)
 	inspect := func(key string) string {
 		var stdout, stderr bytes.Buffer
@@ -44,8 +43,8 @@ func TestInspectShowsRWMutexHolds(t *testing.T) {
 	out = inspect("prices")
 	assert.Contains(t, out, "read-write lock: 2 readers")
 	assert.Regexp(t, `(?s)  read .*  read `, out)
-	require.NoError(t, r.Unlock(ctx))
-	require.NoError(t, w.Unlock(ctx))
+	require.NoError(t, r.Release(ctx))
+	require.NoError(t, w.Release(ctx))
 	assert.NotContains(t, inspect("other"), "read-write")
 }
 
@@ -56,9 +55,8 @@ func TestInspectJSONShowsRWLock(t *testing.T) {
 	c, srv := testutil.Redis(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l := mutex.New(c, mutex.WithOwnerInfo(mutex.OwnerInfo{Service: "pricer"}))
-	t.Cleanup(func() { _ = l.Close() })
-	rw, err := l.RWMutex("prices", mutex.WithTTL(time.Minute))
+	l := testutil.Locker(t, c, mutex.WithOwnerInfo(mutex.OwnerInfo{Service: "pricer"}))
+	rw, err := mutex.NewRWMutex(l, "prices", mutex.WithTTL(time.Minute))
 	require.NoError(t, err)
 	type permit struct {
 		Owner     string       `json:"owner"`
@@ -99,7 +97,7 @@ func TestInspectJSONShowsRWLock(t *testing.T) {
 	assert.Nil(t, doc.RWLock.Writer)
 	require.Len(t, doc.RWLock.Readers, 1)
 	assert.Equal(t, w.Token(), doc.RWLock.Readers[0].Token)
-	require.NoError(t, w.Unlock(ctx))
+	require.NoError(t, w.Release(ctx))
 	inspect("other")
 	assert.Nil(t, doc.RWLock, "a name without a read-write lock has no rwlock")
 }

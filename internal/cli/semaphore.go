@@ -16,7 +16,7 @@ import (
 // store keeps no semaphores or key's has neither a limit nor holders, so
 // that neither view claims "none" of a store it could not look at.
 func semaphoreOf(ctx context.Context, l *mutex.Locker, key string) (*lockview.Semaphore, error) {
-	s, err := l.Semaphore(key, 1) // a handle: the limit is the store's
+	s, err := mutex.NewSemaphore(l, key, 1) // a handle: the limit is the store's
 	if errors.Is(err, errors.ErrUnsupported) {
 		return nil, nil
 	}

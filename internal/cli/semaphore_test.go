@@ -23,11 +23,10 @@ import (
 // after the lock of the same name, and nothing of a name without one.
 func TestInspectShowsSemaphoreHolders(t *testing.T) {
 	c, srv := testutil.Redis(t)
-	l := mutex.New(c, mutex.WithOwnerInfo(mutex.OwnerInfo{Service: "exporter"}))
-	t.Cleanup(func() { _ = l.Close() })
+	l := testutil.Locker(t, c, mutex.WithOwnerInfo(mutex.OwnerInfo{Service: "exporter"}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := l.Semaphore("tenant:7", 3, mutex.WithTTL(time.Minute))
+	s, err := mutex.NewSemaphore(l, "tenant:7", 3, mutex.WithTTL(time.Minute))
 	require.NoError(t, err)
 	var tokens []int64
 	for range 2 {
@@ -60,11 +59,10 @@ func TestInspectJSONShowsSemaphore(t *testing.T) {
 	c, srv := testutil.Redis(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	named := mutex.New(c, mutex.WithOwnerInfo(holderInfo))
-	bare := mutex.New(c)
-	t.Cleanup(func() { _, _ = named.Close(), bare.Close() })
+	named := testutil.Locker(t, c, mutex.WithOwnerInfo(holderInfo))
+	bare := testutil.Locker(t, c)
 	acquire := func(l *mutex.Locker, ttl time.Duration) *mutex.Permit {
-		s, err := l.Semaphore("tenant:7", 3, mutex.WithTTL(ttl))
+		s, err := mutex.NewSemaphore(l, "tenant:7", 3, mutex.WithTTL(ttl))
 		require.NoError(t, err)
 		p, err := s.Acquire(ctx)
 		require.NoError(t, err)
@@ -120,7 +118,7 @@ func TestInspectJSONShowsSemaphore(t *testing.T) {
 
 	require.NoError(t, short.Release(ctx))
 	require.NoError(t, long.Release(ctx))
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 }
 
 // Redlock keeps no semaphores: inspect says nothing of one, in words or in
@@ -129,10 +127,10 @@ func TestInspectRedlockClaimsNoSemaphore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	clients, srvs := testutil.RedisN(t, 3)
-	l, err := mutex.NewRedlock(clients)
+	l, err := testutil.NewRedlock(clients)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, l.Close()) })
-	_, err = l.Semaphore("batch", 2)
+	_, err = mutex.NewSemaphore(l, "batch", 2)
 	require.ErrorIs(t, err, errors.ErrUnsupported, "the premise: Redlock has no semaphores")
 	lk, err := l.Lock(ctx, "batch", mutex.WithTTL(time.Minute))
 	require.NoError(t, err)
@@ -153,5 +151,5 @@ func TestInspectRedlockClaimsNoSemaphore(t *testing.T) {
 	assert.Contains(t, doc, "nodes")
 	assert.NotContains(t, slices.Collect(maps.Keys(doc)), "semaphore")
 	assert.NotContains(t, slices.Collect(maps.Keys(doc)), "rwlock")
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 }

@@ -29,10 +29,12 @@ type Store interface {
 	// environment or a default, and checks what flag parsing cannot. A
 	// mistake is a Usagef error: nothing is done, and the status is 2.
 	Resolve(env func(string) string) error
-	// Dial builds the Locker over the servers, with opts (the command's
-	// prefix and owner info), sending nothing: watch shows a server that
-	// does not answer frame after frame. The caller closes the Conn.
-	Dial(opts ...mutex.Option) (Conn, error)
+	// Dial builds the Locker over the servers, its driver's keys under
+	// prefix (the driver's WithPrefix) and the Locker with opts (the
+	// command's owner info), sending nothing: watch shows a server that
+	// does not answer frame after frame. A bad prefix or option is a
+	// Usagef error. The caller closes the Conn.
+	Dial(prefix string, opts ...mutex.Option) (Conn, error)
 	// Usage is the store's part of the general usage: its flags' URL forms
 	// and its environment variables, as indented lines under a heading.
 	Usage() string
@@ -83,7 +85,7 @@ func explain(c Conn, err error, elapsed time.Duration) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, mutex.ErrInvalid):
-		return usagef("", "%s", trimSentinel(err.Error(), mutex.ErrInvalid))
+		return usagef("", "%s", trimInvalid(err.Error()))
 	case errors.Is(err, context.Canceled):
 		return errors.New("interrupted")
 	}

@@ -55,7 +55,7 @@ func setupWatch(fs *flag.FlagSet) runFunc {
 
 // watch redraws the locks table every interval until ctx ends. Until the
 // servers first answer the probe, each frame tries it again.
-func watch(ctx context.Context, inv *invocation, c Conn, q listQuery, interval time.Duration) error {
+func watch(ctx context.Context, inv *invocation, c *session, q listQuery, interval time.Duration) error {
 	probed := false
 	shown := q.pattern
 	if shown == "" {

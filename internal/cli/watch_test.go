@@ -86,5 +86,5 @@ func testWatch(t *testing.T, bin binary) {
 			assert.Empty(t, stderr.String())
 		})
 	}
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 }

@@ -14,10 +14,11 @@ import (
 	"github.com/redfence/redfence/mutex/backend"
 )
 
-// Run checks j on key, which must have no journal yet: each term is taken
-// once, in increasing order, and a resignation only while its term is the
-// newest; readers get a term's start and resignation folded together, and
-// a blocked read the term appended meanwhile.
+// Run checks j on key, which must have no journal yet (a plain key, as
+// package election gives it: the driver applies its own prefix): each
+// term is taken once, in increasing order, and a resignation only while
+// its term is the newest; readers get a term's start and resignation
+// folded together, and a blocked read the term appended meanwhile.
 func Run(ctx context.Context, t *testing.T, j backend.TermJournal, key string) {
 	t.Helper()
 	at := time.UnixMilli(1_700_000_000_000)

@@ -21,8 +21,7 @@ import (
 func TestLockDeadline(t *testing.T) {
 	c, _ := testutil.Redis(t)
 	var skew atomic.Int64 // how far the Locker's clock is ahead
-	l := mutex.New(c, mutex.WithClock(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }))
-	t.Cleanup(func() { _ = l.Close() })
+	l := testutil.Locker(t, c, mutex.WithClock(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }))
 	lk, err := l.Lock(context.Background(), "k", mutex.WithTTL(10*time.Second), mutex.WithAutoRenew(false))
 	require.NoError(t, err)
 
@@ -30,6 +29,7 @@ func TestLockDeadline(t *testing.T) {
 	d := leadercheck.LockDeadline(l, lk.Token())
 	assert.WithinDuration(t, before.Add(10*time.Second), d, time.Second)
 	assert.True(t, leadercheck.LockDeadline(l, lk.Token()+1).IsZero(), "another token is not held")
+	assert.True(t, leadercheck.LockDeadline(nil, lk.Token()).IsZero(), "a nil Locker holds nothing")
 
 	skew.Store(int64(11 * time.Second))
 	assert.True(t, leadercheck.LockDeadline(l, lk.Token()).IsZero(), "a passed deadline is zero")

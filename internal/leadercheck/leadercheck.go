@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 )
 
 // Belief is one candidate's term as it saw it: from Start (when Campaign
@@ -147,12 +148,16 @@ func (t *Tracker) Errors() []string {
 
 // LockDeadline is the local lease deadline of l's lock with token (a
 // term's lock): the last moment its holder may act as leader; zero when l
-// no longer holds it or its deadline has passed (Held clamps what is left
-// at zero, and now plus zero would be a deadline still ahead of a caller's
-// earlier now).
+// is nil, no longer holds it or its deadline has passed (admin's Held
+// clamps what is left at zero, and now plus zero would be a deadline still
+// ahead of a caller's earlier now).
 func LockDeadline(l *mutex.Locker, token int64) time.Time {
+	a, err := admin.New(l)
+	if err != nil {
+		return time.Time{}
+	}
 	now := time.Now()
-	for _, h := range l.Held() {
+	for _, h := range a.Held() {
 		if h.Token == token && h.Lease > 0 {
 			return now.Add(h.Lease)
 		}

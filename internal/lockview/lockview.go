@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 )
 
 // Schema is the version of the JSON that both views write, in every
@@ -133,7 +134,7 @@ type Node struct {
 }
 
 // LockOf is in as the schema writes it.
-func LockOf(in mutex.LockInfo) Lock {
+func LockOf(in admin.LockInfo) Lock {
 	j := Lock{
 		Key: in.Key, RedisKey: in.Name, State: in.State.String(), Token: in.Token,
 		Owner: in.Owner, OwnerInfo: OwnerOf(in.Info), Count: in.Count,
@@ -155,7 +156,7 @@ func LockOf(in mutex.LockInfo) Lock {
 }
 
 // InspectionOf is in as inspect writes it; explain words a node's error.
-func InspectionOf(in mutex.LockInfo, explain func(error) string) Inspection {
+func InspectionOf(in admin.LockInfo, explain func(error) string) Inspection {
 	j := Inspection{Schema: Schema, Lock: LockOf(in), Forced: []Forced{}}
 	for _, f := range in.Forced {
 		j.Forced = append(j.Forced, Forced{
@@ -224,8 +225,8 @@ func (o *Owner) String() string {
 
 // HeldFor is how long in has been held, by the server's clock; ok is false
 // when that is unknown: free, or a token that is not a server time.
-func HeldFor(in mutex.LockInfo) (d time.Duration, ok bool) {
-	if in.State == mutex.Free || in.AcquiredAt.IsZero() || in.ServerTime.IsZero() {
+func HeldFor(in admin.LockInfo) (d time.Duration, ok bool) {
+	if in.State == admin.Free || in.AcquiredAt.IsZero() || in.ServerTime.IsZero() {
 		return 0, false
 	}
 	return max(in.ServerTime.Sub(in.AcquiredAt), 0), true

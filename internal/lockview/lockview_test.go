@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redfence/redfence/internal/lockview"
-	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 )
 
 // Keys and owner ids are anyone's bytes: shown, they carry no control or
@@ -41,8 +41,8 @@ func TestVisible(t *testing.T) {
 // durations are written as the schema says.
 func TestLockOf(t *testing.T) {
 	now := time.Date(2026, 12, 1, 22, 0, 0, 123456789, time.UTC)
-	in := mutex.LockInfo{
-		Key: "bin\x00\xff", State: mutex.Held, Token: 7, AcquiredAt: now.Add(-1500 * time.Microsecond),
+	in := admin.LockInfo{
+		Key: "bin\x00\xff", State: admin.Held, Token: 7, AcquiredAt: now.Add(-1500 * time.Microsecond),
 		RenewedAt: now, Lease: 2500*time.Millisecond + 300*time.Microsecond, ServerTime: now,
 	}
 	b, err := json.Marshal(lockview.LockOf(in))
@@ -60,7 +60,7 @@ func TestLockOf(t *testing.T) {
 	b, err = json.Marshal(lockview.LockOf(in))
 	require.NoError(t, err)
 	assert.NotContains(t, string(b), "key_hex")
-	b, err = json.Marshal(lockview.LockOf(mutex.LockInfo{Key: "free"}))
+	b, err = json.Marshal(lockview.LockOf(admin.LockInfo{Key: "free"}))
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"acquired_at":null`)
 	assert.Contains(t, string(b), `"held_ms":null`)

@@ -16,14 +16,16 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
 var (
 	// ErrLocked is wrapped by the error a task returns when another handler
 	// holds its key. Config's IsFailure does not count it as a failure.
 	ErrLocked = errors.New("asynqlock: key is locked by another handler")
-	// ErrInvalid is matched by New's errors for a bad configuration.
-	ErrInvalid = errors.New("asynqlock: invalid configuration")
+	// ErrInvalid is matched by New's and Busy's errors for bad input; it is
+	// mutex.ErrInvalid, so one errors.Is check serves every package.
+	ErrInvalid = mutex.ErrInvalid
 )
 
 // An Option configures the middleware. Nil options are ignored.
@@ -45,7 +47,7 @@ type config struct {
 }
 
 // KeyPrefix begins every lock the middleware takes: WithKey's "account:99"
-// is locked as "asynq:account:99", the key mutex's Inspect, the redfence
+// is locked as "asynq:account:99", the key admin's Inspect, the redfence
 // command and every span show (redfence.key), so that the middleware's
 // locks never meet the program's own on the same Locker.
 const KeyPrefix = "asynq:"
@@ -90,8 +92,9 @@ func WithKeys(fn func(t *asynq.Task) ([]string, error)) Option {
 // When all n are taken the task returns ErrLocked, as for a busy lock
 // (WithWait: after waiting for a permit). The limit is stored in Redis by
 // the first permit granted and the stored one applies: a changed n takes
-// effect once the key's semaphore has been idle for the Locker's
-// WithFenceTTL, or at once through mutex.Semaphore.SetLimit. New refuses n
+// effect once the key's semaphore has been idle for the driver's
+// WithFenceTTL (redisdriver.WithFenceTTL), or at once through
+// mutex.Semaphore.SetLimit. New refuses n
 // below 1 or above mutex.MaxLimit, WithKeys with it, and a Locker without
 // semaphores (Redlock).
 func WithLimit(n int) Option {
@@ -153,14 +156,17 @@ func DefaultKey(t *asynq.Task) (string, error) {
 }
 
 // New returns middleware that runs at most one handler per key at a time
-// (WithLimit: n) across every server sharing locker's Redis. A nil or broken locker or a bad
-// option is reported here, wrapping ErrInvalid.
+// (WithLimit: n) across every server sharing locker's store. A nil locker
+// or a bad option is reported here, wrapping ErrInvalid. Busy tasks are
+// recorded (see Busy) when the Locker's backend lends a Redis client
+// (redisdriver.ClientOf); over Redlock or etcd none is kept.
 func New(locker *mutex.Locker, opts ...Option) (asynq.MiddlewareFunc, error) {
 	c, err := newConfig(locker, opts)
 	if err != nil {
 		return nil, err
 	}
 	tel := newTelemetry(c.tp, c.mp)
+	rc := redisdriver.ClientOf(locker.Backend()) // nil (Redlock): no busy records
 	return func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) (err error) {
 			ctx, span := tel.start(ctx, t.Type())
@@ -180,7 +186,7 @@ func New(locker *mutex.Locker, opts ...Option) (asynq.MiddlewareFunc, error) {
 				if errors.Is(err, mutex.ErrNotAcquired) && !errors.Is(err, mutex.ErrUnavailable) && ctx.Err() == nil {
 					outcome = "locked"
 					tel.lockWait(ctx, span, t.Type(), "locked", time.Since(start))
-					n, berr := recordBusyAll(ctx, locker.Client(), keys, t)
+					n, berr := recordBusyAll(ctx, rc, keys, t)
 					tel.busy(span, n, berr)
 					return lockedError(keys, err)
 				}
@@ -194,7 +200,7 @@ func New(locker *mutex.Locker, opts ...Option) (asynq.MiddlewareFunc, error) {
 				// context of its own, since asynq's may have ended.
 				uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 				defer cancel()
-				_ = h.Unlock(uctx) // ErrNotHeld after a loss: nothing to release
+				_ = h.Release(uctx) // ErrNotHeld after a loss: nothing to release
 			}()
 
 			hctx, cancel := handlerContext(ctx, h)
@@ -222,17 +228,15 @@ func newConfig(locker *mutex.Locker, opts []Option) (config, error) {
 	}
 	switch {
 	case locker == nil:
-		return c, fmt.Errorf("%w: nil locker", ErrInvalid)
-	case locker.Err() != nil:
-		return c, fmt.Errorf("%w: %w", ErrInvalid, locker.Err())
+		return c, fmt.Errorf("asynqlock: %w: nil locker", ErrInvalid)
 	case len(c.errs) > 0:
-		return c, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(c.errs...))
+		return c, fmt.Errorf("asynqlock: %w: %w", ErrInvalid, errors.Join(c.errs...))
 	case c.limit > 0 && c.multi:
-		return c, fmt.Errorf("%w: WithLimit applies to one key per task (WithKey), not WithKeys", ErrInvalid)
+		return c, fmt.Errorf("asynqlock: %w: WithLimit applies to one key per task (WithKey), not WithKeys", ErrInvalid)
 	}
 	if c.limit > 0 { // a Locker without semaphores (Redlock) is refused here, not per task
-		if _, err := locker.Semaphore(KeyPrefix+"limit", c.limit); err != nil {
-			return c, fmt.Errorf("%w: WithLimit: %w", ErrInvalid, err)
+		if _, err := mutex.NewSemaphore(locker, KeyPrefix+"limit", c.limit); err != nil {
+			return c, fmt.Errorf("asynqlock: %w: WithLimit: %w", ErrInvalid, err)
 		}
 	}
 	return c, nil

@@ -37,7 +37,8 @@ func accountKey(t *asynq.Task) (string, error) {
 func server(t *testing.T, srv *testutil.RedisServer, h asynq.HandlerFunc, outer asynq.MiddlewareFunc, opts ...asynqlock.Option) {
 	t.Helper()
 	c := srv.Client()
-	l := mutex.New(c)
+	l, err := testutil.NewLocker(c)
+	require.NoError(t, err)
 	mw, err := asynqlock.New(l, append([]asynqlock.Option{asynqlock.WithKey(accountKey)}, opts...)...)
 	require.NoError(t, err)
 	mux := asynq.NewServeMux()

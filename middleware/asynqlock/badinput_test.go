@@ -23,16 +23,18 @@ import (
 // Misconfiguration is reported by New, wrapping ErrInvalid, never later.
 func TestBadConfiguration(t *testing.T) {
 	c, _ := testutil.Redis(t)
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
+	l := testutil.Locker(t, c)
 	var nilLocker *mutex.Locker
+	// A Locker whose construction failed is nil: New refuses it as such.
+	broken, err := testutil.NewLocker(nil)
+	require.ErrorIs(t, err, mutex.ErrInvalid)
 	for _, tc := range []struct {
 		name   string
 		locker *mutex.Locker
 		opts   []asynqlock.Option
 	}{
 		{"nil locker", nilLocker, nil},
-		{"broken locker", mutex.New(nil), nil},
+		{"locker of a failed construction", broken, nil},
 		{"nil key function", l, []asynqlock.Option{asynqlock.WithKey(nil)}},
 		{"zero TTL", l, []asynqlock.Option{asynqlock.WithTTL(0)}},
 		{"negative TTL", l, []asynqlock.Option{asynqlock.WithTTL(-time.Second)}},
@@ -74,12 +76,11 @@ func ok(context.Context, *asynq.Task) error { return nil }
 // without WithWait, never ErrLocked.
 func TestBusyKeyAndOutageAreDistinct(t *testing.T) {
 	c, _ := testutil.Redis(t)
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
+	l := testutil.Locker(t, c)
 	ctx := context.Background()
 	lk, err := l.Lock(ctx, "asynq:busy")
 	require.NoError(t, err)
-	defer lk.Unlock(ctx)
+	defer lk.Release(ctx)
 	for _, wait := range []time.Duration{0, 100 * time.Millisecond} {
 		err := process(t, l, "busy", ok, asynqlock.WithWait(wait))
 		assert.ErrorIs(t, err, asynqlock.ErrLocked, "wait %v", wait)
@@ -88,8 +89,7 @@ func TestBusyKeyAndOutageAreDistinct(t *testing.T) {
 
 	down := redis.NewClient(&redis.Options{Addr: testutil.RefusedAddr(t), MaxRetries: -1})
 	t.Cleanup(func() { _ = down.Close() })
-	dl := mutex.New(down)
-	t.Cleanup(func() { _ = dl.Close() })
+	dl := testutil.Locker(t, down)
 	for _, wait := range []time.Duration{0, time.Second} {
 		called := false
 		err := process(t, dl, "k", func(context.Context, *asynq.Task) error { called = true; return nil }, asynqlock.WithWait(wait))
@@ -104,8 +104,7 @@ func TestBusyKeyAndOutageAreDistinct(t *testing.T) {
 // Keys the lock cannot take fail the task with an error that says so.
 func TestBadKeys(t *testing.T) {
 	c, _ := testutil.Redis(t)
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
+	l := testutil.Locker(t, c)
 	boom := errors.New("no account in payload")
 	mw, err := asynqlock.New(l, asynqlock.WithKey(func(*asynq.Task) (string, error) { return "", boom }))
 	require.NoError(t, err)
@@ -126,8 +125,7 @@ func TestBadKeys(t *testing.T) {
 // carries the token.
 func TestHandlerContextEndsWithAsynqs(t *testing.T) {
 	c, _ := testutil.Redis(t)
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
+	l := testutil.Locker(t, c)
 	mw, err := asynqlock.New(l)
 	require.NoError(t, err)
 	stop := errors.New("asynq shutting down")

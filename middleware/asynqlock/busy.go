@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
 // BusyWindow is how long a task that found its key locked counts in Busy:
@@ -30,28 +31,30 @@ var busyScript = redis.NewScript(busyLua)
 // Busy returns how many tasks found key (as WithKey returns it, without
 // KeyPrefix) locked by another handler within the last BusyWindow, on every
 // server whose middleware shares locker's Redis: the tasks asynq is
-// retrying for it, which mutex's Inspect does not list as waiters (they do
+// retrying for it, which admin's Inspect does not list as waiters (they do
 // not wait; they come back). It reads the record the middleware keeps
 // beside the lock, the sorted set "redfence:asynqlock:busy:asynq:<key>"
 // of task ids by the server time (ms) each last found the key locked, which
-// expires BusyWindow after the last. A nil ctx, a nil or broken Locker, a
-// Redlock Locker (no single Redis holds the record) or an empty key is an
-// error wrapping ErrInvalid, without a round trip; so is a Locker that
-// lends no Redis client (Redlock, etcd).
+// expires BusyWindow after the last. A nil ctx, a nil Locker, a Locker
+// whose backend lends no Redis client (redisdriver.ClientOf: Redlock, where
+// no single Redis holds the record, or etcd) or an empty key is an error
+// wrapping ErrInvalid, without a round trip.
 func Busy(ctx context.Context, locker *mutex.Locker, key string) (int, error) {
+	var rc redis.UniversalClient
+	if locker != nil {
+		rc = redisdriver.ClientOf(locker.Backend())
+	}
 	switch {
 	case ctx == nil:
-		return 0, fmt.Errorf("%w: nil context", ErrInvalid)
+		return 0, fmt.Errorf("asynqlock: %w: nil context", ErrInvalid)
 	case locker == nil:
-		return 0, fmt.Errorf("%w: nil locker", ErrInvalid)
-	case locker.Err() != nil:
-		return 0, fmt.Errorf("%w: %w", ErrInvalid, locker.Err())
-	case locker.Client() == nil:
-		return 0, fmt.Errorf("%w: the Locker lends no Redis client (Redlock, etcd, …) to keep a busy record in", ErrInvalid)
+		return 0, fmt.Errorf("asynqlock: %w: nil locker", ErrInvalid)
+	case rc == nil:
+		return 0, fmt.Errorf("asynqlock: %w: the Locker's backend lends no Redis client (Redlock, etcd, …) to keep a busy record in", ErrInvalid)
 	case key == "":
-		return 0, fmt.Errorf("%w: empty key", ErrInvalid)
+		return 0, fmt.Errorf("asynqlock: %w: empty key", ErrInvalid)
 	}
-	n, err := busyScript.Run(ctx, locker.Client(), []string{busyPrefix + KeyPrefix + key}, BusyWindow.Milliseconds()).Int()
+	n, err := busyScript.Run(ctx, rc, []string{busyPrefix + KeyPrefix + key}, BusyWindow.Milliseconds()).Int()
 	if err != nil {
 		return 0, fmt.Errorf("asynqlock: busy record of %s: %w", KeyPrefix+key, err)
 	}

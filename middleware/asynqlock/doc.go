@@ -6,7 +6,10 @@
 // lease lets a long handler run twice (asynq #1030). This middleware takes a
 // redfence lock per key around the handler:
 //
-//	locker := mutex.New(redisClient)
+//	d, err := redisdriver.New(redisClient)
+//	...
+//	locker, err := mutex.New(d)
+//	...
 //	mw, err := asynqlock.New(locker, asynqlock.WithKey(func(t *asynq.Task) (string, error) {
 //		return accountID(t.Payload())
 //	}))
@@ -55,7 +58,9 @@
 // Busy counts them: the tasks that found the key locked within the last
 // BusyWindow, each once however often it was retried (on a Locker of one
 // deployment; a Redlock Locker keeps none). It costs one round trip per
-// busy task, none otherwise.
+// busy task, none otherwise. The record needs the Redis client the
+// Locker's backend lends (redisdriver.ClientOf); a Locker over Redlock or
+// etcd keeps none, and Busy refuses it.
 //
 // # Telemetry
 //
@@ -94,8 +99,9 @@
 // # Errors
 //
 //	situation                                          error
-//	nil or broken locker, bad option (New)             ErrInvalid
-//	Busy: nil ctx or locker, Redlock Locker, empty key  ErrInvalid
+//	nil locker, bad option (New)                       ErrInvalid (mutex.ErrInvalid)
+//	Busy: nil ctx or locker, a backend lending no      ErrInvalid
+//	  Redis client (Redlock, etcd), empty key
 //	the key is held by another handler                 wraps ErrLocked: retried, not a failure
 //	Redis unreachable or not answering                 wraps mutex.ErrUnavailable: a failure asynq
 //	                                                     counts and retries with its back-off

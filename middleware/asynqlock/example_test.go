@@ -14,6 +14,7 @@ import (
 
 	asynqlock "github.com/redfence/redfence/middleware/asynqlock"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
 // An asynq server whose handlers run one at a time per account, across every
@@ -22,8 +23,15 @@ func Example() {
 	redisOpt := asynq.RedisClientOpt{Addr: os.Getenv("REDIS_ADDR")}
 	rdb := redis.NewClient(&redis.Options{Addr: redisOpt.Addr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locker := mutex.New(rdb)
-	defer locker.Close()
+	d, err := redisdriver.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker, err := mutex.New(d)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close() // closes d; rdb stays the caller's
 
 	mw, err := asynqlock.New(locker, asynqlock.WithKey(func(t *asynq.Task) (string, error) {
 		var p struct {
@@ -74,8 +82,15 @@ func Example() {
 func ExampleNew() {
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locker := mutex.New(rdb)
-	defer locker.Close()
+	d, err := redisdriver.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker, err := mutex.New(d)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close() // closes d; rdb stays the caller's
 
 	mw, err := asynqlock.New(locker) // default key: the task type and a hash of the payload
 	if err != nil {
@@ -100,8 +115,15 @@ func ExampleNew() {
 func ExampleIsFailure() {
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locker := mutex.New(rdb)
-	defer locker.Close()
+	d, err := redisdriver.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker, err := mutex.New(d)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close() // closes d; rdb stays the caller's
 
 	mw, err := asynqlock.New(locker)
 	if err != nil {

@@ -42,14 +42,14 @@ func (h *held) Join(ctx context.Context) (context.Context, context.CancelFunc) {
 	return h.all.Join(ctx)
 }
 
-func (h *held) Unlock(ctx context.Context) error {
+func (h *held) Release(ctx context.Context) error {
 	if h.permit != nil {
 		return h.permit.Release(ctx)
 	}
 	if h.one != nil {
-		return h.one.Unlock(ctx)
+		return h.one.Release(ctx)
 	}
-	return h.all.Unlock(ctx)
+	return h.all.Release(ctx)
 }
 
 func (h *held) token(key string) int64 {
@@ -59,7 +59,7 @@ func (h *held) token(key string) int64 {
 	if h.one != nil {
 		return h.one.Token()
 	}
-	return h.all.Token(KeyPrefix + key)
+	return h.all.TokenOf(KeyPrefix + key)
 }
 
 // taskKeys asks fn for t's keys, refuses none or an empty one, and drops
@@ -118,7 +118,7 @@ func acquire(ctx context.Context, locker *mutex.Locker, keys []string, c *config
 // takePermit takes a permit of key's semaphore (WithLimit): TryAcquire, or
 // Acquire within WithWait.
 func takePermit(ctx context.Context, locker *mutex.Locker, key string, c *config) (*mutex.Permit, error) {
-	s, err := locker.Semaphore(KeyPrefix+key, c.limit, mutex.WithTTL(c.ttl))
+	s, err := mutex.NewSemaphore(locker, KeyPrefix+key, c.limit, mutex.WithTTL(c.ttl))
 	if err != nil {
 		return nil, err
 	}

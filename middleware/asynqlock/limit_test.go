@@ -87,8 +87,7 @@ func TestLimitPerKey(t *testing.T) {
 // Locker without semaphores.
 func TestLimitRefusals(t *testing.T) {
 	c, _ := testutil.Redis(t)
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
+	l := testutil.Locker(t, c)
 	keys := func(*asynq.Task) ([]string, error) { return []string{"a"}, nil }
 	for name, opts := range map[string][]asynqlock.Option{
 		"zero":      {asynqlock.WithLimit(0)},
@@ -99,10 +98,8 @@ func TestLimitRefusals(t *testing.T) {
 		assert.ErrorIs(t, err, asynqlock.ErrInvalid, name)
 	}
 	clients, _ := testutil.RedisN(t, 3)
-	rl, err := mutex.NewRedlock(clients)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rl.Close() })
-	_, err = asynqlock.New(rl, asynqlock.WithLimit(2))
+	rl := testutil.Redlock(t, clients)
+	_, err := asynqlock.New(rl, asynqlock.WithLimit(2))
 	assert.ErrorIs(t, err, asynqlock.ErrInvalid)
 	_, err = asynqlock.New(rl)
 	assert.NoError(t, err, "one handler per key needs no semaphore")

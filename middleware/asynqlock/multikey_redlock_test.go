@@ -12,6 +12,7 @@ import (
 	"github.com/redfence/redfence/internal/testutil"
 	asynqlock "github.com/redfence/redfence/middleware/asynqlock"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 )
 
 // holders counts, for each key, the masters that hold it, each read on
@@ -19,15 +20,17 @@ import (
 // its last token, so its existence says nothing).
 func holders(t *testing.T, l *mutex.Locker, keys ...string) map[string]int {
 	t.Helper()
+	a, err := admin.New(l)
+	require.NoError(t, err)
 	n := map[string]int{}
 	for _, k := range keys {
-		info, err := l.Inspect(context.Background(), k)
+		info, err := a.Inspect(context.Background(), k)
 		require.NoError(t, err)
 		require.Len(t, info.Nodes, 3)
 		n[k] = 0
 		for _, node := range info.Nodes {
 			require.NoError(t, node.Err)
-			if node.Info.State == mutex.Held {
+			if node.Info.State == admin.Held {
 				n[k]++
 			}
 		}
@@ -62,17 +65,14 @@ func released(t *testing.T, l *mutex.Locker, keys []string, msg string) {
 // held on no master (the quorum at once, every master soon after).
 func TestWithKeysOverRedlock(t *testing.T) {
 	masters, _ := testutil.RedisN(t, 3)
-	l, err := mutex.NewRedlock(masters)
-	require.NoError(t, err)
-	other, err := mutex.NewRedlock(masters)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close(); _ = other.Close() })
+	l := testutil.Redlock(t, masters)
+	other := testutil.Redlock(t, masters)
 	ctx := context.Background()
 	keys := []string{"account:c", "account:a", "account:b"}
 	lockKeys := []string{"asynq:account:a", "asynq:account:b", "asynq:account:c"}
 
 	ran := false
-	err = processKeys(t, l, keys, func(ctx context.Context, _ *asynq.Task) error {
+	err := processKeys(t, l, keys, func(ctx context.Context, _ *asynq.Task) error {
 		ran = true
 		assert.Equal(t, map[string]int{"asynq:account:a": 3, "asynq:account:b": 3, "asynq:account:c": 3}, holders(t, other, lockKeys...),
 			"every key held on every master while the handler runs")
@@ -95,7 +95,7 @@ func TestWithKeysOverRedlock(t *testing.T) {
 
 	lk, err := other.Lock(ctx, "asynq:account:b")
 	require.NoError(t, err)
-	defer lk.Unlock(ctx)
+	defer lk.Release(ctx)
 	ran = false
 	err = processKeys(t, l, keys, func(context.Context, *asynq.Task) error { ran = true; return nil })
 	assert.ErrorIs(t, err, asynqlock.ErrLocked)

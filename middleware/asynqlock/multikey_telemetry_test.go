@@ -12,7 +12,7 @@ import (
 
 	"github.com/redfence/redfence/internal/testutil"
 	asynqlock "github.com/redfence/redfence/middleware/asynqlock"
-	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 )
 
 // A task of several keys (WithKeys) names them on its span: redfence.keys,
@@ -24,9 +24,8 @@ import (
 // task keeps redfence.key and redfence.token.
 func TestTelemetryKeys(t *testing.T) {
 	c, _ := testutil.Redis(t)
-	l := mutex.New(c)
-	other := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close(); _ = other.Close() })
+	l := testutil.Locker(t, c)
+	other := testutil.Locker(t, c)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	tel := asynqlock.WithTracerProvider(tp)
@@ -35,7 +34,9 @@ func TestTelemetryKeys(t *testing.T) {
 	// b's token counter far ahead of the clock (a released key keeps only
 	// "<token>", acquire.lua), so that the keys' tokens differ and their
 	// order on the span shows.
-	info, err := l.Inspect(ctx, "asynq:account:b")
+	a, err := admin.New(l)
+	require.NoError(t, err)
+	info, err := a.Inspect(ctx, "asynq:account:b")
 	require.NoError(t, err)
 	require.NoError(t, c.Set(ctx, info.Name, "9000000000000000", 0).Err())
 	var seen []int64
@@ -52,7 +53,7 @@ func TestTelemetryKeys(t *testing.T) {
 	lk, err := other.Lock(ctx, "asynq:account:a")
 	require.NoError(t, err)
 	require.ErrorIs(t, processKeys(t, l, []string{"account:b", "account:a"}, ok, tel), asynqlock.ErrLocked)
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 	require.NoError(t, process(t, l, "account:c", ok, tel))
 
 	spans := rec.Ended()

@@ -18,6 +18,7 @@ import (
 	"github.com/redfence/redfence/internal/testutil"
 	asynqlock "github.com/redfence/redfence/middleware/asynqlock"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 )
 
 type transferPayload struct {
@@ -117,13 +118,14 @@ func processKeys(t *testing.T, l *mutex.Locker, keys []string, next asynq.Handle
 // key's own name), and Busy counts the task under both.
 func TestBusyAccountOfTwo(t *testing.T) {
 	c, _ := testutil.Redis(t)
-	l := mutex.New(c)
-	other := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close(); _ = other.Close() })
+	l := testutil.Locker(t, c)
+	other := testutil.Locker(t, c)
+	a, err := admin.New(l)
+	require.NoError(t, err)
 	ctx := context.Background()
 	lk, err := other.Lock(ctx, "asynq:account:b")
 	require.NoError(t, err)
-	defer lk.Unlock(ctx)
+	defer lk.Release(ctx)
 	for _, wait := range []time.Duration{0, 100 * time.Millisecond} {
 		called := false
 		err := processKeys(t, l, []string{"account:a", "account:b"}, func(context.Context, *asynq.Task) error { called = true; return nil }, asynqlock.WithWait(wait))
@@ -131,9 +133,9 @@ func TestBusyAccountOfTwo(t *testing.T) {
 		assert.ErrorContains(t, err, "asynq:account:b", "wait %v: the error names the busy key", wait)
 		assert.False(t, asynqlock.IsFailure(err), "wait %v", wait)
 		assert.False(t, called, "wait %v: the handler ran without both keys", wait)
-		info, err := l.Inspect(ctx, "asynq:account:a")
+		info, err := a.Inspect(ctx, "asynq:account:a")
 		require.NoError(t, err)
-		assert.Equal(t, mutex.Free, info.State, "wait %v: the free account is left held", wait)
+		assert.Equal(t, admin.Free, info.State, "wait %v: the free account is left held", wait)
 	}
 	for _, k := range []string{"account:a", "account:b"} {
 		n, err := asynqlock.Busy(ctx, l, k)
@@ -145,8 +147,7 @@ func TestBusyAccountOfTwo(t *testing.T) {
 // Keys WithKeys gives that the lock cannot take fail the task, saying so.
 func TestBadKeyLists(t *testing.T) {
 	c, _ := testutil.Redis(t)
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
+	l := testutil.Locker(t, c)
 	_, err := asynqlock.New(l, asynqlock.WithKeys(nil))
 	assert.ErrorIs(t, err, asynqlock.ErrInvalid)
 

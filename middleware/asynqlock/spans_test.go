@@ -26,8 +26,7 @@ func TestWorkIsTheTasksChild(t *testing.T) {
 	c, _ := testutil.Redis(t)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	l := mutex.New(c, mutex.WithTracerProvider(tp))
-	t.Cleanup(func() { _ = l.Close() })
+	l := testutil.Locker(t, c, mutex.WithTracerProvider(tp))
 	work := func(ctx context.Context, _ *asynq.Task) error {
 		_, span := tp.Tracer("app").Start(ctx, "fenced.Do")
 		span.End()
@@ -64,8 +63,7 @@ func TestBusyCountsRetryingTasks(t *testing.T) {
 	_, srv := testutil.Redis(t)
 	c := srv.Client()
 	t.Cleanup(func() { _ = c.Close() })
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
+	l := testutil.Locker(t, c)
 	ctx := context.Background()
 	held, err := l.Lock(ctx, asynqlock.KeyPrefix+"account:7")
 	require.NoError(t, err)
@@ -106,18 +104,17 @@ func TestBusyCountsRetryingTasks(t *testing.T) {
 	n, err := asynqlock.Busy(ctx, l, "account:7")
 	require.NoError(t, err)
 	assert.Equal(t, 3, n, "three tasks retrying, after %d busy attempts", total.Load())
-	require.NoError(t, held.Unlock(ctx))
+	require.NoError(t, held.Release(ctx))
 }
 
 // TestBusyBadInput: Busy refuses what it cannot read, before any round trip.
 func TestBusyBadInput(t *testing.T) {
 	clients, _ := testutil.RedisN(t, 3)
-	rl, err := mutex.NewRedlock(clients)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = rl.Close() })
+	rl := testutil.Redlock(t, clients)
 	c, _ := testutil.Redis(t)
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
+	l := testutil.Locker(t, c)
+	broken, err := testutil.NewLocker(nil) // a Locker whose construction failed is nil
+	require.ErrorIs(t, err, mutex.ErrInvalid)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
@@ -126,7 +123,7 @@ func TestBusyBadInput(t *testing.T) {
 		//lint:ignore SA1012 a nil ctx is the input under test
 		{"nil ctx", func() (int, error) { return asynqlock.Busy(nil, l, "k") }},
 		{"nil locker", func() (int, error) { return asynqlock.Busy(ctx, nil, "k") }},
-		{"broken locker", func() (int, error) { return asynqlock.Busy(ctx, mutex.New(nil), "k") }},
+		{"locker of a failed construction", func() (int, error) { return asynqlock.Busy(ctx, broken, "k") }},
 		{"Redlock locker", func() (int, error) { return asynqlock.Busy(ctx, rl, "k") }},
 		{"empty key", func() (int, error) { return asynqlock.Busy(ctx, l, "") }},
 	} {

@@ -25,8 +25,7 @@ import (
 // and lock waits recorded, all under the package's versioned scope.
 func TestTelemetry(t *testing.T) {
 	c, _ := testutil.Redis(t)
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
+	l := testutil.Locker(t, c)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	reader := sdkmetric.NewManualReader()
@@ -40,7 +39,7 @@ func TestTelemetry(t *testing.T) {
 	lk, err := l.Lock(ctx, "asynq:busy")
 	require.NoError(t, err)
 	require.ErrorIs(t, process(t, l, "busy", ok, tel...), asynqlock.ErrLocked)
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 	lose := func(ctx context.Context, _ *asynq.Task) error {
 		if err := c.FlushAll(ctx).Err(); err != nil { // the lock's key is gone
 			return err

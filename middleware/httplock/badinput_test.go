@@ -2,6 +2,7 @@ package httplock_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -29,9 +30,7 @@ const callBound = 5 * time.Second
 func deadLocker(t *testing.T) (*mutex.Locker, *testutil.Calls) {
 	t.Helper()
 	c, calls := testutil.DeadClient(t)
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
-	return l, calls
+	return testutil.Locker(t, c), calls
 }
 
 var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
@@ -64,8 +63,18 @@ func TestBadInput(t *testing.T) {
 	over := func(locker *mutex.Locker) func() error {
 		return func() error { _, err := httplock.New(locker); return err }
 	}
-	handler := func(next http.Handler) func() error {
-		return func() error { _, err := httplock.NewHandler(next, l); return err }
+	// failed builds a Locker over c, which its construction refuses (with
+	// mutex.ErrInvalid, returning no Locker), and hands httplock what it
+	// got, as a service that ignored the error would.
+	failed := func(c redis.UniversalClient) func() error {
+		return func() error {
+			locker, err := testutil.NewLocker(c)
+			if !errors.Is(err, mutex.ErrInvalid) || locker != nil {
+				return fmt.Errorf("the Locker's construction: %v, %v", locker, err)
+			}
+			_, err = httplock.New(locker)
+			return err
+		}
 	}
 	// wrap applies New's middleware to next: the panic it documents for a
 	// nil handler comes back as the error; any other panic goes on.
@@ -96,16 +105,13 @@ func TestBadInput(t *testing.T) {
 	}{
 		// The Locker.
 		{"nil locker", over(nil), httplock.ErrInvalid},
-		{"broken locker", over(mutex.New(nil)), httplock.ErrInvalid},
-		{"typed-nil client", over(mutex.New(nilClient)), httplock.ErrInvalid},
-		{"nil locker: NewHandler", func() error { _, err := httplock.NewHandler(okHandler, nil); return err }, httplock.ErrInvalid},
+		{"locker of a failed construction: nil client", failed(nil), httplock.ErrInvalid},
+		{"locker of a failed construction: typed-nil client", failed(nilClient), httplock.ErrInvalid},
 
 		// The handler.
-		{"NewHandler: nil handler", handler(nil), httplock.ErrInvalid},
-		{"NewHandler: nil HandlerFunc", handler(nilFunc), httplock.ErrInvalid},
-		{"NewHandler: nil *ServeMux", handler(nilMux), httplock.ErrInvalid},
 		{"middleware: nil handler", wrap(nil), httplock.ErrInvalid},
 		{"middleware: nil HandlerFunc", wrap(nilFunc), httplock.ErrInvalid},
+		{"middleware: nil *ServeMux", wrap(nilMux), httplock.ErrInvalid},
 		{"middleware: handler", wrap(okHandler), nil},
 
 		// The share window: Redis counts expiries in whole milliseconds.
@@ -117,29 +123,29 @@ func TestBadInput(t *testing.T) {
 		{"fractional-ms share window", with(httplock.WithShareWindow(1500 * time.Microsecond)), nil},
 		{"huge share window", with(httplock.WithShareWindow(math.MaxInt64)), nil},
 
-		// The lock age, a mutex lease.
-		{"1µs lock age", with(httplock.WithLockAge(time.Microsecond)), httplock.ErrInvalid},
-		{"1ms lock age", with(httplock.WithLockAge(time.Millisecond)), httplock.ErrInvalid},
-		{"lock age below 10ms", with(httplock.WithLockAge(10*time.Millisecond - 1)), httplock.ErrInvalid},
-		{"negative lock age", with(httplock.WithLockAge(-time.Second)), httplock.ErrInvalid},
-		{"lock age above 1h", with(httplock.WithLockAge(time.Hour + time.Millisecond)), httplock.ErrInvalid},
-		{"overflowing lock age", with(httplock.WithLockAge(math.MaxInt64)), httplock.ErrInvalid},
-		{"10ms lock age", with(httplock.WithLockAge(10 * time.Millisecond)), nil},
-		{"1h lock age", with(httplock.WithLockAge(time.Hour)), nil},
+		// The TTL, a mutex lease.
+		{"1µs TTL", with(httplock.WithTTL(time.Microsecond)), httplock.ErrInvalid},
+		{"1ms TTL", with(httplock.WithTTL(time.Millisecond)), httplock.ErrInvalid},
+		{"TTL below 10ms", with(httplock.WithTTL(10*time.Millisecond - 1)), httplock.ErrInvalid},
+		{"negative TTL", with(httplock.WithTTL(-time.Second)), httplock.ErrInvalid},
+		{"TTL above 1h", with(httplock.WithTTL(time.Hour + time.Millisecond)), httplock.ErrInvalid},
+		{"overflowing TTL", with(httplock.WithTTL(math.MaxInt64)), httplock.ErrInvalid},
+		{"10ms TTL", with(httplock.WithTTL(10 * time.Millisecond)), nil},
+		{"1h TTL", with(httplock.WithTTL(time.Hour)), nil},
 
 		// Local timeouts.
-		{"negative wait timeout", with(httplock.WithWaitTimeout(-time.Second)), httplock.ErrInvalid},
-		{"zero wait timeout", with(httplock.WithWaitTimeout(0)), httplock.ErrInvalid},
-		{"1ns wait timeout", with(httplock.WithWaitTimeout(time.Nanosecond)), httplock.ErrInvalid},
-		{"huge wait timeout", with(httplock.WithWaitTimeout(math.MaxInt64)), nil},
-		{"negative handler timeout", with(httplock.WithHandlerTimeout(-1)), httplock.ErrInvalid},
-		{"zero handler timeout", with(httplock.WithHandlerTimeout(0)), httplock.ErrInvalid},
-		{"1ns handler timeout", with(httplock.WithHandlerTimeout(time.Nanosecond)), httplock.ErrInvalid},
-		{"huge handler timeout", with(httplock.WithHandlerTimeout(math.MaxInt64)), nil},
-		{"negative redis timeout", with(httplock.WithRedisTimeout(-1)), httplock.ErrInvalid},
-		{"zero redis timeout", with(httplock.WithRedisTimeout(0)), httplock.ErrInvalid},
-		{"sub-ms redis timeout", with(httplock.WithRedisTimeout(time.Millisecond - 1)), httplock.ErrInvalid},
-		{"1ms redis timeout", with(httplock.WithRedisTimeout(time.Millisecond)), nil},
+		{"negative wait", with(httplock.WithWait(-time.Second)), httplock.ErrInvalid},
+		{"zero wait", with(httplock.WithWait(0)), httplock.ErrInvalid},
+		{"1ns wait", with(httplock.WithWait(time.Nanosecond)), httplock.ErrInvalid},
+		{"huge wait", with(httplock.WithWait(math.MaxInt64)), nil},
+		{"negative handler timeout", with(httplock.WithTimeout(-1)), httplock.ErrInvalid},
+		{"zero handler timeout", with(httplock.WithTimeout(0)), httplock.ErrInvalid},
+		{"1ns handler timeout", with(httplock.WithTimeout(time.Nanosecond)), httplock.ErrInvalid},
+		{"huge handler timeout", with(httplock.WithTimeout(math.MaxInt64)), nil},
+		{"negative store timeout", with(httplock.WithStoreTimeout(-1)), httplock.ErrInvalid},
+		{"zero store timeout", with(httplock.WithStoreTimeout(0)), httplock.ErrInvalid},
+		{"sub-ms store timeout", with(httplock.WithStoreTimeout(time.Millisecond - 1)), httplock.ErrInvalid},
+		{"1ms store timeout", with(httplock.WithStoreTimeout(time.Millisecond)), nil},
 
 		// The body bound.
 		{"zero max body", with(httplock.WithMaxBody(0)), httplock.ErrInvalid},
@@ -208,8 +214,7 @@ func TestBadInput(t *testing.T) {
 // its local flight's leader, rather than failing or panicking.
 func TestRedisDown(t *testing.T) {
 	l, redisHits := deadLocker(t)
-	h, err := httplock.NewHandler(okHandler, l, httplock.WithWaitTimeout(time.Second))
-	require.NoError(t, err)
+	h := handlerOf(t, okHandler, l, httplock.WithWait(time.Second))
 	rec := httptest.NewRecorder()
 	require.NoError(t, testutil.Safely(t, callBound, func() error {
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/page", nil))
@@ -232,13 +237,12 @@ func TestRedisDown(t *testing.T) {
 // responses would rest on one of the masters alone.
 func TestRedlockLockerRefused(t *testing.T) {
 	clients, _ := testutil.RedisN(t, 3)
-	l, err := mutex.NewRedlock(clients)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	_, err = httplock.New(l)
+	l := testutil.Redlock(t, clients)
+	mw, err := httplock.New(l)
+	assert.Nil(t, mw)
 	assert.ErrorIs(t, err, httplock.ErrInvalid)
+	assert.ErrorIs(t, err, mutex.ErrInvalid)
 	assert.ErrorIs(t, err, httplock.ErrNeedsRedis)
+	assert.ErrorContains(t, err, "backend lends no")
 	assert.ErrorContains(t, err, "Redlock")
-	_, err = httplock.NewHandler(okHandler, l)
-	assert.ErrorIs(t, err, httplock.ErrNeedsRedis)
 }

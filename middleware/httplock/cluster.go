@@ -24,15 +24,15 @@ const (
 // the one origin call, or wait for the lock holder's publication, or give
 // up waiting and call the origin.
 //
-// Waiting is bounded by the wait timeout, on a context detached from the
+// Waiting is bounded by the wait (WithWait), on a context detached from the
 // request (the local followers depend on it). Waiting replicas do not queue
 // on the lock: one publication wakes them all, and each reads the stored
 // response with one GET or, told there is none, calls the origin. Polling
 // (TryLock again every 100-200 ms) is only the fallback for a lost
-// publication or a leader that stalled past the lock age.
+// publication or a leader that stalled past its lease (WithTTL).
 //
-// Waiting ends by deadline, the wait timeout from r's arrival. Each Redis
-// call has its own bound (the Redis timeout), so a wait may overrun it by
+// Waiting ends by deadline, the wait (WithWait) from r's arrival. Each Redis
+// call has its own bound (WithStoreTimeout), so a wait may overrun it by
 // one call. A call that fails marks Redis down, and r leads its local
 // flight without Redis (leadLocal): it makes no further call, and its local
 // followers still get its response.
@@ -131,7 +131,7 @@ func (h *handler) heard(w http.ResponseWriter, r *http.Request, msg string, ld *
 }
 
 // lead calls the origin for everyone: the handler runs on a context detached
-// from the leader's client (bounded by the handler timeout), its response is
+// from the leader's client (bounded by WithTimeout), its response is
 // captured and, when finish is set, shared through Redis (see finish). A
 // response that may be shared is only buffered: it is left in ld.out.reply
 // for the leader's client, to be sent once the waiters have it. One found
@@ -139,7 +139,7 @@ func (h *handler) heard(w http.ResponseWriter, r *http.Request, msg string, ld *
 // the waiters do not wait for the rest of a stream or a large body.
 func (h *handler) lead(w http.ResponseWriter, r *http.Request, ld *leader, lk *mutex.Lock, finish bool) {
 	detached := context.WithoutCancel(r.Context())
-	hctx, cancel := context.WithTimeout(detached, h.cfg.handlerLimit)
+	hctx, cancel := context.WithTimeout(detached, h.cfg.timeout)
 	defer cancel()
 	if finish {
 		ld.lk = lk // end announces and unlocks
@@ -181,7 +181,7 @@ func (h *handler) finish(ctx context.Context, key string, lk *mutex.Lock, e *ent
 		if err != nil {
 			h.tel.recordError(ctx, err)
 			msg = msgNoShare
-		} else if err := h.callWithin(ctx, h.cfg.redisTimeout+setAllowance(len(b)), true, func(ctx context.Context) error {
+		} else if err := h.callWithin(ctx, h.cfg.storeTimeout+setAllowance(len(b)), true, func(ctx context.Context) error {
 			return h.client.Set(ctx, h.cfg.prefix+key, b, e.ttl).Err()
 		}); err != nil {
 			return

@@ -14,18 +14,17 @@ import (
 
 	"github.com/redfence/redfence/internal/testutil"
 	httplock "github.com/redfence/redfence/middleware/httplock"
-	"github.com/redfence/redfence/mutex"
 )
 
 // TestHungRedisWithADefaultClient: clients built as go-redis's defaults
 // build them (no ContextTimeoutEnabled: a hung server holds a GET for the
 // client's ReadTimeout, 5 s in go-redis v9.23), Redis paused (SIGSTOP), 20 identical requests
 // to each of 3 replicas at once. Each replica's leader gives up on Redis
-// within WithRedisTimeout, not the client's ReadTimeout, and its followers
+// within WithStoreTimeout, not the client's ReadTimeout, and its followers
 // get its response: one origin call per replica, each begun within the
-// Redis timeout of the burst.
+// store timeout of the burst.
 func TestHungRedisWithADefaultClient(t *testing.T) {
-	const redisTimeout = 100 * time.Millisecond
+	const storeTimeout = 100 * time.Millisecond
 	srv := testutil.StartRedis(t)
 	var calls atomic.Int64
 	var mu sync.Mutex
@@ -39,9 +38,9 @@ func TestHungRedisWithADefaultClient(t *testing.T) {
 	servers := make([]*httptest.Server, 3)
 	for i := range servers {
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()}) // go-redis's defaults
-		l := mutex.New(rdb)
-		h, err := httplock.NewHandler(origin, l, httplock.WithRedisTimeout(redisTimeout))
+		l, err := testutil.NewLocker(rdb)
 		require.NoError(t, err)
+		h := handlerOf(t, origin, l, httplock.WithStoreTimeout(storeTimeout))
 		s := httptest.NewServer(h)
 		servers[i] = s
 		t.Cleanup(func() {
@@ -77,7 +76,7 @@ func TestHungRedisWithADefaultClient(t *testing.T) {
 	defer mu.Unlock()
 	// The burst's goroutines and connections take a moment to start: a
 	// wide margin, still far below the client's 5 s.
-	bound := late.Bound(redisTimeout + 500*time.Millisecond)
+	bound := late.Bound(storeTimeout + 500*time.Millisecond)
 	for _, at := range began[warm:] {
 		assert.Less(t, at.Sub(begin), bound, "an origin call waited for the client's ReadTimeout")
 	}

@@ -3,7 +3,10 @@
 // every other client gets that response within about one Redis round trip of
 // it being ready.
 //
-//	locker := mutex.New(redisClient)
+//	d, err := redisdriver.New(redisClient)
+//	...
+//	locker, err := mutex.New(d)
+//	...
 //	mw, err := httplock.New(locker, httplock.WithShareWindow(2*time.Second))
 //	if err != nil { ... }             // bad configuration is reported here
 //	http.ListenAndServe(addr, mw(originHandler))
@@ -15,15 +18,16 @@
 // another replica already shared; if there is none, they TryLock the key's
 // mutex.Lock. The one that holds it calls the origin: the handler runs on a
 // context detached from its own client's cancellation (bounded by
-// WithHandlerTimeout), so a leader whose client disconnects still finishes
+// WithTimeout), so a leader whose client disconnects still finishes
 // the work for the others. Its response is captured and, if it may be
-// shared, stored in the Locker's Redis for the share window; then a message
+// shared, stored for the share window in the Redis whose client the
+// Locker's backend lends (redisdriver.ClientOf); then a message
 // is published and the lock released. The other replicas subscribed after
 // losing the TryLock; the one publication wakes them all at once, and each
 // serves the stored response after one GET, or, told there is nothing to
 // share, calls the origin. Polling (another TryLock every 100–200 ms) is
-// only the fallback for a lost message or a leader that stalled past the
-// lock age.
+// only the fallback for a lost message or a leader that stalled past its
+// lock's lease (WithTTL).
 //
 // # What is shared
 //
@@ -107,10 +111,11 @@
 //
 // # Timeouts and failures
 //
-// A request waits at most WithWaitTimeout (default 5 s) from its arrival,
-// however many leaders it waits on, then calls the origin itself. A leader that has not finished after WithLockAge (default
-// 5 s, nginx's proxy_cache_lock_age) loses its lock's lease and the next
-// request goes through. A leader whose handler panics: its own caller sees
+// A request waits at most WithWait (default 5 s, nginx's
+// proxy_cache_lock_timeout) from its arrival, however many leaders it waits
+// on, then calls the origin itself. A leader that has not finished after
+// WithTTL (default 5 s, nginx's proxy_cache_lock_age) loses its lock's
+// lease and the next request goes through. A leader whose handler panics: its own caller sees
 // net/http's usual behaviour (the panic goes on); the requests waiting on it
 // are released at once and call the origin, or answer WithPanicStatus (say
 // 502). Requests that arrive later lead a flight of their own. A leader
@@ -125,7 +130,7 @@
 // # Redis down or hung
 //
 // Redis is up, or marked down. A Redis call made for a request that fails,
-// or gets no answer within WithRedisTimeout (default 1 s), marks it down;
+// or gets no answer within WithStoreTimeout (default 1 s), marks it down;
 // that request then calls the origin as the leader of its local flight. From
 // then on requests make no Redis call: identical requests still collapse
 // in-process, one origin call per key per replica, the followers served the
@@ -140,7 +145,7 @@
 //	Up, follower             the wait for the leader, then 1 GET
 //	Up, within the window    1 GET
 //	Bypass (ineligible)      none
-//	Becoming down            the requests already calling Redis: up to WithRedisTimeout per
+//	Becoming down            the requests already calling Redis: up to WithStoreTimeout per
 //	                         call (a SET, plus 1 ms per 64 KiB of the response), and one failed
 //	                         call is enough, whatever the client's ReadTimeout. Their local
 //	                         followers wait for them, as when Redis is up
@@ -154,17 +159,17 @@
 // is up, or no request comes, the middleware runs no goroutine. With one
 // that does not (go-redis's default), each GET, SET and PUBLISH runs on a
 // goroutine of its own, which the request stops waiting for at
-// WithRedisTimeout, as mutex does with its calls: on a hung server it lives
+// WithStoreTimeout, as mutex does with its calls: on a hung server it lives
 // on until the client's ReadTimeout, and Redis is then marked down, so
 // only the calls in flight when it hung are left so. While Redis is down,
 // a request that finds a probe due starts one on a goroutine of its own and
-// does not wait for it. The probe's PING is bounded by WithRedisTimeout, or
+// does not wait for it. The probe's PING is bounded by WithStoreTimeout, or
 // by the client's ReadTimeout as above; a probe still running twice
-// WithRedisTimeout after it started is counted as lost (its answer ignored)
+// WithStoreTimeout after it started is counted as lost (its answer ignored)
 // and the next may start, but never while another lost one runs: at most
 // two probe goroutines per middleware, the current one and one lost. There
-// is nothing to close: closing the Locker's client ends running probes and
-// calls at once.
+// is nothing to close: closing the Redis client (the one the driver was
+// given, which stays the caller's) ends running probes and calls at once.
 //
 // # Telemetry
 //
@@ -190,18 +195,18 @@
 //
 // # Errors
 //
-// Every mistake in the configuration is reported by New (and NewHandler),
-// wrapping ErrInvalid, before any I/O; serving never returns an error, and
+// Every mistake in the configuration is reported by New, wrapping
+// ErrInvalid (mutex.ErrInvalid), before any I/O; serving never returns an error, and
 // a Redis failure while serving is recorded on the request's span while the
 // request goes to the origin:
 //
 //	situation                                              error
-//	nil locker, a Locker with a construction error         ErrInvalid (New)
-//	a Locker that lends no Redis client: Redlock's, or     ErrNeedsRedis and ErrInvalid (New)
-//	  one over etcd
+//	nil locker                                             ErrInvalid (New)
+//	a Locker whose backend lends no Redis client:          ErrNeedsRedis and ErrInvalid (New)
+//	  Redlock's, or one over etcd
 //	a bad option, see the ranges below                     ErrInvalid (New)
-//	NewHandler with a nil handler (typed nil included)     ErrInvalid
-//	New's middleware applied to a nil handler              panics with an error matching ErrInvalid
+//	New's middleware applied to a nil handler (typed nil   panics with an error matching ErrInvalid
+//	  included)
 //	Redis unreachable or failing while serving             no error: collapsed in-process only (RoleLeader,
 //	                                                         redis_down), recorded on the span, Redis marked down
 //
@@ -209,10 +214,10 @@
 // mean the globals):
 //
 //	WithShareWindow        at least 1 ms, truncated to whole ms (Redis's unit)
-//	WithLockAge            10 ms to 1 h, truncated to whole ms (a mutex lease)
-//	WithWaitTimeout        at least 1 ms
-//	WithHandlerTimeout     at least 1 ms
-//	WithRedisTimeout       at least 1 ms
+//	WithTTL                10 ms to 1 h, truncated to whole ms (a mutex lease)
+//	WithWait               at least 1 ms
+//	WithTimeout            at least 1 ms
+//	WithStoreTimeout       at least 1 ms
 //	WithMaxBody            1 byte to 256 MiB (one Redis string)
 //	WithPanicStatus        0 (off) or 200 to 599
 //	WithRoleHeader         "" (off) or a header name (an RFC 9110 token)

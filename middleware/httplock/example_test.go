@@ -13,6 +13,7 @@ import (
 
 	httplock "github.com/redfence/redfence/middleware/httplock"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
 // Two replicas of a service share one Redis: the same request sent to each
@@ -28,7 +29,20 @@ func ExampleNew() {
 		fmt.Fprintln(w, "report for", r.URL.Query().Get("month"))
 	})
 
-	lockerA, lockerB := mutex.New(rdb), mutex.New(rdb)
+	// Each replica's Locker, over a driver on the shared Redis; closing a
+	// Locker closes its driver, and rdb stays ours.
+	newLocker := func() *mutex.Locker {
+		d, err := redisdriver.New(rdb)
+		if err != nil {
+			log.Fatal(err)
+		}
+		l, err := mutex.New(d)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return l
+	}
+	lockerA, lockerB := newLocker(), newLocker()
 	defer lockerA.Close()
 	defer lockerB.Close()
 	mwA, err := httplock.New(lockerA) // a bad option would be reported here

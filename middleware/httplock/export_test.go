@@ -2,7 +2,7 @@ package httplock
 
 import "net/http"
 
-// WaitProbe waits for the Redis probe of a handler made by NewHandler, if
+// WaitProbe waits for the Redis probe of a handler New's middleware made, if
 // one is running, and for the commands its requests stopped waiting for:
 // tests end with no goroutine left.
 func WaitProbe(h http.Handler) {
@@ -10,8 +10,8 @@ func WaitProbe(h http.Handler) {
 	h.(*handler).health.calls.Wait()
 }
 
-// Probing reports whether the Redis probe of a handler made by NewHandler
-// is running.
+// Probing reports whether the Redis probe of a handler New's middleware
+// made is running.
 func Probing(h http.Handler) bool {
 	s := h.(*handler).health
 	s.mu.Lock()
@@ -20,7 +20,7 @@ func Probing(h http.Handler) bool {
 }
 
 // Following is how many requests have joined the local flights of a handler
-// made by New or NewHandler that are still in the air.
+// New's middleware made that are still in the air.
 func Following(h http.Handler) int {
 	hh := h.(*handler)
 	hh.mu.Lock()

@@ -15,7 +15,7 @@ import (
 // for the key starts a new one.
 type flight struct {
 	done      chan struct{}
-	aged      time.Time // past it, the leader counts as stalled (lock age)
+	aged      time.Time // past it, the leader counts as stalled (its lease, WithTTL)
 	out       outcome   // written by the leader before done is closed
 	followers int       // requests that joined it; under handler.mu
 }
@@ -40,7 +40,7 @@ func (h *handler) collapse(w http.ResponseWriter, r *http.Request, key string, d
 		h.mu.Lock()
 		fl, ok := h.flights[key]
 		if !ok {
-			fl = &flight{done: make(chan struct{}), aged: time.Now().Add(h.cfg.lockAge)}
+			fl = &flight{done: make(chan struct{}), aged: time.Now().Add(h.cfg.ttl)}
 			h.flights[key] = fl
 		} else {
 			fl.followers++
@@ -58,7 +58,7 @@ func (h *handler) collapse(w http.ResponseWriter, r *http.Request, key string, d
 				return h.use(w, r, fl.out.res)
 			}
 		case flightAged:
-			// The local leader is stalled past the lock age: retire its
+			// The local leader is stalled past its lease: retire its
 			// flight, and lead or join the next one.
 			h.mu.Lock()
 			if h.flights[key] == fl {
@@ -154,7 +154,7 @@ const (
 )
 
 // follow waits for the local flight's leader, within the request's own
-// context, the wait timeout and the flight's lock age.
+// context, the wait (WithWait) and the flight's lease (WithTTL).
 func (h *handler) follow(r *http.Request, fl *flight, timeout <-chan time.Time) followOutcome {
 	aged := time.NewTimer(time.Until(fl.aged))
 	defer aged.Stop()

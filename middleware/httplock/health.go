@@ -17,9 +17,9 @@ import (
 // The probe is one PING on a goroutine of its own, started by a request that
 // finds Redis down after the probe time (jittered, so that replicas do not
 // probe in step) and never waited for by that request. One probe is current
-// at a time. Its PING is bounded by the Redis timeout, but a client that does
+// at a time. Its PING is bounded by WithStoreTimeout, but a client that does
 // not apply context deadlines to its sockets waits its own read timeout on a
-// hung server, or longer: so a probe still running twice the Redis timeout
+// hung server, or longer: so a probe still running twice WithStoreTimeout
 // after it started is counted as lost, and a new one may start. A lost
 // probe's answer, when it comes, is ignored. At most one lost probe is let
 // run beside the current one: while one is, a stuck current probe is waited
@@ -27,7 +27,7 @@ import (
 //
 // So probe goroutines exist only while Redis is down and requests come, each
 // for one call that the client ends: there is nothing to close (closing the
-// Locker's client ends them at once), and a middleware whose service stops
+// driver's Redis client ends them at once), and a middleware whose service stops
 // receiving requests leaves nothing running once they return.
 //
 // Lock order: mu, then nothing.
@@ -74,8 +74,8 @@ func (s *health) fail() {
 }
 
 // probeIfDue starts a probe when Redis is down, the probe time has come and
-// no current probe runs, or the current one is lost (older than twice the
-// Redis timeout) and no other lost one still runs. It does not block.
+// no current probe runs, or the current one is lost (older than twice
+// WithStoreTimeout) and no other lost one still runs. It does not block.
 func (s *health) probeIfDue() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

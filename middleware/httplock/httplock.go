@@ -15,6 +15,7 @@ import (
 	"github.com/redfence/redfence/internal/bounded"
 	"github.com/redfence/redfence/internal/typednil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
 // Roles, as set in the role header and on the span.
@@ -26,24 +27,28 @@ const (
 )
 
 var (
-	// ErrInvalid is matched by New's errors for a bad configuration.
-	ErrInvalid = errors.New("httplock: invalid configuration")
+	// ErrInvalid is matched by New's errors for a bad configuration; it is
+	// mutex.ErrInvalid, so one errors.Is check serves every package.
+	ErrInvalid = mutex.ErrInvalid
 
 	// ErrNeedsRedis is matched, with ErrInvalid, by New's error for a
-	// Locker that lends no Redis client (Locker.Client is nil): Redlock's,
-	// or one over etcd or another backend of mutex.NewWithBackend that is
-	// no mutex.ClientHolder. Shared responses live in one Redis deployment.
-	ErrNeedsRedis = fmt.Errorf("%w: the Locker lends no Redis client", ErrInvalid)
+	// Locker whose backend lends no Redis client (redisdriver.ClientOf is
+	// nil): Redlock's, whose masters hold no single copy of the responses,
+	// etcd's, or another backend that is no redisdriver.ClientHolder.
+	// Shared responses live in one Redis deployment.
+	ErrNeedsRedis = fmt.Errorf("httplock: %w: the Locker lends no Redis client", ErrInvalid)
 
-	errNilHandler = fmt.Errorf("%w: nil handler", ErrInvalid)
+	errNilHandler = fmt.Errorf("httplock: %w: nil handler", ErrInvalid)
 )
 
 // New returns middleware that collapses identical concurrent requests across
 // every replica sharing locker's Redis into one origin call. See the package
-// documentation for what is shared and when. A nil locker, a Locker that
-// lends no Redis client (ErrNeedsRedis: Redlock's, whose masters hold no
-// single copy of the responses, or one over etcd) or a bad option is
-// reported here, wrapping ErrInvalid; New does no I/O.
+// documentation for what is shared and when. The responses are kept in the
+// Redis deployment whose client the Locker's backend lends
+// (redisdriver.ClientOf). A nil locker, a Locker whose backend lends no
+// Redis client (ErrNeedsRedis: Redlock's, whose masters hold no single copy
+// of the responses, or etcd's) or a bad option is reported here, wrapping
+// ErrInvalid; New does no I/O.
 //
 // The handlers the middleware makes share one view of Redis's health: after
 // one of them finds Redis down, none calls it until a probe finds it back.
@@ -51,51 +56,38 @@ var (
 // The middleware panics when applied to a nil handler (typed nil included),
 // as http.Handle does: it has no error to return, and a handler that failed
 // every request instead would hide the mistake until serving. The panic
-// value is an error wrapping ErrInvalid. NewHandler returns it instead.
+// value is an error wrapping ErrInvalid.
 func New(locker *mutex.Locker, opts ...Option) (func(http.Handler) http.Handler, error) {
-	cfg, err := build(locker, opts)
+	cfg, client, err := build(locker, opts)
 	if err != nil {
 		return nil, err
 	}
-	hl := newHealth(locker.Client(), cfg.redisTimeout)
+	hl := newHealth(client, cfg.storeTimeout)
 	return func(next http.Handler) http.Handler {
 		if typednil.Is(next) {
 			panic(errNilHandler)
 		}
-		return newHandler(next, locker, cfg, hl)
+		return newHandler(next, locker, client, cfg, hl)
 	}, nil
 }
 
-// NewHandler is New applied to next; a nil next (typed nil included) is an
-// error wrapping ErrInvalid.
-func NewHandler(next http.Handler, locker *mutex.Locker, opts ...Option) (http.Handler, error) {
-	if typednil.Is(next) {
-		return nil, errNilHandler
-	}
-	cfg, err := build(locker, opts)
-	if err != nil {
-		return nil, err
-	}
-	return newHandler(next, locker, cfg, newHealth(locker.Client(), cfg.redisTimeout)), nil
-}
-
-func build(locker *mutex.Locker, opts []Option) (config, error) {
+// build applies opts and returns the Redis client of locker's backend, or
+// an error wrapping ErrInvalid.
+func build(locker *mutex.Locker, opts []Option) (config, redis.UniversalClient, error) {
 	cfg := newConfig(opts)
 	if locker == nil {
-		return cfg, fmt.Errorf("%w: nil locker", ErrInvalid)
+		return cfg, nil, fmt.Errorf("httplock: %w: nil locker", ErrInvalid)
 	}
-	if err := locker.Err(); err != nil {
-		return cfg, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	if locker.Client() == nil {
+	client := redisdriver.ClientOf(locker.Backend())
+	if client == nil {
 		// Shared responses live in one Redis; on a Redlock Locker they
 		// would rest on one of its masters, silently.
-		return cfg, fmt.Errorf("%w (Redlock, etcd, or another backend that is no mutex.ClientHolder): httplock keeps shared responses in one Redis deployment; give it a Locker from mutex.New", ErrNeedsRedis)
+		return cfg, nil, fmt.Errorf("%w: the Locker's backend lends none (Redlock, etcd, or another that is no redisdriver.ClientHolder), and httplock keeps shared responses in one Redis deployment: give it a Locker over redisdriver", ErrNeedsRedis)
 	}
 	if len(cfg.errs) > 0 {
-		return cfg, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(cfg.errs...))
+		return cfg, nil, fmt.Errorf("httplock: %w: %w", ErrInvalid, errors.Join(cfg.errs...))
 	}
-	return cfg, nil
+	return cfg, client, nil
 }
 
 // handler is the middleware around one next. Lock order: mu, then nothing
@@ -114,13 +106,13 @@ type handler struct {
 	flights map[string]*flight
 }
 
-func newHandler(next http.Handler, locker *mutex.Locker, cfg config, hl *health) *handler {
+func newHandler(next http.Handler, locker *mutex.Locker, client redis.UniversalClient, cfg config, hl *health) *handler {
 	return &handler{
 		next:     next,
 		locker:   locker,
-		client:   locker.Client(),
-		ctxAware: bounded.Aware(locker.Client()),
-		sharded:  isCluster(locker.Client()),
+		client:   client,
+		ctxAware: bounded.Aware(client),
+		sharded:  isCluster(client),
 		cfg:      cfg,
 		tel:      newTelemetry(cfg.tp, cfg.mp),
 		health:   hl,
@@ -155,7 +147,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The whole wait, whatever happens on the way, is bounded from here.
 	key := h.key(r)
 	span.SetAttributes(attrKey.String(lockKey(key)))
-	role = h.collapse(w, r, key, tm.start.Add(h.cfg.waitTimeout))
+	role = h.collapse(w, r, key, tm.start.Add(h.cfg.wait))
 }
 
 // use serves e to r, or calls the origin when r may not be given e (it

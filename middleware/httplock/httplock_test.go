@@ -29,6 +29,15 @@ func replicas(t *testing.T, n int, origin http.Handler, opts ...httplock.Option)
 	return wrappedReplicas(t, n, origin, func(h http.Handler) http.Handler { return h }, opts...)
 }
 
+// handlerOf is New(l, opts...)'s middleware applied to next; a
+// construction error fails the test.
+func handlerOf(t *testing.T, next http.Handler, l *mutex.Locker, opts ...httplock.Option) http.Handler {
+	t.Helper()
+	mw, err := httplock.New(l, opts...)
+	require.NoError(t, err)
+	return mw(next)
+}
+
 // wrappedReplicas is replicas with outer in front of the middleware.
 func wrappedReplicas(t *testing.T, n int, origin http.Handler, outer func(http.Handler) http.Handler, opts ...httplock.Option) []*httptest.Server {
 	t.Helper()
@@ -42,7 +51,8 @@ func replicasOn(t *testing.T, srv *testutil.RedisServer, n int, origin http.Hand
 	out := make([]*httptest.Server, n)
 	for i := range out {
 		c := srv.Client()
-		l := mutex.New(c)
+		l, err := testutil.NewLocker(c)
+		require.NoError(t, err)
 		mw, err := httplock.New(l, opts...)
 		require.NoError(t, err)
 		s := httptest.NewUnstartedServer(outer(mw(origin)))
@@ -368,7 +378,7 @@ func TestPanickingLeaderReleasesFollowers(t *testing.T) {
 					next.ServeHTTP(w, r)
 				})
 			}
-			servers := replicasOn(t, srv, 2, origin, count, append(tc.opts, httplock.WithWaitTimeout(10*time.Second))...)
+			servers := replicasOn(t, srv, 2, origin, count, append(tc.opts, httplock.WithWait(10*time.Second))...)
 			begin := time.Now()
 			rs := burst(t, servers, requests/2, http.MethodGet, "/p", nil)
 			require.Equal(t, int64(requests), arrived.Load())
@@ -387,8 +397,8 @@ func TestPanickingLeaderReleasesFollowers(t *testing.T) {
 }
 
 // TestStalledLeader: a leader stuck in its handler holds followers no longer
-// than their wait timeout; with a short lock age, the next request goes
-// through after the lock age instead.
+// than their wait (WithWait); with a short TTL, the next request goes
+// through after the TTL instead.
 func TestStalledLeader(t *testing.T) {
 	run := func(t *testing.T, opts ...httplock.Option) ([]result, time.Duration, int64, *testutil.Lateness) {
 		var calls atomic.Int64
@@ -412,23 +422,23 @@ func TestStalledLeader(t *testing.T) {
 		<-stalled
 		return rs, took, calls.Load(), late
 	}
-	t.Run("wait timeout", func(t *testing.T) {
-		rs, took, _, late := run(t, httplock.WithWaitTimeout(300*time.Millisecond), httplock.WithLockAge(time.Minute))
+	t.Run("wait", func(t *testing.T) {
+		rs, took, _, late := run(t, httplock.WithWait(300*time.Millisecond), httplock.WithTTL(time.Minute))
 		for _, r := range rs {
 			require.NoError(t, r.err)
 			assert.Equal(t, "fresh", r.body)
 			assert.Equal(t, httplock.RoleBypass, r.role)
 		}
 		assert.GreaterOrEqual(t, took, 300*time.Millisecond)
-		assert.Less(t, took, late.Bound(2*time.Second), "followers are released at their wait timeout")
+		assert.Less(t, took, late.Bound(2*time.Second), "followers are released at their wait")
 	})
-	t.Run("lock age", func(t *testing.T) {
-		rs, took, calls, late := run(t, httplock.WithWaitTimeout(10*time.Second), httplock.WithLockAge(300*time.Millisecond))
+	t.Run("TTL", func(t *testing.T) {
+		rs, took, calls, late := run(t, httplock.WithWait(10*time.Second), httplock.WithTTL(300*time.Millisecond))
 		for _, r := range rs {
 			require.NoError(t, r.err)
 			assert.Equal(t, "fresh", r.body)
 		}
-		assert.Less(t, took, late.Bound(3*time.Second), "one more request goes through after the lock age")
+		assert.Less(t, took, late.Bound(3*time.Second), "one more request goes through after the TTL")
 		assert.Equal(t, int64(2), calls, "the stalled call and one more; the rest share the second")
 	})
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redfence/redfence/internal/testutil"
-	"github.com/redfence/redfence/mutex"
 )
 
 func TestAcceptsEncoding(t *testing.T) {
@@ -237,20 +236,19 @@ func (s scribbler) Write(p []byte) (int, error) {
 
 // TestWaitEndsAtTheRequestsDeadline: a request whose wait is over (it spent
 // it behind a local flight that aged) does not wait again behind another
-// replica's leader. Lock age and wait timeout are an hour: only the
+// replica's leader. TTL and wait are an hour: only the
 // deadline given can end the wait.
 func TestWaitEndsAtTheRequestsDeadline(t *testing.T) {
 	rdb, _ := testutil.Redis(t)
-	locker := mutex.New(rdb)
-	t.Cleanup(func() { _ = locker.Close() })
+	locker := testutil.Locker(t, rdb)
 	origin := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "origin") })
-	h := newHandler(origin, locker, newConfig([]Option{WithWaitTimeout(time.Hour), WithLockAge(time.Hour)}), newHealth(rdb, time.Second))
+	h := newHandler(origin, locker, rdb, newConfig([]Option{WithWait(time.Hour), WithTTL(time.Hour)}), newHealth(rdb, time.Second))
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	key := h.key(r)
 	lk, err := h.tryLock(context.Background(), key) // another replica's stalled leader
 	require.NoError(t, err)
 	require.NotNil(t, lk)
-	t.Cleanup(func() { _ = lk.Unlock(context.Background()) })
+	t.Cleanup(func() { _ = lk.Release(context.Background()) })
 
 	done := make(chan string, 1)
 	rec := httptest.NewRecorder()

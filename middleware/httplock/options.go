@@ -30,10 +30,10 @@ type config struct {
 	namespace    string
 	credentials  []string // canonical; the defaults first
 	shareWindow  time.Duration
-	waitTimeout  time.Duration
-	lockAge      time.Duration
-	handlerLimit time.Duration
-	redisTimeout time.Duration
+	wait         time.Duration
+	ttl          time.Duration
+	timeout      time.Duration
+	storeTimeout time.Duration
 	maxBody      int64
 	shareAuth    bool
 	shareStatus  func(int) bool
@@ -45,13 +45,14 @@ type config struct {
 	errs         []error
 }
 
-// Defaults, modelled on nginx's proxy_cache_lock (lock timeout and lock age 5 s).
+// Defaults, modelled on nginx's proxy_cache_lock (its lock timeout, our
+// wait, and its lock age, our TTL: 5 s).
 const (
 	DefaultShareWindow  = 2 * time.Second
-	DefaultWaitTimeout  = 5 * time.Second
-	DefaultLockAge      = 5 * time.Second
-	DefaultHandlerLimit = 30 * time.Second
-	DefaultRedisTimeout = time.Second
+	DefaultWait         = 5 * time.Second
+	DefaultTTL          = 5 * time.Second
+	DefaultTimeout      = 30 * time.Second
+	DefaultStoreTimeout = time.Second
 	DefaultMaxBody      = 1 << 20
 	DefaultRoleHeader   = "Redfence-Role"
 	DefaultPrefix       = "redfence:http:"
@@ -60,10 +61,10 @@ const (
 func newConfig(opts []Option) config {
 	c := config{
 		shareWindow:  DefaultShareWindow,
-		waitTimeout:  DefaultWaitTimeout,
-		lockAge:      DefaultLockAge,
-		handlerLimit: DefaultHandlerLimit,
-		redisTimeout: DefaultRedisTimeout,
+		wait:         DefaultWait,
+		ttl:          DefaultTTL,
+		timeout:      DefaultTimeout,
+		storeTimeout: DefaultStoreTimeout,
 		maxBody:      DefaultMaxBody,
 		credentials:  defaultCredentials(),
 		shareStatus:  DefaultShareStatus,
@@ -211,48 +212,50 @@ func WithShareWindow(d time.Duration) Option {
 	})
 }
 
-// WithWaitTimeout bounds how long a follower waits for the leader's response;
-// then it calls the origin itself. Default 5 s; at least 1 ms (less would not
+// WithWait bounds how long a request waits, from its arrival, for a
+// leader's response; then it calls the origin itself (nginx's
+// proxy_cache_lock_timeout). Default 5 s; at least 1 ms (less would not
 // cover one Redis round trip, so every request would bypass).
-func WithWaitTimeout(d time.Duration) Option {
+func WithWait(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d < time.Millisecond {
-			c.fail("wait timeout %v is below 1ms", d)
+			c.fail("wait %v is below 1ms", d)
 		}
-		c.waitTimeout = d
+		c.wait = d
 	})
 }
 
-// Bounds of WithLockAge, the lease of a mutex.Lock: below mutex.MinTTL it would not
-// outlast a round trip and the lock's drift margin; above an hour a stalled
-// leader would hold its key long after every follower gave up waiting.
+// Bounds of WithTTL, the lease of a mutex.Lock: below mutex.MinTTL it would
+// not outlast a round trip and the lock's drift margin; above an hour a
+// stalled leader would hold its key long after every follower gave up
+// waiting.
 const (
-	minLockAge = mutex.MinTTL
-	maxLockAge = time.Hour
+	minTTL = mutex.MinTTL
+	maxTTL = time.Hour
 )
 
-// WithLockAge sets the leader's lock lease: a leader that has not produced
-// its response after this long lets one more request through to the origin
-// (nginx's proxy_cache_lock_age). Default 5 s; from 10 ms to 1 h, truncated
-// to whole milliseconds.
-func WithLockAge(d time.Duration) Option {
+// WithTTL sets the lease of the leader's lock: a leader that has not
+// produced its response after this long lets one more request through to
+// the origin (nginx's proxy_cache_lock_age). Default 5 s; from 10 ms to
+// 1 h, truncated to whole milliseconds.
+func WithTTL(d time.Duration) Option {
 	return optionFunc(func(c *config) {
-		if d < minLockAge || d > maxLockAge {
-			c.fail("lock age %v outside [%v, %v]", d, minLockAge, maxLockAge)
+		if d < minTTL || d > maxTTL {
+			c.fail("TTL %v outside [%v, %v]", d, minTTL, maxTTL)
 		}
-		c.lockAge = d.Truncate(time.Millisecond)
+		c.ttl = d.Truncate(time.Millisecond)
 	})
 }
 
-// WithHandlerTimeout bounds the leader's handler, which runs on a context
+// WithTimeout bounds the leader's handler, which runs on a context
 // detached from its own client's cancellation (others wait for its result).
 // Default 30 s; at least 1 ms.
-func WithHandlerTimeout(d time.Duration) Option {
+func WithTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d < time.Millisecond {
 			c.fail("handler timeout %v is below 1ms", d)
 		}
-		c.handlerLimit = d
+		c.timeout = d
 	})
 }
 
@@ -272,7 +275,7 @@ func WithMaxBody(n int64) Option {
 	})
 }
 
-// WithRedisTimeout bounds each Redis call made for a request. A call that
+// WithStoreTimeout bounds each Redis call made for a request. A call that
 // fails or takes longer marks Redis down: from then on requests make no
 // Redis call and collapse in-process only (one origin call per key per
 // replica), until a probe in the background gets an answer again (see the
@@ -282,12 +285,12 @@ func WithMaxBody(n int64) Option {
 // sockets (go-redis's default: ContextTimeoutEnabled false) a request stops
 // waiting for the call, which the client ends at its own ReadTimeout (see
 // the package documentation, Ownership).
-func WithRedisTimeout(d time.Duration) Option {
+func WithStoreTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d < time.Millisecond {
-			c.fail("redis timeout %v is below 1ms", d)
+			c.fail("store timeout %v is below 1ms", d)
 		}
-		c.redisTimeout = d
+		c.storeTimeout = d
 	})
 }
 
@@ -360,11 +363,12 @@ func WithRoleHeader(name string) Option {
 }
 
 // WithPrefix sets the prefix of the Redis keys and channels holding shared
-// responses (the locks use the Locker's own prefix): where they live, for
-// key-space layout or ACLs. It does not keep two services apart, their
-// locks being under one Locker prefix; WithNamespace does. Default
-// "redfence:http:". As with mutex.WithPrefix, it must not contain '{' or
-// '}', which would put every key in one Cluster hash slot.
+// responses (the locks are under the driver's own prefix,
+// redisdriver.WithPrefix): where they live, for key-space layout or ACLs.
+// It does not keep two services apart, their locks being under one driver
+// prefix; WithNamespace does. Default "redfence:http:". As with
+// redisdriver.WithPrefix, it must not contain '{' or '}', which would put
+// every key in one Cluster hash slot.
 func WithPrefix(p string) Option {
 	return optionFunc(func(c *config) {
 		if strings.ContainsAny(p, "{}") {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/redfence/redfence/internal/testutil"
 	httplock "github.com/redfence/redfence/middleware/httplock"
-	"github.com/redfence/redfence/mutex"
 )
 
 // onPath marks a request's context: a Redis command whose context carries
@@ -76,9 +75,9 @@ func TestRedisDownOrHung(t *testing.T) {
 			for i := range servers {
 				rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()}) // go-redis's defaults
 				rdb.AddHook(hook)
-				l := mutex.New(rdb)
-				h, err := httplock.NewHandler(origin, l)
+				l, err := testutil.NewLocker(rdb)
 				require.NoError(t, err)
+				h := handlerOf(t, origin, l)
 				mark := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), onPath{}, true)))
 				})
@@ -165,9 +164,9 @@ func TestRedisDownStillCollapsesInProcess(t *testing.T) {
 	hook := &pathHook{}
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	rdb.AddHook(hook)
-	l := mutex.New(rdb)
-	h, err := httplock.NewHandler(slowOrigin(&calls, 200*time.Millisecond), l)
+	l, err := testutil.NewLocker(rdb)
 	require.NoError(t, err)
+	h := handlerOf(t, slowOrigin(&calls, 200*time.Millisecond), l)
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), onPath{}, true)))
 	}))
@@ -201,9 +200,9 @@ func TestRedisDownStillCollapsesInProcess(t *testing.T) {
 func TestProbeEndsWhenTheClientCloses(t *testing.T) {
 	srv := testutil.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	l := mutex.New(rdb)
-	h, err := httplock.NewHandler(okHandler, l, httplock.WithRedisTimeout(50*time.Millisecond))
+	l, err := testutil.NewLocker(rdb)
 	require.NoError(t, err)
+	h := handlerOf(t, okHandler, l, httplock.WithStoreTimeout(50*time.Millisecond))
 	serve := func() string {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/p", nil))

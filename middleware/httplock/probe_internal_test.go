@@ -54,7 +54,7 @@ func (p *hungPings) release(i int) {
 	close(p.held[i])
 }
 
-// TestLostProbe: a probe older than twice the Redis timeout is lost and
+// TestLostProbe: a probe older than twice the store timeout is lost and
 // another may start, but never while an earlier lost one still runs, so at
 // most two probes run; a lost probe's answer is ignored.
 func TestLostProbe(t *testing.T) {

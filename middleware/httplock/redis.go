@@ -14,7 +14,7 @@ import (
 // The Redis calls made for a request. Each has its own bound, and a failure
 // of any marks Redis down (health.go).
 
-// call makes one Redis call for a request, bounded by the Redis timeout
+// call makes one Redis call for a request, bounded by WithStoreTimeout
 // whatever is left of the request's wait. fn returns nil for the answers
 // that are expected (a miss, a lock held by another). Any other error means
 // Redis cannot be relied on: it is marked down, so that the requests after
@@ -22,14 +22,14 @@ import (
 // fn must end by its ctx's deadline on any client: a Locker's call or a
 // subscription does; a command of the client's goes through command.
 func (h *handler) call(ctx context.Context, fn func(ctx context.Context) error) error {
-	return h.callWithin(ctx, h.cfg.redisTimeout, false, fn)
+	return h.callWithin(ctx, h.cfg.storeTimeout, false, fn)
 }
 
 // command is call for a command of the client's own (GET, PUBLISH), which
 // a client that does not apply ctx deadlines to its sockets does not end by
 // them (see bounded).
 func (h *handler) command(ctx context.Context, fn func(ctx context.Context) error) error {
-	return h.callWithin(ctx, h.cfg.redisTimeout, true, fn)
+	return h.callWithin(ctx, h.cfg.storeTimeout, true, fn)
 }
 
 // callWithin is call with its own bound, for a call whose time grows with
@@ -93,14 +93,14 @@ func (h *handler) load(ctx context.Context, key string) (*entry, error) {
 }
 
 // tryLock takes key's lock, or returns nil when another request holds it.
-// The lock's lease is the lock age: a leader stalled past it lets the next
+// The lock's lease is WithTTL: a leader stalled past it lets the next
 // one through. An error is an outage, never contention (mutex's
 // ErrNotAcquired alone).
 func (h *handler) tryLock(ctx context.Context, key string) (*mutex.Lock, error) {
 	var lk *mutex.Lock
 	err := h.call(ctx, func(ctx context.Context) error {
 		var err error
-		lk, err = h.locker.TryLock(ctx, lockKey(key), mutex.WithTTL(h.cfg.lockAge), mutex.WithAutoRenew(false))
+		lk, err = h.locker.TryLock(ctx, lockKey(key), mutex.WithTTL(h.cfg.ttl), mutex.WithAutoRenew(false))
 		if errors.Is(err, mutex.ErrNotAcquired) && !errors.Is(err, mutex.ErrUnavailable) && ctx.Err() == nil {
 			return nil
 		}
@@ -113,11 +113,11 @@ func (h *handler) tryLock(ctx context.Context, key string) (*mutex.Lock, error) 
 // redfence command name it.
 func lockKey(key string) string { return LockPrefix + key }
 
-// unlock releases lk. ErrNotHeld, after a stall past the lock age, leaves
+// unlock releases lk. ErrNotHeld, after a stall past the lease, leaves
 // nothing to undo.
 func (h *handler) unlock(ctx context.Context, lk *mutex.Lock) {
 	_ = h.call(ctx, func(ctx context.Context) error {
-		if err := lk.Unlock(ctx); !errors.Is(err, mutex.ErrNotHeld) {
+		if err := lk.Release(ctx); !errors.Is(err, mutex.ErrNotHeld) {
 			return err
 		}
 		return nil

@@ -240,7 +240,7 @@ func TestVaryValuesAreNotStored(t *testing.T) {
 }
 
 // TestWaiterLeadsWithoutItsSubscription: a request that waited on another
-// replica's leader, stalled past the lock age, leads the next origin call;
+// replica's leader, stalled past its TTL, leads the next origin call;
 // it holds no subscription (a connection of its own) while it does.
 func TestWaiterLeadsWithoutItsSubscription(t *testing.T) {
 	rdb, srv := testutil.Redis(t)
@@ -257,7 +257,7 @@ func TestWaiterLeadsWithoutItsSubscription(t *testing.T) {
 		fmt.Fprint(w, "fresh")
 	})
 	id := func(h http.Handler) http.Handler { return h }
-	servers := replicasOn(t, srv, 2, origin, id, httplock.WithLockAge(200*time.Millisecond), httplock.WithWaitTimeout(10*time.Second))
+	servers := replicasOn(t, srv, 2, origin, id, httplock.WithTTL(200*time.Millisecond), httplock.WithWait(10*time.Second))
 	c := client(t)
 	stalled := make(chan result, 1)
 	defer func() { close(unstall); <-stalled }() // before the servers close: they wait for the stalled call

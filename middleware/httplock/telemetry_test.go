@@ -95,10 +95,8 @@ func TestSpanNamesTheLock(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	c, _ := testutil.Redis(t)
-	l := mutex.New(c, mutex.WithTracerProvider(tp))
-	t.Cleanup(func() { _ = l.Close() })
-	h, err := httplock.NewHandler(okHandler, l, httplock.WithTracerProvider(tp))
-	require.NoError(t, err)
+	l := testutil.Locker(t, c, mutex.WithTracerProvider(tp))
+	h := handlerOf(t, okHandler, l, httplock.WithTracerProvider(tp))
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/k", nil))
 
 	keys := map[string]string{}

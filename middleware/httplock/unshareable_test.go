@@ -43,9 +43,9 @@ func TestUnshareableReleasesWaitersAtOnce(t *testing.T) {
 			release := sync.OnceFunc(func() { close(unblock) })
 			defer release() // before the servers close: they wait for the leader
 			followed := make(chan struct{}, 2)
-			// A wait timeout and lock age far past the test's bound: a
+			// A wait and TTL far past the test's bound: a
 			// follower calls the origin early only if it was released.
-			opts := append(tc.opts, httplock.WithWaitTimeout(time.Minute), httplock.WithLockAge(time.Minute))
+			opts := append(tc.opts, httplock.WithWait(time.Minute), httplock.WithTTL(time.Minute))
 			p := newPair(t, func(w http.ResponseWriter, r *http.Request) {
 				if r.Header.Get("X-Lead") == "" {
 					followed <- struct{}{}

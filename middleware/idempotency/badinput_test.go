@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"strings"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
@@ -24,14 +24,19 @@ const callBound = 5 * time.Second
 
 var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 
-// TestBadInput: every mistake in the configuration is refused by New (or
-// NewHandler) with ErrInvalid, before any Redis call.
+// TestBadInput: every mistake in the configuration is refused by New with
+// ErrInvalid, before any Redis call.
 func TestBadInput(t *testing.T) {
 	c, redisHits := testutil.DeadClient(t)
-	l := mutex.New(c)
-	t.Cleanup(func() { _ = l.Close() })
+	l := testutil.Locker(t, c)
 	var nilClient *redis.Client
 	var nilFunc http.HandlerFunc
+	var nilMux *http.ServeMux
+	// A Ring moves a down shard's keys, record and fence, to another shard:
+	// it cannot fence.
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": testutil.RefusedAddr(t)}})
+	t.Cleanup(func() { _ = ring.Close() })
+	ringLocker := testutil.Locker(t, ring)
 	var nilTP *sdktrace.TracerProvider
 	var nilMP *sdkmetric.MeterProvider
 
@@ -53,8 +58,18 @@ func TestBadInput(t *testing.T) {
 	over := func(locker *mutex.Locker) func() error {
 		return func() error { _, err := idempotency.New(locker, tenant); return err }
 	}
-	handler := func(next http.Handler) func() error {
-		return func() error { _, err := idempotency.NewHandler(next, l, tenant); return err }
+	// failed builds a Locker over c, which its construction refuses (with
+	// mutex.ErrInvalid, returning no Locker), and hands idempotency what it
+	// got, as a service that ignored the error would.
+	failed := func(c redis.UniversalClient) func() error {
+		return func() error {
+			locker, err := testutil.NewLocker(c)
+			if !errors.Is(err, mutex.ErrInvalid) || locker != nil {
+				return fmt.Errorf("the Locker's construction: %v, %v", locker, err)
+			}
+			_, err = idempotency.New(locker, tenant)
+			return err
+		}
 	}
 	// wrap applies New's middleware to next: the panic it documents for a
 	// nil handler comes back as the error; any other panic goes on.
@@ -84,14 +99,13 @@ func TestBadInput(t *testing.T) {
 		want error // nil: accepted
 	}{
 		{"nil locker", over(nil), idempotency.ErrInvalid},
-		{"broken locker", over(mutex.New(nil)), idempotency.ErrInvalid},
-		{"typed-nil client", over(mutex.New(nilClient)), idempotency.ErrInvalid},
+		{"locker of a failed construction: nil client", failed(nil), idempotency.ErrInvalid},
+		{"locker of a failed construction: typed-nil client", failed(nilClient), idempotency.ErrInvalid},
 		{"nil scope", func() error { _, err := idempotency.New(l, nil); return err }, idempotency.ErrInvalid},
-		{"nil scope: NewHandler", func() error { _, err := idempotency.NewHandler(okHandler, l, nil); return err }, idempotency.ErrInvalid},
-		{"NewHandler: nil handler", handler(nil), idempotency.ErrInvalid},
-		{"NewHandler: nil HandlerFunc", handler(nilFunc), idempotency.ErrInvalid},
+		{"a Locker over a *redis.Ring", over(ringLocker), idempotency.ErrInvalid},
 		{"middleware: nil handler", wrap(nil), idempotency.ErrInvalid},
 		{"middleware: nil HandlerFunc", wrap(nilFunc), idempotency.ErrInvalid},
+		{"middleware: nil *ServeMux", wrap(nilMux), idempotency.ErrInvalid},
 		{"middleware: handler", wrap(okHandler), nil},
 
 		{"nil route", with(idempotency.WithRoute(nil)), idempotency.ErrInvalid},
@@ -114,14 +128,14 @@ func TestBadInput(t *testing.T) {
 		{"zero expiry", with(idempotency.WithExpiry(0)), idempotency.ErrInvalid},
 		{"sub-second expiry", with(idempotency.WithExpiry(time.Second - 1)), idempotency.ErrInvalid},
 		{"huge expiry", with(idempotency.WithExpiry(math.MaxInt64)), nil},
-		{"lease below 10ms", with(idempotency.WithLease(10*time.Millisecond - 1)), idempotency.ErrInvalid},
-		{"lease above 1h", with(idempotency.WithLease(time.Hour + time.Millisecond)), idempotency.ErrInvalid},
-		{"negative lease", with(idempotency.WithLease(-time.Second)), idempotency.ErrInvalid},
-		{"10ms lease", with(idempotency.WithLease(10 * time.Millisecond)), nil},
-		{"zero redis timeout", with(idempotency.WithRedisTimeout(0)), idempotency.ErrInvalid},
-		{"sub-ms redis timeout", with(idempotency.WithRedisTimeout(time.Millisecond - 1)), idempotency.ErrInvalid},
-		{"unknown OnRedisDown", with(idempotency.WithOnRedisDown(7)), idempotency.ErrInvalid},
-		{"pass-through", with(idempotency.WithOnRedisDown(idempotency.PassThrough)), nil},
+		{"TTL below 10ms", with(idempotency.WithTTL(10*time.Millisecond - 1)), idempotency.ErrInvalid},
+		{"TTL above 1h", with(idempotency.WithTTL(time.Hour + time.Millisecond)), idempotency.ErrInvalid},
+		{"negative TTL", with(idempotency.WithTTL(-time.Second)), idempotency.ErrInvalid},
+		{"10ms TTL", with(idempotency.WithTTL(10 * time.Millisecond)), nil},
+		{"zero store timeout", with(idempotency.WithStoreTimeout(0)), idempotency.ErrInvalid},
+		{"sub-ms store timeout", with(idempotency.WithStoreTimeout(time.Millisecond - 1)), idempotency.ErrInvalid},
+		{"unknown OnUnavailable", with(idempotency.WithOnUnavailable(7)), idempotency.ErrInvalid},
+		{"pass-through", with(idempotency.WithOnUnavailable(idempotency.PassThrough)), nil},
 		{"replay header with a colon", with(idempotency.WithReplayHeader("Replayed:")), idempotency.ErrInvalid},
 		{"replay header off", with(idempotency.WithReplayHeader("")), nil},
 		{"replay headers with a space", with(idempotency.WithReplayHeaders("Set Cookie")), idempotency.ErrInvalid},
@@ -151,11 +165,11 @@ func TestBadInput(t *testing.T) {
 // A Redlock Locker is refused: records and their fences live in one Redis.
 func TestRedlockLockerRefused(t *testing.T) {
 	clients, _ := testutil.RedisN(t, 3)
-	l, err := mutex.NewRedlock(clients)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	_, err = idempotency.New(l, tenant)
+	l := testutil.Redlock(t, clients)
+	mw, err := idempotency.New(l, tenant)
+	assert.Nil(t, mw)
 	assert.ErrorIs(t, err, idempotency.ErrNeedsRedis)
-	_, err = idempotency.NewHandler(okHandler, l, tenant)
-	assert.ErrorIs(t, err, idempotency.ErrNeedsRedis)
+	assert.ErrorIs(t, err, mutex.ErrInvalid)
+	assert.ErrorContains(t, err, "the Locker's backend lends no Redis client")
+	assert.ErrorContains(t, err, "Redlock")
 }

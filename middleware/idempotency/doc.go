@@ -5,7 +5,10 @@
 // and a first attempt that stalled past its lease can never overwrite the
 // answer a retry made meanwhile.
 //
-//	locker := mutex.New(redisClient)
+//	d, err := redisdriver.New(redisClient)
+//	...
+//	locker, err := mutex.New(d)
+//	...
 //	mw, err := idempotency.New(locker, func(r *http.Request) string { return principal(r) })
 //	if err != nil { ... }             // bad configuration is reported here
 //	mux.Handle("POST /payments", mw(payHandler))
@@ -61,7 +64,7 @@
 // # Running once
 //
 // The request that runs the handler holds a mutex lock on the record
-// (lease WithLease, default 10 s, renewed every third of it while the
+// (lease WithTTL, default 10 s, renewed every third of it while the
 // handler runs). The handler's context carries the request's values but
 // not its cancellation or deadline: a client that times out or hangs up
 // is the case the key exists for, so the attempt runs to its end and the
@@ -104,14 +107,15 @@
 //
 // # Redis down
 //
-// Each Redis call is bounded by WithRedisTimeout (default 1 s), and before
+// Each Redis call is bounded by WithStoreTimeout (default 1 s), and before
 // the handler by the request's own deadline too, with any go-redis client
 // (internal/bounded: a client without ContextTimeoutEnabled is not waited
 // for past the deadline). A call that fails before the handler ran gives
-// the configured answer: 503 problem (ProblemUnavailable) with Retry-After
-// (Refuse, the default), or the handler unprotected (PassThrough; never
-// for a request whose context had ended before the middleware ran or whose
-// client went away: it gets the 503, for its key may hold a response). After
+// the answer WithOnUnavailable sets: 503 problem (ProblemUnavailable) with
+// Retry-After (Refuse, the default), or the handler unprotected
+// (PassThrough; never for a request whose context had ended before the
+// middleware ran or whose client went away: it gets the 503, for its key
+// may hold a response). After
 // the handler ran, a failed write leaves the response unstored (the client
 // gets it; a retry runs the handler again once the lease ends), unless the
 // lease had run out: then it is withheld, as from a stalled request. Unlike
@@ -141,9 +145,10 @@
 //
 // # Errors
 //
-// Every mistake in the configuration is reported by New and NewHandler,
-// wrapping ErrInvalid, before any I/O: a nil locker or scope, a Locker
-// that lends no Redis client (ErrNeedsRedis: Redlock's, etcd's), a bad
+// Every mistake in the configuration is reported by New, wrapping
+// ErrInvalid (mutex.ErrInvalid), before any I/O: a nil locker or scope, a
+// Locker whose backend lends no Redis client (ErrNeedsRedis: Redlock's,
+// etcd's), a bad
 // option (see each option for its range). New's middleware panics with an
 // error matching ErrInvalid when applied to a nil handler. Serving never
 // returns an error.
@@ -151,6 +156,7 @@
 // # Keys in Redis
 //
 // A record is WithPrefix (default "redfence:idempotency:") + redisfence.Tag
-// of its id; its fence is redisfence's, in the same hash slot; its lock is
-// the Locker's, named LockPrefix + id. Fence keys expire with WithExpiry.
+// of its id; its fence is redisfence's, in the same hash slot, over the
+// Redis client the Locker's backend lends (redisdriver.ClientOf); its lock
+// is the Locker's, named LockPrefix + id under the driver's prefix. Fence keys expire with WithExpiry.
 package idempotency

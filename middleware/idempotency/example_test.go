@@ -17,6 +17,7 @@ import (
 
 	"github.com/redfence/redfence/middleware/idempotency"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
 // A payment service runs as two replicas over one Redis. A client's first
@@ -43,8 +44,15 @@ func ExampleNew() {
 
 	var replicas []*httptest.Server
 	for range 2 {
-		locker := mutex.New(rdb)
-		defer locker.Close()
+		d, err := redisdriver.New(rdb)
+		if err != nil {
+			log.Fatal(err)
+		}
+		locker, err := mutex.New(d)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer locker.Close()                         // closes d; rdb stays ours
 		mw, err := idempotency.New(locker, customer) // a bad option would be reported here
 		if err != nil {
 			log.Fatal(err)

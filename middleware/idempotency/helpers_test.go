@@ -46,9 +46,9 @@ func replicasOn(t *testing.T, srv *testutil.RedisServer, n int, handle http.Hand
 // Cleanup.
 func replicaWith(t *testing.T, rdb *redis.Client, handle http.Handler, outer func(http.Handler) http.Handler, opts ...idempotency.Option) replica {
 	t.Helper()
-	l := mutex.New(rdb)
-	h, err := idempotency.NewHandler(handle, l, tenant, opts...)
+	l, err := testutil.NewLocker(rdb)
 	require.NoError(t, err)
+	h := handlerOf(t, handle, l, opts...)
 	var top http.Handler = h
 	if outer != nil {
 		top = outer(h)
@@ -63,6 +63,15 @@ func replicaWith(t *testing.T, rdb *redis.Client, handle http.Handler, outer fun
 		idempotency.WaitCalls(h) // and they are gone
 	})
 	return replica{Server: s, handler: h}
+}
+
+// handlerOf is New(l, tenant, opts...)'s middleware applied to next; a
+// construction error fails the test.
+func handlerOf(t *testing.T, next http.Handler, l *mutex.Locker, opts ...idempotency.Option) http.Handler {
+	t.Helper()
+	mw, err := idempotency.New(l, tenant, opts...)
+	require.NoError(t, err)
+	return mw(next)
 }
 
 type result struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/redfence/redfence/internal/bounded"
 	"github.com/redfence/redfence/internal/typednil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
 // Outcomes, as the span's redfence.idempotency.outcome says.
@@ -27,38 +28,40 @@ const (
 	OutcomeMissingKey = "missing_key" // 400
 	OutcomeBadRequest = "bad_request" // 400 (invalid key, unreadable body), 403 (no scope), 413
 	OutcomeSkipped    = "skipped"     // not covered: another method, or no key where it is optional
-	OutcomeRedisDown  = "redis_down"  // Redis failed before the handler: 503, or passed through (WithOnRedisDown)
+	OutcomeRedisDown  = "redis_down"  // Redis failed before the handler: 503, or passed through (WithOnUnavailable)
 	OutcomeSuperseded = "superseded"  // the handler ran, but lost its key: its result was refused, or not stored and withheld
 )
 
 var (
-	// ErrInvalid is matched by New's errors for a bad configuration.
-	ErrInvalid = errors.New("idempotency: invalid configuration")
+	// ErrInvalid is matched by New's errors for a bad configuration; it is
+	// mutex.ErrInvalid, so one errors.Is check serves every package.
+	ErrInvalid = mutex.ErrInvalid
 
 	// ErrNeedsRedis is matched, with ErrInvalid, by New's error for a
-	// Locker that lends no Redis client (Redlock's, or one over etcd): the
-	// records and their fences live in one Redis deployment.
-	ErrNeedsRedis = fmt.Errorf("%w: the Locker lends no Redis client", ErrInvalid)
+	// Locker whose backend lends no Redis client (redisdriver.ClientOf is
+	// nil: Redlock's, or one over etcd): the records and their fences live
+	// in one Redis deployment.
+	ErrNeedsRedis = fmt.Errorf("idempotency: %w: the Locker's backend lends no Redis client", ErrInvalid)
 
-	errNilHandler = fmt.Errorf("%w: nil handler", ErrInvalid)
+	errNilHandler = fmt.Errorf("idempotency: %w: nil handler", ErrInvalid)
 
 	errEnded = errors.New("idempotency: the request's context ended before the middleware ran")
 )
 
 // New returns middleware that runs a request with an Idempotency-Key once,
-// across every replica sharing locker's Redis, and replays its response to
+// across every replica sharing the Redis whose client locker's backend
+// lends (redisdriver.ClientOf), and replays its response to
 // retries (see the package documentation). scope names the request's
 // principal or tenant: records of two scopes are never shared, whatever
 // their keys. It is required, and should return "" for a request without
-// one, which is refused (403). A nil locker or scope, a Locker that lends
-// no Redis client (ErrNeedsRedis) or a bad option is reported here,
-// wrapping ErrInvalid; New does no I/O.
+// one, which is refused (403). A nil locker or scope, a Locker whose
+// backend lends no Redis client (ErrNeedsRedis) or a bad option is
+// reported here, wrapping ErrInvalid; New does no I/O.
 //
 // The middleware panics when applied to a nil handler (typed nil included),
-// as http.Handle does, with an error wrapping ErrInvalid; NewHandler
-// returns it instead.
+// as http.Handle does, with an error wrapping ErrInvalid.
 func New(locker *mutex.Locker, scope func(r *http.Request) string, opts ...Option) (func(http.Handler) http.Handler, error) {
-	cfg, err := build(locker, scope, opts)
+	b, err := build(locker, scope, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -66,41 +69,44 @@ func New(locker *mutex.Locker, scope func(r *http.Request) string, opts ...Optio
 		if typednil.Is(next) {
 			panic(errNilHandler)
 		}
-		return newHandler(next, locker, scope, cfg)
+		return newHandler(next, locker, scope, b)
 	}, nil
 }
 
-// NewHandler is New applied to next; a nil next (typed nil included) is an
-// error wrapping ErrInvalid.
-func NewHandler(next http.Handler, locker *mutex.Locker, scope func(r *http.Request) string, opts ...Option) (http.Handler, error) {
-	if typednil.Is(next) {
-		return nil, errNilHandler
-	}
-	cfg, err := build(locker, scope, opts)
-	if err != nil {
-		return nil, err
-	}
-	return newHandler(next, locker, scope, cfg), nil
+// built is what New makes once for the handlers of its middleware.
+type built struct {
+	cfg    config
+	client redis.UniversalClient // lent by the Locker's backend
+	fence  *redisfence.Fence
 }
 
-func build(locker *mutex.Locker, scope func(*http.Request) string, opts []Option) (config, error) {
-	cfg := newConfig(opts)
+// build applies opts and makes the fence over the Redis client of locker's
+// backend, or returns an error wrapping ErrInvalid.
+func build(locker *mutex.Locker, scope func(*http.Request) string, opts []Option) (built, error) {
+	b := built{cfg: newConfig(opts)}
+	if locker == nil {
+		return b, fmt.Errorf("idempotency: %w: nil locker", ErrInvalid)
+	}
+	b.client = redisdriver.ClientOf(locker.Backend())
 	switch {
-	case locker == nil:
-		return cfg, fmt.Errorf("%w: nil locker", ErrInvalid)
-	case locker.Err() != nil:
-		return cfg, fmt.Errorf("%w: %w", ErrInvalid, locker.Err())
-	case locker.Client() == nil:
-		return cfg, fmt.Errorf("%w (Redlock, etcd, or another backend that is no mutex.ClientHolder): give it a Locker from mutex.New", ErrNeedsRedis)
+	case b.client == nil:
+		return b, fmt.Errorf("%w (Redlock, etcd, or another that is no redisdriver.ClientHolder): give it a Locker over redisdriver", ErrNeedsRedis)
 	case scope == nil:
-		return cfg, fmt.Errorf("%w: nil scope function: records must be kept per principal or tenant", ErrInvalid)
-	case len(cfg.errs) > 0:
-		return cfg, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(cfg.errs...))
+		return b, fmt.Errorf("idempotency: %w: nil scope function: records must be kept per principal or tenant", ErrInvalid)
+	case len(b.cfg.errs) > 0:
+		return b, fmt.Errorf("idempotency: %w: %w", ErrInvalid, errors.Join(b.cfg.errs...))
 	}
-	if _, ring := locker.Client().(*redis.Ring); ring {
-		return cfg, fmt.Errorf("%w: a *redis.Ring cannot fence (redisfence)", ErrInvalid)
+	if _, ring := b.client.(*redis.Ring); ring {
+		return b, fmt.Errorf("idempotency: %w: a *redis.Ring cannot fence (redisfence)", ErrInvalid)
 	}
-	return cfg, nil
+	// The fence outlives the record it guards by as long as the record
+	// lives: a holder later than that finds neither.
+	f, err := redisfence.New(b.client, redisfence.WithFenceTTL(b.cfg.expiry))
+	if err != nil {
+		return b, fmt.Errorf("idempotency: %w: the fence: %w", ErrInvalid, err)
+	}
+	b.fence = f
+	return b, nil
 }
 
 // handler is the middleware around one next.
@@ -116,18 +122,16 @@ type handler struct {
 	calls  sync.WaitGroup // commands requests stopped waiting for (bounded), for tests
 }
 
-func newHandler(next http.Handler, locker *mutex.Locker, scope func(*http.Request) string, cfg config) *handler {
+func newHandler(next http.Handler, locker *mutex.Locker, scope func(*http.Request) string, b built) *handler {
 	return &handler{
 		next:   next,
 		scope:  scope,
 		locker: locker,
-		client: locker.Client(),
-		aware:  bounded.Aware(locker.Client()),
-		// The fence outlives the record it guards by as long as the record
-		// lives: a holder later than that finds neither.
-		fence: redisfence.New(locker.Client(), redisfence.WithFenceTTL(cfg.expiry)),
-		cfg:   cfg,
-		tel:   newTelemetry(cfg.tp, cfg.mp),
+		client: b.client,
+		aware:  bounded.Aware(b.client),
+		fence:  b.fence,
+		cfg:    b.cfg,
+		tel:    newTelemetry(b.cfg.tp, b.cfg.mp),
 	}
 }
 
@@ -257,7 +261,7 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request, rec *record) {
 }
 
 // down answers a request whose Redis call failed before its handler ran:
-// 503, or the handler unprotected (WithOnRedisDown). A request that ended
+// 503, or the handler unprotected (WithOnUnavailable). A request that ended
 // before the middleware ran (errEnded) or whose client went away failed
 // for that, not for Redis: it is never passed through, for its key may
 // hold a response. A deadline spent waiting for Redis is Redis's failure.

@@ -21,14 +21,14 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-// OnRedisDown says what a request gets when Redis fails or does not answer
-// before its handler ran.
-type OnRedisDown int
+// OnUnavailable says what a request gets when Redis fails or does not
+// answer before its handler ran (WithOnUnavailable).
+type OnUnavailable int
 
 const (
 	// Refuse answers 503 Service Unavailable (problem+json, Retry-After):
 	// the handler does not run, so nothing can run twice. The default.
-	Refuse OnRedisDown = iota
+	Refuse OnUnavailable = iota
 	// PassThrough runs the handler without protection: a retry may run it
 	// again. For handlers that are idempotent on their own and prefer
 	// availability.
@@ -47,9 +47,9 @@ type config struct {
 	maxBody      int64
 	storeStatus  func(int) bool
 	expiry       time.Duration
-	lease        time.Duration
-	redisTimeout time.Duration
-	onDown       OnRedisDown
+	ttl          time.Duration
+	storeTimeout time.Duration
+	onDown       OnUnavailable
 	replayHeader string
 	replayable   map[string]bool // canonical names replayed though Set-Cookie or hop-by-hop
 	retryAfter   time.Duration
@@ -64,8 +64,8 @@ type config struct {
 const (
 	DefaultMaxKeyLen      = 255
 	DefaultExpiry         = 24 * time.Hour
-	DefaultLease          = 10 * time.Second
-	DefaultRedisTimeout   = time.Second
+	DefaultTTL            = 10 * time.Second
+	DefaultStoreTimeout   = time.Second
 	DefaultMaxBody        = 1 << 20
 	DefaultMaxRequestBody = 1 << 20
 	DefaultRetryAfter     = time.Second
@@ -79,7 +79,7 @@ const (
 const (
 	maxMaxKeyLen = 1024
 	maxMaxBody   = 256 << 20 // one Redis string; Redis refuses 512 MB by default
-	maxLease     = time.Hour
+	maxTTL       = time.Hour
 )
 
 func newConfig(opts []Option) config {
@@ -93,8 +93,8 @@ func newConfig(opts []Option) config {
 		maxBody:      DefaultMaxBody,
 		storeStatus:  DefaultStoreStatus,
 		expiry:       DefaultExpiry,
-		lease:        DefaultLease,
-		redisTimeout: DefaultRedisTimeout,
+		ttl:          DefaultTTL,
+		storeTimeout: DefaultStoreTimeout,
 		replayHeader: DefaultReplayHeader,
 		replayable:   map[string]bool{},
 		retryAfter:   DefaultRetryAfter,
@@ -269,36 +269,37 @@ func WithExpiry(d time.Duration) Option {
 	})
 }
 
-// WithLease sets the lease of the lock the running request holds on its
+// WithTTL sets the lease of the lock the running request holds on its
 // key, renewed every third of it while the handler runs. A request that
 // stalls past it (its renewals fail) lets a retry run; its own result is
-// then refused. Default 10 s; from 10 ms to 1 h.
-func WithLease(d time.Duration) Option {
+// then refused. Default 10 s; from 10 ms to 1 h, truncated to whole
+// milliseconds.
+func WithTTL(d time.Duration) Option {
 	return optionFunc(func(c *config) {
-		if d < mutex.MinTTL || d > maxLease {
-			c.fail("lease %v outside [%v, %v]", d, mutex.MinTTL, maxLease)
+		if d < mutex.MinTTL || d > maxTTL {
+			c.fail("TTL %v outside [%v, %v]", d, mutex.MinTTL, maxTTL)
 		}
-		c.lease = d.Truncate(time.Millisecond)
+		c.ttl = d.Truncate(time.Millisecond)
 	})
 }
 
-// WithRedisTimeout bounds each Redis call, and before the handler the
+// WithStoreTimeout bounds each Redis call, and before the handler the
 // request's deadline bounds it too. Default 1 s; at least 1 ms.
-func WithRedisTimeout(d time.Duration) Option {
+func WithStoreTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d < time.Millisecond {
-			c.fail("redis timeout %v is below 1ms", d)
+			c.fail("store timeout %v is below 1ms", d)
 		}
-		c.redisTimeout = d
+		c.storeTimeout = d
 	})
 }
 
-// WithOnRedisDown says what a request gets when Redis fails before its
-// handler ran: Refuse (503, the default) or PassThrough.
-func WithOnRedisDown(mode OnRedisDown) Option {
+// WithOnUnavailable says what a request gets when Redis fails or does not
+// answer before its handler ran: Refuse (503, the default) or PassThrough.
+func WithOnUnavailable(mode OnUnavailable) Option {
 	return optionFunc(func(c *config) {
 		if mode != Refuse && mode != PassThrough {
-			c.fail("unknown OnRedisDown %d", mode)
+			c.fail("unknown OnUnavailable %d", mode)
 		}
 		c.onDown = mode
 	})
@@ -343,7 +344,7 @@ func WithRetryAfter(d time.Duration) Option {
 }
 
 // WithPrefix sets the prefix of the records' Redis keys (the locks use the
-// Locker's prefix, the fences redisfence's). Default
+// driver's, redisdriver.WithPrefix; the fences redisfence's). Default
 // "redfence:idempotency:"; it must not contain '{' or '}', which would
 // move a record out of its fence's Cluster hash slot.
 func WithPrefix(p string) Option {

@@ -43,7 +43,7 @@ func TestRedisDown(t *testing.T) {
 	} {
 		for _, mode := range []struct {
 			name   string
-			mode   idempotency.OnRedisDown
+			mode   idempotency.OnUnavailable
 			status int
 		}{
 			{"refuse", idempotency.Refuse, http.StatusServiceUnavailable},
@@ -53,7 +53,7 @@ func TestRedisDown(t *testing.T) {
 				srv := testutil.StartRedis(t)
 				h := &charge{}
 				rep := replicaWith(t, redis.NewClient(&redis.Options{Addr: srv.Addr()}), h, deadline(budget),
-					idempotency.WithOnRedisDown(mode.mode), idempotency.WithRedisTimeout(time.Minute))
+					idempotency.WithOnUnavailable(mode.mode), idempotency.WithStoreTimeout(time.Minute))
 				c := client(t)
 				warm := mustPost(t, c, rep.URL, req{tenant: "acme", key: `"warm"`, body: `{}`})
 				require.Equal(t, http.StatusCreated, warm.status) // connections open: a pause hangs them

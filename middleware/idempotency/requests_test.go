@@ -156,7 +156,7 @@ func TestPanickingHandler(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusCreated)
 	})
-	rep := replicasOn(t, srv, 1, h, nil, idempotency.WithLease(idempotency.DefaultLease))[0]
+	rep := replicasOn(t, srv, 1, h, nil, idempotency.WithTTL(idempotency.DefaultTTL))[0]
 	c := client(t)
 	rq := req{tenant: "acme", key: key, body: "{}"}
 	assert.Error(t, post(t.Context(), c, rep.URL, rq).err, "net/http aborts the connection")

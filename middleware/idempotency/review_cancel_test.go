@@ -87,7 +87,7 @@ func TestHandlerContextEndsWhenLockLost(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	})
 	a := replicaWith(t, redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true}), h, nil,
-		idempotency.WithLease(200*time.Millisecond), idempotency.WithRedisTimeout(100*time.Millisecond))
+		idempotency.WithTTL(200*time.Millisecond), idempotency.WithStoreTimeout(100*time.Millisecond))
 	first := make(chan result, 1)
 	go func() { first <- post(t.Context(), client(t), a.URL, req{tenant: "acme", key: key, body: "{}"}) }()
 	<-started

@@ -35,7 +35,7 @@ func TestReviewGoneRequestIsNotPassedThrough(t *testing.T) {
 	}
 	_, srv := testutil.Redis(t)
 	h := &charge{}
-	rep := replicasOn(t, srv, 1, h, gone, idempotency.WithOnRedisDown(idempotency.PassThrough))[0]
+	rep := replicasOn(t, srv, 1, h, gone, idempotency.WithOnUnavailable(idempotency.PassThrough))[0]
 	c := client(t)
 	rq := req{tenant: "acme", key: key, body: `{"amount":100}`}
 	require.Equal(t, http.StatusCreated, mustPost(t, c, rep.URL, rq).status)

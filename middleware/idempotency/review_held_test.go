@@ -236,7 +236,7 @@ func TestReviewTwoStallsThenRetryFails(t *testing.T) {
 		_, _ = io.WriteString(w, "late success")
 	})
 	const lease = 200 * time.Millisecond
-	opts := []idempotency.Option{idempotency.WithLease(lease), idempotency.WithRedisTimeout(100 * time.Millisecond)}
+	opts := []idempotency.Option{idempotency.WithTTL(lease), idempotency.WithStoreTimeout(100 * time.Millisecond)}
 	a := replicaWith(t, redis.NewClient(&redis.Options{Addr: pa.Addr(), ContextTimeoutEnabled: true}), h, nil, opts...)
 	b := replicaWith(t, redis.NewClient(&redis.Options{Addr: pb.Addr(), ContextTimeoutEnabled: true}), h, nil, opts...)
 	cr := replicaWith(t, srv.Client(), h, nil)

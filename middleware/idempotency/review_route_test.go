@@ -13,7 +13,6 @@ import (
 
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/middleware/idempotency"
-	"github.com/redfence/redfence/mutex"
 )
 
 // Adversarial review (issue 40): each test here names a defect found by
@@ -46,8 +45,7 @@ func TestFingerprintKeepsStrippedPrefix(t *testing.T) {
 // /shipping/orders, two services behind http.StripPrefix.
 func strippedPair(t *testing.T, opts ...idempotency.Option) (billing, shipping result) {
 	_, srv := testutil.Redis(t)
-	l := mutex.New(srv.Client())
-	t.Cleanup(func() { _ = l.Close() })
+	l := testutil.Locker(t, srv.Client())
 	mw, err := idempotency.New(l, tenant, opts...)
 	require.NoError(t, err)
 	service := func(name string) http.Handler {

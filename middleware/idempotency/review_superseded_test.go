@@ -54,7 +54,7 @@ func TestReviewSupersededGetsNoLateHeaders(t *testing.T) {
 			})
 			const lease = 200 * time.Millisecond
 			a := replicaWith(t, redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true}), h, nil,
-				idempotency.WithLease(lease), idempotency.WithRedisTimeout(100*time.Millisecond))
+				idempotency.WithTTL(lease), idempotency.WithStoreTimeout(100*time.Millisecond))
 			b := replicaWith(t, srv.Client(), h, nil)
 			c := client(t)
 			rq := req{tenant: "acme", key: key, body: `{"amount":100}`}

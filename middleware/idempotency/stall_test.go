@@ -54,7 +54,7 @@ func stalled(t *testing.T, rdbA func(srv *testutil.RedisServer, addr string) *re
 	}
 	const lease = 200 * time.Millisecond
 	s.a = replicaWith(t, rdbA(s.srv, s.proxy.Addr()), s.h, nil,
-		idempotency.WithLease(lease), idempotency.WithRedisTimeout(100*time.Millisecond))
+		idempotency.WithTTL(lease), idempotency.WithStoreTimeout(100*time.Millisecond))
 	s.b = replicaWith(t, s.srv.Client(), s.h, nil)
 	t.Cleanup(func() { s.releaseA(); s.releaseB() }) // before the servers close, on a failure too
 	go func() { s.firstA <- mustPost(t, s.c, s.a.URL, s.rq) }()
@@ -195,7 +195,7 @@ func TestSlowHandlerKeepsItsKey(t *testing.T) {
 			time.Sleep(6 * lease)
 		}
 	}
-	reps := replicasOn(t, srv, 2, h, nil, idempotency.WithLease(lease))
+	reps := replicasOn(t, srv, 2, h, nil, idempotency.WithTTL(lease))
 	c := client(t)
 	rq := req{tenant: "acme", key: key, body: "{}"}
 	first := make(chan result, 1)

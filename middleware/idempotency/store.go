@@ -13,7 +13,7 @@ import (
 )
 
 // The Redis calls of a request, in the order it makes them. Each is bounded
-// by the Redis timeout; those before the handler by the request's deadline
+// by WithStoreTimeout; those before the handler by the request's deadline
 // too. A record's key carries its fence's hash tag (redisfence.Tag), so a
 // fenced write of it is one MULTI/EXEC on a Cluster as well.
 
@@ -23,12 +23,12 @@ const LockPrefix = "idempotency:"
 
 func (h *handler) recordKey(id string) string { return h.cfg.prefix + redisfence.Tag(id) }
 
-// within runs fn bounded by the Redis timeout, and returns by its deadline
+// within runs fn bounded by WithStoreTimeout, and returns by its deadline
 // whatever the client (internal/bounded); cmd says fn is a command of the
 // client's own, which a client without ContextTimeoutEnabled would not end
 // by the deadline (a Locker's calls do). extra is added for a large write.
 func (h *handler) within(ctx context.Context, extra time.Duration, cmd bool, fn func(ctx context.Context) error) error {
-	cctx, cancel := context.WithTimeout(ctx, h.cfg.redisTimeout+extra)
+	cctx, cancel := context.WithTimeout(ctx, h.cfg.storeTimeout+extra)
 	defer cancel()
 	if !cmd {
 		return fn(cctx)
@@ -79,7 +79,7 @@ func (h *handler) tryLock(ctx context.Context, id string) (*mutex.Lock, error) {
 	var lk *mutex.Lock
 	err := h.within(ctx, 0, false, func(ctx context.Context) error {
 		var err error
-		lk, err = h.locker.TryLock(ctx, LockPrefix+id, mutex.WithTTL(h.cfg.lease))
+		lk, err = h.locker.TryLock(ctx, LockPrefix+id, mutex.WithTTL(h.cfg.ttl))
 		if errors.Is(err, mutex.ErrNotAcquired) && !errors.Is(err, mutex.ErrUnavailable) && ctx.Err() == nil {
 			return nil
 		}
@@ -161,7 +161,7 @@ func (h *handler) load(ctx context.Context, id string) (*record, error) {
 // (ErrNotHeld: lost, or its lease deadline passed): a retry may have taken
 // it. Any other failure leaves the lock to its lease, which had not run out.
 func (h *handler) unlock(ctx context.Context, lk *mutex.Lock) bool {
-	err := h.within(ctx, 0, false, func(ctx context.Context) error { return lk.Unlock(ctx) })
+	err := h.within(ctx, 0, false, func(ctx context.Context) error { return lk.Release(ctx) })
 	if errors.Is(err, mutex.ErrNotHeld) {
 		return false
 	}

@@ -29,10 +29,8 @@ func TestTelemetry(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	rdb, _ := testutil.Redis(t)
-	l := mutex.New(rdb, mutex.WithTracerProvider(tp))
-	t.Cleanup(func() { _ = l.Close() })
-	h, err := idempotency.NewHandler(&charge{}, l, tenant, idempotency.WithTracerProvider(tp), idempotency.WithMeterProvider(mp))
-	require.NoError(t, err)
+	l := testutil.Locker(t, rdb, mutex.WithTracerProvider(tp))
+	h := handlerOf(t, &charge{}, l, idempotency.WithTracerProvider(tp), idempotency.WithMeterProvider(mp))
 	send := func(key, body string) {
 		r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(body))
 		r.Header.Set(scopeHeader, "acme")

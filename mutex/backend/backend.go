@@ -9,12 +9,13 @@
 // without when absent; and SlotClaimer and TermJournal, which packages
 // runner and election ask for, not the Locker.
 //
-// The drivers in this repository: backend/redisdriver (one Redis
-// deployment, what mutex.New builds), backend/redlockdriver (Redlock over
-// independent masters, mutex.NewRedlock), and the etcd module's etcddriver.
+// A driver package builds a Backend and mutex.New builds a Locker over it:
+// backend/redisdriver (one Redis deployment), backend/redlockdriver
+// (Redlock over independent masters) and the etcddriver module.
 //
-// The package imports only the standard library, so that a backend in
-// another module depends on this contract and nothing else.
+// The package imports only the standard library and redfence's one
+// bad-input sentinel, so that a backend in another module depends on this
+// contract and nothing else.
 //
 // Every Backend keeps these rules; the Locker's guarantees rest on them:
 //
@@ -39,8 +40,8 @@ import (
 	"time"
 )
 
-// Backend holds locks. Keys arrive with the Locker's prefix already on
-// them; an owner is an opaque id (random per attempt, or the caller's
+// Backend holds locks. Keys arrive as the Locker's caller gave them; a
+// backend names them in its store itself (its own prefix). An owner is an opaque id (random per attempt, or the caller's
 // WithOwner) that a Backend compares, never parses.
 type Backend interface {
 	// Acquire makes one attempt. It grants the key to a.Owner when free,
@@ -89,6 +90,10 @@ type Attempt struct {
 	// InQueue: an earlier attempt of Waiter found the key held and queued
 	// it, and it has neither acquired nor left since (Queuer only).
 	InQueue bool
+	// Drift is the margin the Locker takes off TTL for clock-rate
+	// differences (mutex.WithClockDrift); a backend that times a grant's
+	// validity itself (Redlock) takes it off too.
+	Drift time.Duration
 }
 
 // Status is what an attempt found.
@@ -128,7 +133,8 @@ type Lease struct {
 	Owner  string
 	Token  int64
 	TTL    time.Duration
-	Handle any // what the lock's Grant carried; a backend may trust it over Token
+	Drift  time.Duration // as Attempt.Drift, for this TTL
+	Handle any           // what the lock's Grant carried; a backend may trust it over Token
 }
 
 // Renewal is what Extend found for one lease.

@@ -14,12 +14,12 @@ var ErrBadCursor = errors.New("backend: cursor is not one List returned")
 // can end a holder's lease behind its back. The Locker's Inspect, List,
 // ForceRelease (and so the redfence command and the debug page) use it;
 // without it they return an error matching errors.ErrUnsupported. Keys
-// arrive and return with the Locker's prefix on them; matching keys against
-// a pattern is the Locker's.
+// arrive and return as the caller names them, without the backend's own
+// prefix; matching keys against a pattern is the caller's.
 type Inspector interface {
 	// Inspect returns key's state. It changes nothing.
 	Inspect(ctx context.Context, key string) (KeyState, error)
-	// List returns a page of the keys under r.Prefix, from r.Cursor on.
+	// List returns a page of the backend's keys, from r.Cursor on.
 	// A key present for the whole listing is returned at least once; keys
 	// that come and go meanwhile may or may not be. A cursor it cannot
 	// continue gets an error matching ErrBadCursor; a listing that could
@@ -37,10 +37,8 @@ type Inspector interface {
 
 // ListRequest bounds one List call.
 type ListRequest struct {
-	Prefix string
 	Cursor string // "" starts a listing; else a ListPage.Cursor
-	// Match is a glob (*, ?, [...], \ escapes) over keys without Prefix,
-	// "" for all: a hint a backend may narrow its reads by; the Locker
+	// Match is a glob (*, ?, [...], \ escapes) over keys, "" for all: a hint a backend may narrow its reads by; the Locker
 	// filters the keys again.
 	Match string
 	Count int // keys to look at per round trip, 1..100000
@@ -62,7 +60,7 @@ type ListPage struct {
 
 // KeyState is a key as its backend holds it, at Now (the backend's clock).
 type KeyState struct {
-	Key  string // with the prefix, as the Locker gives it
+	Key  string // as the Locker's caller names it
 	Name string // the backend's own name for it, when not Key
 	// Owner holds the key, or (Count 0) the key is kept for it; "" when
 	// free.

@@ -45,3 +45,12 @@ type SlotClaim struct {
 	TTL     time.Duration // how long the claim is kept; positive
 	Gap     time.Duration // the least time to the next claim; 0: none
 }
+
+// ServerClock is optional: a Backend whose servers have one clock a client
+// can read (Redis's TIME). runner counts its slots on it when the backend
+// has it, so that replicas whose clocks disagree agree on the slots; etcd
+// has none, and the runner counts on its replica's clock.
+type ServerClock interface {
+	// ServerTime is the servers' time when they answered.
+	ServerTime(ctx context.Context) (time.Time, error)
+}

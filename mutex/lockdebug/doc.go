@@ -21,7 +21,7 @@
 //
 // # What it shows
 //
-// For each Locker, the locks it holds (Locker.Held, no round trip): key,
+// For each Locker, the locks it holds (admin.Admin.Held, no round trip): key,
 // fencing token, held for, lease left of its TTL, re-entries (count),
 // auto-renewal, successful renewals and the round trip of the last one, and
 // the goroutines of this process waiting for the key. At most 1000 locks
@@ -30,7 +30,7 @@
 // candidates (election.Candidacies, no round trip): each term it leads,
 // with the term and since when, and each campaign still waiting.
 //
-// With all=1, one Locker.List call under the request's context (for at
+// With all=1, one admin.Admin.List call under the request's context (for at
 // most 5 seconds) reads one page of the cluster-wide listing: key, state,
 // token, owner (its OwnerInfo, or the raw owner id of a WithOwner lock),
 // held for (the server's time since the token was issued), lease left,
@@ -58,10 +58,9 @@
 //	     longer than mutex.MaxKeyLen, a cursor over 512 bytes): the page says
 //	     which, in words
 //	405  a method other than GET and HEAD (with Allow: GET, HEAD)
-//	500  the listing was asked of a nil Locker or one whose construction
-//	     failed (Locker.Err)
-//	501  the Locker's backend offers no listing (a mutex.NewWithBackend
-//	     backend without backend.Inspector)
+//	500  the listing was asked of a nil Locker
+//	501  the Locker's backend offers no listing (a backend without
+//	     backend.Inspector)
 //	502  List failed: Redis did not answer or refused, or fewer than a
 //	     quorum of Redlock nodes answered. The page still shows this
 //	     process's locks, and the error in words.

@@ -72,6 +72,6 @@ func TestCampaigns(t *testing.T) {
 
 	stop()
 	require.Error(t, <-waited)
-	require.NoError(t, term.Resign(ctx))
+	require.NoError(t, term.Release(ctx))
 	assert.NotContains(t, get(t, h, "").Body.String(), `class="campaign"`)
 }

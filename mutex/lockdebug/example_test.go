@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/redisdriver"
 	"github.com/redfence/redfence/mutex/lockdebug"
 )
 
@@ -23,7 +24,14 @@ func ExampleHandler() {
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
-	locker := mutex.New(rdb, mutex.WithOwnerInfo(mutex.OwnerInfo{Service: "billing"}))
+	drv, err := redisdriver.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker, err := mutex.New(drv, mutex.WithOwnerInfo(mutex.OwnerInfo{Service: "billing"}))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 
 	mux := http.NewServeMux() // the admin mux, beside net/http/pprof
@@ -34,7 +42,7 @@ func ExampleHandler() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer lk.Unlock(ctx)
+	defer lk.Release(ctx)
 
 	// What a browser would see at /debug/locks/, here in its JSON form.
 	rec := httptest.NewRecorder()

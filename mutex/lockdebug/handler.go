@@ -15,6 +15,7 @@ import (
 	"github.com/redfence/redfence/election"
 	"github.com/redfence/redfence/internal/lockview"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 	"github.com/redfence/redfence/mutex/backend"
 )
 
@@ -49,16 +50,21 @@ func Handler(lockers ...*mutex.Locker) http.Handler {
 // than an option: the name belongs to one Locker, the list keeps its order,
 // and the one-Locker case stays Handler(locker). An empty name is replaced
 // by the Locker's position ("locker 2"); of two equal names, locker=name
-// selects the first. A nil Locker, or one whose construction failed, is
-// shown with its error (Locker.Err); nothing is checked or panics later.
+// selects the first. A nil Locker is shown with its error (admin.New's);
+// nothing is checked or panics later.
 func NamedHandler(lockers ...Named) http.Handler {
-	h := &handler{lockers: make([]Named, len(lockers)), pid: os.Getpid()}
+	h := &handler{
+		lockers: make([]Named, len(lockers)),
+		admins:  make([]operator, len(lockers)),
+		pid:     os.Getpid(),
+	}
 	h.host, _ = os.Hostname()
 	for i, n := range lockers {
 		if n.Name == "" {
 			n.Name = "locker " + strconv.Itoa(i+1)
 		}
 		h.lockers[i] = n
+		h.admins[i].a, h.admins[i].err = admin.New(n.Locker)
 	}
 	return h
 }
@@ -68,8 +74,15 @@ const listTimeout = 5 * time.Second
 
 type handler struct {
 	lockers []Named
+	admins  []operator // one per lockers[i]
 	host    string
 	pid     int
+}
+
+// operator is a Named's admin.Admin, or why there is none (a nil Locker).
+type operator struct {
+	a   *admin.Admin
+	err error
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -100,8 +113,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.Error = qerr.Error()
 		status = http.StatusBadRequest
 	}
-	for _, n := range h.lockers {
-		p.Lockers = append(p.Lockers, heldView(n))
+	for i, n := range h.lockers {
+		p.Lockers = append(p.Lockers, heldView(n, h.admins[i]))
 	}
 	if qerr == nil && q.all {
 		p.Listing, status = h.list(r.Context(), q)
@@ -115,16 +128,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // list makes the request's one List call and the status it leads to.
 func (h *handler) list(ctx context.Context, q query) (*listingView, int) {
-	n := h.lockers[q.locker]
+	n, op := h.lockers[q.locker], h.admins[q.locker]
 	lv := &listingView{Locker: n.Name, Match: q.match, Cursor: q.cursor}
 	lv.Listing = lockview.Listing{Schema: lockview.Schema, Skipped: []string{}, Locks: []lockview.Lock{}}
-	if err := n.Locker.Err(); err != nil {
-		lv.Error = "locker " + strconv.Quote(n.Name) + " cannot list: " + err.Error()
+	if op.err != nil {
+		lv.Error = "locker " + strconv.Quote(n.Name) + " cannot list: " + op.err.Error()
 		return lv, http.StatusInternalServerError
 	}
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
-	pg, err := n.Locker.List(ctx, mutex.ListOptions{Match: q.match, Cursor: q.cursor, Scans: q.scans, Count: q.count})
+	pg, err := op.a.List(ctx, admin.ListOptions{Match: q.match, Cursor: q.cursor, Scans: q.scans, Count: q.count})
 	if err != nil {
 		lv.Error = err.Error()
 		switch {

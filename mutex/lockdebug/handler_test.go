@@ -43,7 +43,7 @@ func TestThisProcessLocks(t *testing.T) {
 		require.NoError(t, lk2.Extend(ctx, 45*time.Second))
 		waitInLock(t, orders, "orders:2")
 		waitFor(t, ctx, "the waiter queued", func() bool {
-			held := orders.Held()
+			held := operator(t, orders).Held()
 			return len(held) == 2 && held[1].Waiters == 1
 		})
 
@@ -132,8 +132,9 @@ func TestListingShowsOtherLockers(t *testing.T) {
 		lk, err := billing.Lock(ctx, "invoice:7", mutex.WithTTL(time.Minute))
 		require.NoError(t, err)
 		waitInLock(t, reports, "invoice:7")
+		op := operator(t, viewer)
 		waitFor(t, ctx, "the reports Locker queued in Redis", func() bool {
-			in, err := viewer.Inspect(ctx, "invoice:7")
+			in, err := op.Inspect(ctx, "invoice:7")
 			return err == nil && len(in.Waiters) == 1
 		})
 		owner := mutex.OwnerInfo{Service: "billing", Host: host, PID: os.Getpid(), Label: "v2"}
@@ -388,33 +389,35 @@ func TestListingError(t *testing.T) {
 	rec := get(t, h, "?all=1")
 	assert.Equal(t, http.StatusBadGateway, rec.Code)
 	body := rec.Body.String()
-	assert.Contains(t, section(t, body, "h2", "All locks"), `<p class="error">mutex: Redis unavailable: `)
+	assert.Contains(t, section(t, body, "h2", "All locks"), `<p class="error">mutex: store unavailable: `)
 	assert.Len(t, rows(section(t, body, "h3", "locker")), 1, "the held lock, known locally")
 
 	rec = get(t, h, "?all=1&format=json")
 	assert.Equal(t, http.StatusBadGateway, rec.Code)
 	p := decode(t, rec)
 	require.NotNil(t, p.Listing)
-	assert.Contains(t, p.Listing.Error, "mutex: Redis unavailable")
+	assert.Contains(t, p.Listing.Error, "mutex: store unavailable")
 	assert.Len(t, p.Lockers[0].Held, 1)
 }
 
-// A nil Locker, or one built wrong, is shown with its error, never a
-// panic; asking it to list is a server error (500).
+// A nil Locker, as a failed construction leaves, is shown with its error,
+// never a panic; asking it to list is a server error (500).
 func TestMisconfiguredLockers(t *testing.T) {
-	h := lockdebug.NamedHandler(lockdebug.Named{Locker: nil}, lockdebug.Named{Name: "bad", Locker: mutex.New(nil)})
+	bad, err := mutex.New(nil)
+	require.ErrorIs(t, err, mutex.ErrInvalid)
+	h := lockdebug.NamedHandler(lockdebug.Named{Locker: nil}, lockdebug.Named{Name: "bad", Locker: bad})
 	rec := get(t, h, "")
 	assert.Equal(t, http.StatusOK, rec.Code)
 	body := rec.Body.String()
 	assert.Contains(t, section(t, body, "h3", "locker 1"), "nil Locker")
-	assert.Contains(t, section(t, body, "h3", "bad"), "nil redis client")
+	assert.Contains(t, section(t, body, "h3", "bad"), "nil Locker")
 
 	for _, q := range []string{"?all=1", "?all=1&locker=bad"} {
 		rec = get(t, h, q+"&format=json")
 		assert.Equal(t, http.StatusInternalServerError, rec.Code, q)
 		p := decode(t, rec)
 		require.NotNil(t, p.Listing)
-		assert.Contains(t, p.Listing.Error, "cannot list: mutex: invalid argument: nil", q)
+		assert.Contains(t, p.Listing.Error, "cannot list: admin: redfence: invalid argument: nil Locker", q)
 	}
 
 	rec = get(t, lockdebug.Handler(), "")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 )
 
 // eachDeployment runs fn against a standalone redis-server and a 3-master
@@ -33,10 +34,23 @@ func eachDeployment(t *testing.T, fn func(t *testing.T, c redis.UniversalClient)
 
 func newLocker(t *testing.T, c redis.UniversalClient, opts ...mutex.Option) *mutex.Locker {
 	t.Helper()
-	l := mutex.New(c, opts...)
-	require.NoError(t, l.Err())
-	t.Cleanup(func() { _ = l.Close() })
-	return l
+	return testutil.Locker(t, c, toAny(opts)...)
+}
+
+// operator is the admin.Admin over l, what the page reads through.
+func operator(t *testing.T, l *mutex.Locker) *admin.Admin {
+	t.Helper()
+	a, err := admin.New(l)
+	require.NoError(t, err)
+	return a
+}
+
+func toAny(opts []mutex.Option) []any {
+	out := make([]any, len(opts))
+	for i, o := range opts {
+		out[i] = o
+	}
+	return out
 }
 
 // waitFor polls cond until it holds or ctx ends.
@@ -61,7 +75,7 @@ func waitInLock(t *testing.T, l *mutex.Locker, key string) {
 		defer close(done)
 		lk, err := l.Lock(ctx, key)
 		if err == nil {
-			_ = lk.Unlock(context.Background())
+			_ = lk.Release(context.Background())
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })

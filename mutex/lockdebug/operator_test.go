@@ -30,14 +30,10 @@ func TestRedlockListingOnThePage(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rl, err := mutex.NewRedlock(clients)
+	rl := testutil.Redlock(t, clients)
+	_, err := rl.Lock(ctx, "batch", mutex.WithTTL(time.Minute))
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = rl.Close() })
-	_, err = rl.Lock(ctx, "batch", mutex.WithTTL(time.Minute))
-	require.NoError(t, err)
-	viewer, err := mutex.NewRedlock(clients)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = viewer.Close() })
+	viewer := testutil.Redlock(t, clients)
 	h := lockdebug.Handler(viewer)
 	// (Lock returns at the quorum: the last node may still be granting.)
 	waitFor(t, ctx, "every node holds the lock", func() bool {

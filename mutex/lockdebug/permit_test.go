@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/lockdebug"
 )
 
@@ -22,7 +23,7 @@ func TestThisProcessPermits(t *testing.T) {
 	defer cancel()
 	l := newLocker(t, c)
 	h := lockdebug.NamedHandler(lockdebug.Named{Name: "exports", Locker: l})
-	s, err := l.Semaphore("exports", 2)
+	s, err := mutex.NewSemaphore(l, "exports", 2)
 	require.NoError(t, err)
 	p, err := s.Acquire(ctx)
 	require.NoError(t, err)
@@ -63,11 +64,11 @@ func TestThisProcessRWHolds(t *testing.T) {
 	defer cancel()
 	l := newLocker(t, c)
 	h := lockdebug.NamedHandler(lockdebug.Named{Name: "books", Locker: l})
-	books, err := l.RWMutex("books")
+	books, err := mutex.NewRWMutex(l, "books")
 	require.NoError(t, err)
 	w, err := books.Lock(ctx)
 	require.NoError(t, err)
-	shelf, err := l.RWMutex("shelf")
+	shelf, err := mutex.NewRWMutex(l, "shelf")
 	require.NoError(t, err)
 	r, err := shelf.RLock(ctx)
 	require.NoError(t, err)

@@ -25,7 +25,7 @@ type page struct {
 // lockerView is one Locker's section: the locks it holds.
 type lockerView struct {
 	Name      string    `json:"name"`
-	Error     string    `json:"error,omitempty"` // Locker.Err
+	Error     string    `json:"error,omitempty"` // why it has no admin.Admin (a nil Locker)
 	HeldTotal int       `json:"held_total"`
 	Held      []heldRow `json:"held"` // the first maxHeld by key
 	// Campaigns: the candidates of the Named's Elections, by election.
@@ -74,13 +74,13 @@ type heldRow struct {
 	RW           string          `json:"rw,omitempty"`     // "read" or "write": a hold of the read-write lock named Key
 }
 
-func heldView(n Named) lockerView {
+func heldView(n Named, op operator) lockerView {
 	v := lockerView{Name: n.Name, Held: []heldRow{}, Campaigns: campaignRows(n.Elections)}
-	if err := n.Locker.Err(); err != nil {
-		v.Error = err.Error()
+	if op.err != nil {
+		v.Error = op.err.Error()
 		return v
 	}
-	held := n.Locker.Held()
+	held := op.a.Held()
 	v.HeldTotal = len(held)
 	for _, h := range held[:min(len(held), maxHeld)] {
 		row := heldRow{

@@ -1,13 +1,13 @@
 // Command redfence is the redfence command (github.com/redfence/redfence/cmd/redfence,
 // whose documentation says it all) with etcd added: besides --redis, it
-// takes --etcd URL to see and operate the locks that etcddriver Backends hold.
+// takes --etcd URL to see and operate the locks that etcddriver Drivers hold.
 //
-//	cd etcd && go install ./cmd/redfence    # from a clone
+//	cd etcddriver && go install ./cmd/redfence    # from a clone
 //	redfence --etcd http://127.0.0.1:2379 locks
 //	redfence --etcd http://127.0.0.1:2379 inspect invoice-42
 //	redfence --etcd http://127.0.0.1:2379 release --token 12 --force --reason "stuck" -- invoice-42
 //
-// It lives in the etcd module so that the Redis build of the command never
+// It lives in the etcddriver module so that the Redis build of the command never
 // compiles grpc or etcd; the commands themselves are the same code
 // (internal/cli), over the Locker this store builds.
 //

@@ -61,11 +61,11 @@ func shown(info mutex.OwnerInfo) string {
 // prefix), closed at t's clean-up.
 func etcdLocker(t *testing.T, s *etcdtest.Cluster, opts ...etcddriver.Option) *mutex.Locker {
 	t.Helper()
-	be := etcddriver.New(s.Client(t), opts...)
-	t.Cleanup(func() { assert.NoError(t, be.Close()) })
-	l := mutex.NewWithBackend(be, mutex.WithOwnerInfo(holderInfo))
-	require.NoError(t, l.Err())
-	t.Cleanup(func() { assert.NoError(t, l.Close()) })
+	d, err := etcddriver.New(s.Client(t), opts...)
+	require.NoError(t, err)
+	l, err := mutex.New(d, mutex.WithOwnerInfo(holderInfo))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, l.Close()) }) // and d's
 	return l
 }
 
@@ -133,7 +133,7 @@ func TestLocksInspectRelease(t *testing.T) {
 	assert.Equal(t, 1, o.code, o.stdout)
 	assert.Contains(t, o.stderr, tok)
 	assert.NoError(t, next.Context().Err(), "the old release line leaves the new holder alone")
-	require.NoError(t, next.Unlock(ctx))
+	require.NoError(t, next.Release(ctx))
 }
 
 // checkListedJSON checks that locks --json printed lk alone, whole.
@@ -260,7 +260,7 @@ func TestInspectClaimsNoSemaphore(t *testing.T) {
 	s := etcdtest.Start(t)
 	ctx := testCtx(t)
 	l := etcdLocker(t, s)
-	_, err := l.Semaphore("invoice-43", 2)
+	_, err := mutex.NewSemaphore(l, "invoice-43", 2)
 	require.ErrorIs(t, err, errors.ErrUnsupported, "the premise: etcd has no semaphores")
 	lk, err := l.Lock(ctx, "invoice-43", mutex.WithTTL(time.Minute))
 	require.NoError(t, err)
@@ -273,5 +273,5 @@ func TestInspectClaimsNoSemaphore(t *testing.T) {
 	assert.Contains(t, doc, "token")
 	assert.NotContains(t, doc, "semaphore")
 	assert.NotContains(t, doc, "rwlock")
-	require.NoError(t, lk.Unlock(ctx))
+	require.NoError(t, lk.Release(ctx))
 }

@@ -18,7 +18,7 @@ import (
 )
 
 // Etcd is the Store of --etcd URLs: the members of one etcd cluster whose
-// locks etcddriver Backends hold.
+// locks etcddriver Drivers hold.
 func Etcd() cli.Store { return &store{} }
 
 type store struct {
@@ -119,19 +119,43 @@ func (s *store) Usage() string {
 `
 }
 
-// Dial builds a Locker over an etcddriver Backend over a client of the
-// members. It sends nothing: the client connects at its first call.
-func (s *store) Dial(opts ...mutex.Option) (cli.Conn, error) {
+// Dial builds a Locker over an etcddriver Driver, its keys under prefix,
+// over a client of the members. It sends nothing: the client connects at
+// its first call. A prefix the Driver refuses is a usage error.
+func (s *store) Dial(prefix string, opts ...mutex.Option) (cli.Conn, error) {
 	eps := make([]string, len(s.members))
 	for i, m := range s.members {
 		eps[i] = m.endpoint
 	}
 	c, err := clientv3.New(clientv3.Config{Endpoints: eps, Logger: zap.NewNop()})
 	if err != nil {
-		return nil, fmt.Errorf("etcd at %s: %w", s.where(), err)
+		return nil, fmt.Errorf("%s: %w", s.where(), err)
 	}
-	be := etcddriver.New(c, etcddriver.WithTokenBase(s.base))
-	return &conn{client: c, backend: be, locker: mutex.NewWithBackend(be, opts...), store: s}, nil
+	l, err := locker(c, prefix, s.base, opts)
+	if err != nil {
+		_ = c.Close()
+		if errors.Is(err, mutex.ErrInvalid) {
+			_, detail, _ := strings.Cut(err.Error(), "invalid argument: ")
+			return nil, cli.Usagef("%s", detail)
+		}
+		return nil, err
+	}
+	return &conn{client: c, locker: l, store: s}, nil
+}
+
+// locker is the Locker over an etcddriver Driver on c; the Locker owns the
+// Driver and closes it.
+func locker(c *clientv3.Client, prefix string, base int64, opts []mutex.Option) (*mutex.Locker, error) {
+	d, err := etcddriver.New(c, etcddriver.WithPrefix(prefix), etcddriver.WithTokenBase(base))
+	if err != nil {
+		return nil, err
+	}
+	l, err := mutex.New(d, opts...)
+	if err != nil {
+		_ = d.Close()
+		return nil, err
+	}
+	return l, nil
 }
 
 // where names the members in messages.
@@ -145,10 +169,9 @@ func (s *store) where() string {
 
 // conn is the Locker of a command and the etcd client under it.
 type conn struct {
-	client  *clientv3.Client
-	backend *etcddriver.Backend
-	locker  *mutex.Locker
-	store   *store
+	client *clientv3.Client
+	locker *mutex.Locker // owns the etcddriver Driver
+	store  *store
 }
 
 func (c *conn) Locker() *mutex.Locker { return c.locker }
@@ -161,11 +184,10 @@ func (c *conn) Traits() cli.Traits {
 
 // Close closes the client first, so that a call still out (an
 // interrupted command's) ends at once; then the Locker, which waits for
-// it, and the Backend's watches.
+// it, and its Driver's watches.
 func (c *conn) Close() {
 	_ = c.client.Close()
 	_ = c.locker.Close()
-	_ = c.backend.Close()
 }
 
 // Explain words a failed call: without a leader or a reachable member,

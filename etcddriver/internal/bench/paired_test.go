@@ -17,7 +17,7 @@ import (
 // as in bench's Paired: short enough that both sides see the same host.
 const pairBlock = 16
 
-// BenchmarkEtcdPaired measures the uncontended Lock+Unlock cycle of a
+// BenchmarkEtcdPaired measures the uncontended Lock+Release cycle of a
 // subject and its reference in alternating blocks of pairBlock cycles (which
 // side goes first alternating too), on one embedded etcd member, so that
 // their ratio (x-ref) covers the same seconds. Named
@@ -103,7 +103,7 @@ func block(ctx context.Context, b *testing.B, sub subject, side, mode string, pa
 	return time.Since(start)
 }
 
-// cycles runs pairBlock Lock+Unlock cycles of sub on key.
+// cycles runs pairBlock Lock+Release cycles of sub on key.
 func cycles(ctx context.Context, b *testing.B, sub subject, key string) {
 	for range pairBlock {
 		unlock, err := sub.lock(ctx, key)

@@ -78,29 +78,37 @@ type subject struct {
 
 // redfenceSubject is a Locker over the etcd driver, on a client of its own.
 func redfenceSubject(b *testing.B, cli *clientv3.Client, c *rtt) subject {
-	be := etcddriver.New(cli)
-	b.Cleanup(func() { _ = be.Close() })
-	l := mutex.NewWithBackend(be, mutex.WithPrefix("rf/"))
-	b.Cleanup(func() { _ = l.Close() }) // before the Backend's: clean-ups run last first
+	be, err := etcddriver.New(cli, etcddriver.WithPrefix("rf/"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := mutex.New(be)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = l.Close() }) // and be's: the Locker owns it
 	return subject{name: "redfence", rtt: c, lock: func(ctx context.Context, key string) (func() error, error) {
 		lk, err := l.Lock(ctx, key)
 		if err != nil {
 			return nil, err
 		}
-		return func() error { return lk.Unlock(ctx) }, nil
+		return func() error { return lk.Release(ctx) }, nil
 	}}
 }
 
 // driverSubject is the etcd driver called as the Locker calls it, without a
 // Locker: what etcd and the driver cost alone.
 func driverSubject(b *testing.B, cli *clientv3.Client, c *rtt) subject {
-	be := etcddriver.New(cli)
+	be, err := etcddriver.New(cli, etcddriver.WithPrefix("dr/"))
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.Cleanup(func() { _ = be.Close() })
 	const ttl = 10 * time.Second // the Locker's default
 	var n atomic.Int64
 	return subject{name: "driver", rtt: c, lock: func(ctx context.Context, key string) (func() error, error) {
 		owner := "driver-" + strconv.FormatInt(n.Add(1), 10) + "-0123456789abcdef0123456789abcdef" // as long as a Locker's
-		g, err := be.Acquire(ctx, backend.Attempt{Key: "dr/" + key, Owner: owner, TTL: ttl})
+		g, err := be.Acquire(ctx, backend.Attempt{Key: key, Owner: owner, TTL: ttl})
 		if err != nil {
 			return nil, err
 		}
@@ -108,7 +116,7 @@ func driverSubject(b *testing.B, cli *clientv3.Client, c *rtt) subject {
 			return nil, errHeld
 		}
 		return func() error {
-			_, err := be.Release(ctx, backend.Lease{Key: "dr/" + key, Owner: owner, Token: g.Token, TTL: ttl, Handle: g.Handle})
+			_, err := be.Release(ctx, backend.Lease{Key: key, Owner: owner, Token: g.Token, TTL: ttl, Handle: g.Handle})
 			return err
 		}, nil
 	}}

@@ -66,11 +66,12 @@ func etcdSetup(t *testing.T, w *chaoskit.World) {
 	for i := range chaoskit.Clients {
 		cli, ps := c.ProxiedClient(t)
 		proxies[i] = ps
-		b := etcddriver.New(cli)
-		l := mutex.NewWithBackend(b)
-		require.NoError(t, l.Err())
+		b, err := etcddriver.New(cli)
+		require.NoError(t, err)
+		l, err := mutex.New(b)
+		require.NoError(t, err)
 		w.Lockers = append(w.Lockers, l)
-		t.Cleanup(func() { _ = l.Close(); _ = b.Close() })
+		t.Cleanup(func() { _ = l.Close() }) // and b's: the Locker owns it
 	}
 	w.Faults = []chaoskit.Fault{
 		leaderKill(t, c),

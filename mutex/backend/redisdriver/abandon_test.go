@@ -19,7 +19,7 @@ func TestAbandonWaitsForTheAbandonedCall(t *testing.T) {
 	addr, _ := testutil.HungServer(t)
 	c, o := plainClient(t, addr, 300*time.Millisecond)
 	d := newDriver(t, c)
-	k := prefix + "k"
+	k := "k"
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	_, err := d.Acquire(ctx, backend.Attempt{Key: k, Owner: "random-1", TTL: time.Second})

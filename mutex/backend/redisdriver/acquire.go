@@ -19,7 +19,7 @@ import (
 // release notifies, and puts the Locker in the key's queue when the key is
 // held, so that a release reserves it for that Locker in turn.
 func (d *Driver) Acquire(ctx context.Context, a backend.Attempt) (backend.Grant, error) {
-	lockKey, err := d.lockKey(a.Key)
+	lockKey, queueKey, err := d.lockKeys(a.Key)
 	if err != nil {
 		return backend.Grant{}, err
 	}
@@ -28,14 +28,14 @@ func (d *Driver) Acquire(ctx context.Context, a backend.Attempt) (backend.Grant,
 	}
 	var g backend.Grant
 	if d.run.Direct(ctx) { // no closure: the uncontended path allocates less
-		g, err = d.acquireOnce(ctx, lockKey, a)
+		g, err = d.acquireOnce(ctx, lockKey, queueKey, a)
 		d.reload.NoAnswer(err)
 		return g, err
 	}
 	var r backend.Grant
 	pending, err := d.run.Call(ctx, func(ctx context.Context) error {
 		var err error
-		r, err = d.acquireOnce(ctx, lockKey, a)
+		r, err = d.acquireOnce(ctx, lockKey, queueKey, a)
 		return err
 	})
 	d.reload.NoAnswer(err)
@@ -48,27 +48,33 @@ func (d *Driver) Acquire(ctx context.Context, a backend.Attempt) (backend.Grant,
 	return r, err
 }
 
-// acquireOnce is one call of the acquire script.
-func (d *Driver) acquireOnce(ctx context.Context, lockKey string, a backend.Attempt) (backend.Grant, error) {
+// acquireOnce is one call of the acquire script. The command is built in
+// the handle a grant returns (hold.acquireCmd): one allocation for both.
+func (d *Driver) acquireOnce(ctx context.Context, lockKey, queueKey string, a backend.Attempt) (backend.Grant, error) {
 	// Optional arguments and keys are left out when not needed: each one
 	// costs the server work on every call (see bench/README.md).
 	queued := a.Waiter != ""
-	keys := []string{lockKey}
-	args := make([]any, 0, 6)
-	args = append(args, a.Owner, a.TTL.Milliseconds())
-	if keyTTL := d.keyTTL(a.TTL); keyTTL != redisproto.DefaultKeyTTLMs || queued {
-		args = append(args, keyTTL)
-	}
-	queueKey := ""
+	nkeys := 1
 	if queued {
-		queueKey = redisproto.QueueOf(lockKey)
-		keys = append(keys, queueKey)
-		args = append(args, "", a.Waiter)
+		nkeys = 2
+	}
+	h := &hold{relKeys: [2]string{lockKey, queueKey}, lease: a.TTL, keyArg: lockKey}
+	cmd := redisproto.AcquireCall.Args(h.acquireCmd[:0], nkeys)
+	cmd = append(cmd, h.keyArg)
+	if queued {
+		cmd = append(cmd, queueKey)
+	}
+	cmd = append(cmd, a.Owner, a.TTL.Milliseconds())
+	if keyTTL := d.keyTTL(a.TTL); keyTTL != redisproto.DefaultKeyTTLMs || queued {
+		cmd = append(cmd, keyTTL)
+	}
+	if queued {
+		cmd = append(cmd, "", a.Waiter)
 		if a.InQueue {
-			args = append(args, "1")
+			cmd = append(cmd, "1")
 		}
 	}
-	reply, err := redisproto.AcquireScript.Run(ctx, d.client, keys, args...).Result()
+	reply, err := redisproto.AcquireCall.Run(ctx, d.client, cmd).Result()
 	if err != nil {
 		return backend.Grant{}, err
 	}
@@ -76,14 +82,34 @@ func (d *Driver) acquireOnce(ctx context.Context, lockKey string, a backend.Atte
 	if err != nil {
 		return backend.Grant{}, err
 	}
-	return d.grant(n, tokenStr, lockKey, queueKey, a.TTL), nil
+	if n[0] == 0 {
+		return held(n), nil
+	}
+	if _, ok := reply.(string); ok {
+		h.tokenArg = reply // the token alone (ParseAcquire), boxed already
+	}
+	return granted(n, tokenStr, h), nil
 }
 
 // grant reads the acquire script's {status, token, remaining ms}.
 func (d *Driver) grant(n [3]int64, tokenStr, lockKey, queueKey string, lease time.Duration) backend.Grant {
 	if n[0] == 0 {
-		return backend.Grant{Status: backend.Held, Remaining: time.Duration(n[2]) * time.Millisecond}
+		return held(n)
 	}
+	if queueKey == "" {
+		queueKey = redisproto.QueueOf(lockKey)
+	}
+	return granted(n, tokenStr, newHold(lockKey, queueKey, "", lease))
+}
+
+// held is the Grant of a reply that found the lock held.
+func held(n [3]int64) backend.Grant {
+	return backend.Grant{Status: backend.Held, Remaining: time.Duration(n[2]) * time.Millisecond}
+}
+
+// granted is the Grant of a reply that acquired or re-entered the lock,
+// with h (its keys and lease set) as the handle.
+func granted(n [3]int64, tokenStr string, h *hold) backend.Grant {
 	status := backend.Acquired
 	if n[0] == 2 {
 		status = backend.Reentered
@@ -91,10 +117,8 @@ func (d *Driver) grant(n [3]int64, tokenStr, lockKey, queueKey string, lease tim
 	if tokenStr == "" {
 		tokenStr = formatToken(n[1])
 	}
-	if queueKey == "" {
-		queueKey = redisproto.QueueOf(lockKey)
-	}
-	return backend.Grant{Status: status, Token: n[1], Handle: newHold(lockKey, queueKey, tokenStr, lease)}
+	h.tokenStr = tokenStr
+	return backend.Grant{Status: status, Token: n[1], Handle: h}
 }
 
 // Abandon frees key if owner holds it, whatever the count, after every

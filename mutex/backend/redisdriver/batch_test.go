@@ -3,7 +3,6 @@ package redisdriver_test
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,8 +17,8 @@ import (
 	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
-// redisKey is the Redis key of k, a key with the driver's prefix.
-func redisKey(k string) string { return redisproto.LockKey(prefix, strings.TrimPrefix(k, prefix)) }
+// redisKey is the Redis key of k, under the driver's prefix.
+func redisKey(k string) string { return redisproto.LockKey(prefix, k) }
 
 // sameSlot returns n keys of the test, named name and a number, whose
 // Redis keys share a hash slot.
@@ -158,10 +157,10 @@ func TestGroup(t *testing.T) {
 	cl := testutil.RedisCluster(t, 3)
 	dc := newDriver(t, cl.Client)
 	for _, k := range []string{"a", "b", "account:42", "x{y}z"} {
-		assert.Zero(t, d.Group(prefix+k))
-		want, err := cl.Client.ClusterKeySlot(context.Background(), redisKey(prefix+k)).Result()
+		assert.Zero(t, d.Group(k))
+		want, err := cl.Client.ClusterKeySlot(context.Background(), redisKey(k)).Result()
 		require.NoError(t, err)
-		assert.EqualValues(t, want, dc.Group(prefix+k), "slot of %q", k)
+		assert.EqualValues(t, want, dc.Group(k), "slot of %q", k)
 	}
 }
 
@@ -178,11 +177,11 @@ func TestAcquireAllBadInput(t *testing.T) {
 	waiter := attempts(ks, "a", false)
 	waiter[0].Waiter = "locker"
 	cases := map[string][]backend.Attempt{
-		"none":             nil,
-		"two owners":       mixed,
-		"a waiter":         waiter,
-		"two slots":        attempts([]string{ks[0], other}, "a", false),
-		"without a prefix": attempts([]string{"k"}, "a", false),
+		"none":         nil,
+		"two owners":   mixed,
+		"a waiter":     waiter,
+		"two slots":    attempts([]string{ks[0], other}, "a", false),
+		"an empty key": attempts([]string{""}, "a", false),
 	}
 	for name, as := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -2,36 +2,22 @@ package redisdriver
 
 import (
 	"errors"
-	"fmt"
-	"strings"
+	"reflect"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	invalidpkg "github.com/redfence/redfence/internal/invalid"
 	"github.com/redfence/redfence/mutex/backend"
 	"github.com/redfence/redfence/mutex/internal/redisinspect"
 	"github.com/redfence/redfence/mutex/internal/redisproto"
 	"github.com/redfence/redfence/mutex/internal/redisrt"
 )
 
-// DefaultFenceTTL is Config.FenceTTL's default, which the acquire script
-// knows too, so that the common call need not send it.
-const DefaultFenceTTL = redisproto.DefaultFenceTTL
-
 // maxWaiterIDs bounds the Locker ids a Driver remembers (accept); beyond,
 // every release notification wakes its watchers.
 const maxWaiterIDs = 64
-
-// Config configures a Driver.
-type Config struct {
-	// Prefix is the Locker's key prefix: every key a Driver is given starts
-	// with it, and its Redis key is redisproto.LockKey(Prefix, the rest).
-	Prefix string
-	// FenceTTL is how long a key's fencing counter outlives its last use;
-	// at least one second. 0: DefaultFenceTTL.
-	FenceTTL time.Duration
-}
 
 // Driver holds locks on one Redis deployment. It is safe for concurrent
 // use. It owns goroutines (calls it stopped waiting for, the release
@@ -58,26 +44,29 @@ type Driver struct {
 
 // New returns a Driver over client: a *redis.Client (standalone, or
 // Sentinel through NewFailoverClient) or a *redis.ClusterClient, where
-// release notifications use sharded pub/sub (Redis 7+). A nil client, or a
-// FenceTTL below one second, returns an error wrapping backend.ErrInvalid.
-// It sends nothing to the server.
-func New(client redis.UniversalClient, cfg Config) (*Driver, error) {
+// release notifications use sharded pub/sub (Redis 7+). A nil client or a
+// bad option returns an error matching mutex.ErrInvalid. It sends nothing
+// to the server.
+//
+// Deadlines: the driver enforces its caller's ctx deadline itself even when
+// the client was built without ContextTimeoutEnabled (go-redis then waits
+// its read timeout on a hung server); with it enabled, calls run without
+// the extra goroutine that enforcement needs.
+func New(client redis.UniversalClient, opts ...Option) (*Driver, error) {
 	if isNil(client) {
 		return nil, invalid("nil redis client")
 	}
-	switch {
-	case cfg.FenceTTL == 0:
-		cfg.FenceTTL = DefaultFenceTTL
-	case cfg.FenceTTL < time.Second:
-		return nil, invalid("fence TTL %v is below 1s", cfg.FenceTTL)
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
 	}
 	_, cluster := client.(*redis.ClusterClient)
 	d := &Driver{
 		client:  client,
-		prefix:  cfg.Prefix,
+		prefix:  cfg.prefix,
 		cluster: cluster,
 		publish: "PUBLISH",
-		keyTTLs: redisproto.NewKeyTTL(cfg.FenceTTL),
+		keyTTLs: redisproto.NewKeyTTL(cfg.fenceTTL),
 		run:     redisrt.NewRunner(redisrt.ContextAware(client)),
 		reload:  redisrt.NewReloader(client),
 		targets: []redisrt.Target{{Name: "", Client: client}},
@@ -88,7 +77,7 @@ func New(client redis.UniversalClient, cfg Config) (*Driver, error) {
 	}
 	d.abandoned = redisrt.NewAbandoned(d.run)
 	d.Inspector = redisinspect.New(redisinspect.Config{
-		Prefix: cfg.Prefix, Servers: []redis.UniversalClient{client}, Addrs: []string{""},
+		Prefix: cfg.prefix, Servers: []redis.UniversalClient{client}, Addrs: []string{""},
 		Publish: d.publish, Go: d.run.Go, NoAnswer: d.reload.NoAnswer,
 	})
 	d.subs = redisrt.NewSubscriber(redisrt.SubscriberConfig{
@@ -112,10 +101,32 @@ func isNil(c redis.UniversalClient) bool {
 }
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", backend.ErrInvalid, fmt.Sprintf(format, args...))
+	return invalidpkg.Errorf("redisdriver", format, args...)
 }
 
-// Client returns the deployment's client, for adapters (asynq) that need
+// ClientHolder is a backend's capability to lend adapters that keep data
+// next to their locks (httplock's shared responses, asynqlock's busy
+// records, idempotency's records) the Redis client of the one deployment
+// that holds its locks. A Driver has it; Redlock's driver has not, since
+// data kept on one of its masters would rest on that master alone.
+type ClientHolder interface {
+	Client() redis.UniversalClient
+}
+
+// ClientOf returns the client b lends (see ClientHolder), or nil when b
+// lends none: b is no ClientHolder, or a nil one.
+func ClientOf(b backend.Backend) redis.UniversalClient {
+	ch, ok := b.(ClientHolder)
+	if !ok || b == nil || reflect.ValueOf(b).Kind() == reflect.Pointer && reflect.ValueOf(b).IsNil() {
+		return nil
+	}
+	if c := ch.Client(); !isNil(c) {
+		return c
+	}
+	return nil
+}
+
+// Client returns the deployment's client, for adapters that keep data in
 // the same deployment.
 func (d *Driver) Client() redis.UniversalClient { return d.client }
 
@@ -130,17 +141,23 @@ func (d *Driver) Close() error {
 	return nil
 }
 
-// lockKey is key's Redis key: redisproto.LockKey of the key without the
-// Locker's prefix. A key without the prefix is bad input.
+// lockKey is key's Redis key, under the driver's prefix. An empty key is
+// bad input.
 func (d *Driver) lockKey(key string) (string, error) {
-	user, ok := strings.CutPrefix(key, d.prefix)
-	if !ok {
-		return "", errNoPrefix
+	if key == "" {
+		return "", invalid("empty key")
 	}
-	return redisproto.LockKey(d.prefix, user), nil
+	return redisproto.LockKey(d.prefix, key), nil
 }
 
-var errNoPrefix = fmt.Errorf("%w: key without the driver's prefix", backend.ErrInvalid)
+// lockKeys is lockKey and the key's queue (redisproto.LockKeys).
+func (d *Driver) lockKeys(key string) (lockKey, queueKey string, err error) {
+	if key == "" {
+		return "", "", invalid("empty key")
+	}
+	lockKey, queueKey = redisproto.LockKeys(d.prefix, key)
+	return lockKey, queueKey, nil
+}
 
 // keyTTL is how long the Redis key lives past its last use (the fencing
 // counter's life, never shorter than the lease), in ms.

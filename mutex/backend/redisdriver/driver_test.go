@@ -3,7 +3,6 @@ package redisdriver_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,40 +11,54 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/backend"
 	"github.com/redfence/redfence/mutex/backend/redisdriver"
 	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
+// A nil client or a bad option is an error matching mutex.ErrInvalid from
+// New, with no server asked and no panic.
 func TestNewBadInput(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: testutil.RefusedAddr(t)})
-	defer c.Close()
+	c, calls := testutil.DeadClient(t)
 	for name, tc := range map[string]struct {
-		c   redis.UniversalClient
-		cfg redisdriver.Config
+		c    redis.UniversalClient
+		opts []redisdriver.Option
 	}{
-		"nil client":         {nil, redisdriver.Config{}},
-		"nil *redis.Client":  {(*redis.Client)(nil), redisdriver.Config{}},
-		"nil *ClusterClient": {(*redis.ClusterClient)(nil), redisdriver.Config{}},
-		"fence TTL below 1s": {c, redisdriver.Config{FenceTTL: 500 * time.Millisecond}},
-		"negative fence TTL": {c, redisdriver.Config{FenceTTL: -time.Hour}},
+		"nil client":         {nil, nil},
+		"nil *redis.Client":  {(*redis.Client)(nil), nil},
+		"nil *ClusterClient": {(*redis.ClusterClient)(nil), nil},
+		"fence TTL below 1s": {c, []redisdriver.Option{redisdriver.WithFenceTTL(500 * time.Millisecond)}},
+		"negative fence TTL": {c, []redisdriver.Option{redisdriver.WithFenceTTL(-time.Hour)}},
+		"brace prefix":       {c, []redisdriver.Option{redisdriver.WithPrefix("a{b")}},
+		"closing brace":      {c, []redisdriver.Option{redisdriver.WithPrefix("a}")}},
+		"bad after good":     {c, []redisdriver.Option{redisdriver.WithPrefix("ok:"), redisdriver.WithFenceTTL(0)}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			d, err := redisdriver.New(tc.c, tc.cfg)
-			require.ErrorIs(t, err, backend.ErrInvalid)
+			var d *redisdriver.Driver
+			err := testutil.Safely(t, time.Second, func() (err error) {
+				d, err = redisdriver.New(tc.c, tc.opts...)
+				return err
+			})
+			require.ErrorIs(t, err, mutex.ErrInvalid)
+			assert.ErrorContains(t, err, "redisdriver: ")
 			assert.Nil(t, d)
 		})
 	}
+	assert.Zero(t, calls.N(), "no server request")
+
+	d, err := redisdriver.New(c, nil, redisdriver.WithPrefix("ok:"), nil)
+	require.NoError(t, err, "nil options are ignored")
+	require.NoError(t, d.Close())
 }
 
-// A key without the prefix is bad input, refused before any server is
-// asked.
-func TestKeyWithoutPrefix(t *testing.T) {
+// An empty key is bad input, refused before any server is asked.
+func TestEmptyKey(t *testing.T) {
 	c, calls := testutil.DeadClient(t)
 	d := newDriver(t, c)
 	ctx := context.Background()
-	l := backend.Lease{Key: "other:k", Owner: "o", Token: 1, TTL: time.Second}
-	_, err := d.Acquire(ctx, backend.Attempt{Key: "other:k", Owner: "o", TTL: time.Second})
+	l := backend.Lease{Key: "", Owner: "o", Token: 1, TTL: time.Second}
+	_, err := d.Acquire(ctx, backend.Attempt{Key: "", Owner: "o", TTL: time.Second})
 	assert.ErrorIs(t, err, backend.ErrInvalid)
 	_, err = d.Release(ctx, l)
 	assert.ErrorIs(t, err, backend.ErrInvalid)
@@ -53,14 +66,14 @@ func TestKeyWithoutPrefix(t *testing.T) {
 	assert.ErrorIs(t, err, backend.ErrInvalid)
 	_, err = d.TTL(ctx, l)
 	assert.ErrorIs(t, err, backend.ErrInvalid)
-	assert.ErrorIs(t, d.Abandon(ctx, "other:k", "o"), backend.ErrInvalid)
-	assert.ErrorIs(t, d.Leave(ctx, "other:k", "w"), backend.ErrInvalid)
-	_, _, err = d.HandOff(ctx, l, backend.Attempt{Key: "other:k", Owner: "p", TTL: time.Second})
+	assert.ErrorIs(t, d.Abandon(ctx, "", "o"), backend.ErrInvalid)
+	assert.ErrorIs(t, d.Leave(ctx, "", "w"), backend.ErrInvalid)
+	_, _, err = d.HandOff(ctx, l, backend.Attempt{Key: "", Owner: "p", TTL: time.Second})
 	assert.ErrorIs(t, err, backend.ErrInvalid)
 	_, err = d.AckReplicas(ctx, l, 1, time.Second)
 	assert.ErrorIs(t, err, backend.ErrInvalid)
 	assert.ErrorIs(t, d.ReleaseAll(ctx, []backend.Lease{l}), backend.ErrInvalid)
-	ready, stop := d.Watch("other:k", func() {})
+	ready, stop := d.Watch("", func() {})
 	require.NotNil(t, ready, "nothing will be reported: the Locker polls")
 	stop()
 	assert.Zero(t, calls.N(), "no server request")
@@ -186,7 +199,7 @@ func TestWireKey(t *testing.T) {
 	d := newDriver(t, c)
 	ctx := context.Background()
 	for _, user := range []string{"plain", "with{braces}", "a:b/c"} {
-		l := acquire(t, d, prefix+user, "owner-1", 10*time.Second)
+		l := acquire(t, d, user, "owner-1", 10*time.Second)
 		want := redisproto.LockKey(prefix, user)
 		keys, err := c.Keys(ctx, want).Result()
 		require.NoError(t, err)
@@ -212,7 +225,7 @@ func TestDeadlineOnHungServer(t *testing.T) {
 	addr := testutil.SilentServer(t)
 	c, _ := plainClient(t, addr, time.Second)
 	d := newDriver(t, c)
-	k := prefix + "k"
+	k := "k"
 	l := backend.Lease{Key: k, Owner: "o", Token: 1, TTL: time.Second}
 	for name, call := range map[string]func(context.Context) error{
 		"acquire": func(ctx context.Context) error {
@@ -235,20 +248,38 @@ func TestDeadlineOnHungServer(t *testing.T) {
 	require.NoError(t, d.Close())
 }
 
+// The defaults: the prefix "redfence:", a fence counter that lives an
+// hour; the client is lent as it was given (ClientHolder, ClientOf).
 func TestDefaultsAndClient(t *testing.T) {
 	c, _ := testutil.Redis(t)
+	ctx := context.Background()
 	d := newDriver(t, c)
 	assert.Same(t, c, d.Client())
-	assert.Equal(t, time.Hour, redisdriver.DefaultFenceTTL)
+	assert.Same(t, c, redisdriver.ClientOf(d))
+	var nilDriver *redisdriver.Driver
+	assert.Nil(t, redisdriver.ClientOf(nilDriver), "a nil Driver lends nothing")
+	assert.Nil(t, redisdriver.ClientOf(nil))
+
+	def, err := redisdriver.New(c)
+	require.NoError(t, err)
+	defer def.Close()
+	k := key(t, "k")
+	l := acquire(t, def, k, "a", time.Second)
+	pttl, err := c.PTTL(ctx, redisproto.LockKey("redfence:", k)).Result()
+	require.NoError(t, err, "the default prefix is redfence:")
+	assert.Greater(t, pttl, 50*time.Minute, "the fence counter lives an hour by default")
+	assert.LessOrEqual(t, pttl, time.Hour)
+	_, err = def.Release(ctx, l)
+	require.NoError(t, err)
+
 	// A fence TTL other than the default is sent and kept.
-	d2, err := redisdriver.New(c, redisdriver.Config{Prefix: prefix, FenceTTL: 2 * time.Hour})
+	d2, err := redisdriver.New(c, redisdriver.WithPrefix(prefix), redisdriver.WithFenceTTL(2*time.Hour))
 	require.NoError(t, err)
 	defer d2.Close()
-	k := key(t, "k")
-	l := acquire(t, d2, k, "a", time.Second)
-	pttl, err := c.PTTL(context.Background(), redisproto.LockKey(prefix, strings.TrimPrefix(k, prefix))).Result()
+	l = acquire(t, d2, k, "a", time.Second)
+	pttl, err = c.PTTL(ctx, redisproto.LockKey(prefix, k)).Result()
 	require.NoError(t, err)
 	assert.Greater(t, pttl, time.Hour+50*time.Minute)
-	_, err = d2.Release(context.Background(), l)
+	_, err = d2.Release(ctx, l)
 	require.NoError(t, err)
 }

@@ -17,7 +17,7 @@ import (
 func Example() {
 	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer client.Close()
-	d, err := redisdriver.New(client, redisdriver.Config{Prefix: "app:"})
+	d, err := redisdriver.New(client, redisdriver.WithPrefix("app:"))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -25,13 +25,13 @@ func Example() {
 	defer d.Close() // the client stays open: it is the caller's
 
 	ctx := context.Background()
-	g, err := d.Acquire(ctx, backend.Attempt{Key: "app:report", Owner: "worker-1", TTL: 10 * time.Second})
+	g, err := d.Acquire(ctx, backend.Attempt{Key: "report", Owner: "worker-1", TTL: 10 * time.Second})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Println(g.Status == backend.Acquired, g.Token > 0)
-	left, err := d.Release(ctx, backend.Lease{Key: "app:report", Owner: "worker-1", Token: g.Token, Handle: g.Handle})
+	left, err := d.Release(ctx, backend.Lease{Key: "report", Owner: "worker-1", Token: g.Token, Handle: g.Handle})
 	fmt.Println(left, err)
 	// Output:
 	// true true

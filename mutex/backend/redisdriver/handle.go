@@ -16,6 +16,15 @@ type hold struct {
 	tokenStr string        // the token as the script returned it
 	lease    time.Duration // the lease the acquisition asked for (releaseArgs)
 
+	// The release command's lock key and token as the acquire command and
+	// its reply boxed them, since boxing a string allocates; nil: boxed
+	// when sent (releaseCmd).
+	keyArg, tokenArg any
+	// acquireCmd holds the acquire command that granted the lock, so that
+	// the command and the handle cost one allocation (Driver.acquireOnce);
+	// a waiter's longer command outgrows it.
+	acquireCmd [7]any
+
 	mu sync.Mutex // a leaf
 	// released is closed when the last release (or handoff) of the lock
 	// that the caller stopped waiting for ended; nil when none was
@@ -70,6 +79,25 @@ func (d *Driver) releaseArgs(owner string, h *hold) []any {
 		return []any{v, h.tokenStr}
 	}
 	return []any{v, h.tokenStr, d.publish}
+}
+
+// releaseCmd is the release script's command (redisproto.ReleaseCall) for
+// owner of h, with releaseArgs' arguments.
+func (d *Driver) releaseCmd(owner string, h *hold) []any {
+	keyArg, tokenArg := h.keyArg, h.tokenArg
+	if keyArg == nil {
+		keyArg = h.relKeys[0]
+	}
+	if tokenArg == nil {
+		tokenArg = h.tokenStr
+	}
+	cmd := make([]any, 0, 8)
+	cmd = redisproto.ReleaseCall.Args(cmd, len(h.relKeys))
+	cmd = append(cmd, keyArg, h.relKeys[1], redisproto.ReleaseValue(owner, h.tokenStr, h.lease), tokenArg)
+	if d.publish != "PUBLISH" {
+		cmd = append(cmd, d.publish)
+	}
+	return cmd
 }
 
 // releaseID is the Abandoned id of a release of a Lease without a handle.

@@ -19,10 +19,10 @@ func TestTermJournal(t *testing.T) {
 		"cluster":    func(t *testing.T) redis.UniversalClient { return testutil.RedisCluster(t, 3).Client },
 	} {
 		t.Run(name, func(t *testing.T) {
-			d, err := redisdriver.New(mk(t), redisdriver.Config{Prefix: "p:"})
+			d, err := redisdriver.New(mk(t), redisdriver.WithPrefix("p:"))
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = d.Close() })
-			journaltest.Run(context.Background(), t, d, "p:election:j")
+			journaltest.Run(context.Background(), t, d, "election:j")
 		})
 	}
 }

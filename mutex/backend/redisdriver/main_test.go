@@ -24,16 +24,16 @@ const prefix = "rf:"
 
 func newDriver(t *testing.T, c redis.UniversalClient) *redisdriver.Driver {
 	t.Helper()
-	d, err := redisdriver.New(c, redisdriver.Config{Prefix: prefix})
+	d, err := redisdriver.New(c, redisdriver.WithPrefix(prefix))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Close() })
 	return d
 }
 
-// key is a key unique to the test, with the driver's prefix, as the Locker
-// gives it.
+// key is a key unique to the test, as the Locker gives it: without the
+// driver's prefix, which the driver adds.
 func key(t *testing.T, name string) string {
-	return prefix + strings.ReplaceAll(t.Name(), "/", ".") + "." + name
+	return strings.ReplaceAll(t.Name(), "/", ".") + "." + name
 }
 
 // acquire makes one attempt that must be granted, and returns its lease.
@@ -50,7 +50,7 @@ func acquire(t *testing.T, d *redisdriver.Driver, k, owner string, ttl time.Dura
 // value is the lock key's value, read straight from the server.
 func value(t *testing.T, c redis.UniversalClient, k string) redisproto.Value {
 	t.Helper()
-	s, err := c.Get(context.Background(), redisproto.LockKey(prefix, strings.TrimPrefix(k, prefix))).Result()
+	s, err := c.Get(context.Background(), redisproto.LockKey(prefix, k)).Result()
 	require.NoError(t, err)
 	v, ok := redisproto.ParseValue(s)
 	require.True(t, ok, "value %q", s)

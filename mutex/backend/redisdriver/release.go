@@ -42,14 +42,14 @@ func (d *Driver) Release(ctx context.Context, l backend.Lease) (int64, error) {
 
 func (d *Driver) release(ctx context.Context, owner string, h *hold, own bool) (int64, error) {
 	if d.run.Direct(ctx) { // no closure: the uncontended path allocates less
-		n, err := redisproto.ReleaseScript.Run(ctx, d.client, h.relKeys[:], d.releaseArgs(owner, h)...).Int64()
+		n, err := redisproto.ReleaseCall.Run(ctx, d.client, d.releaseCmd(owner, h)).Int64()
 		d.reload.NoAnswer(err)
 		return n, err
 	}
 	var n int64
 	pending, err := d.run.Call(ctx, func(ctx context.Context) error {
 		var err error
-		n, err = redisproto.ReleaseScript.Run(ctx, d.client, h.relKeys[:], d.releaseArgs(owner, h)...).Int64()
+		n, err = redisproto.ReleaseCall.Run(ctx, d.client, d.releaseCmd(owner, h)).Int64()
 		return err
 	})
 	d.reload.NoAnswer(err)

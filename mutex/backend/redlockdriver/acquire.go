@@ -26,7 +26,7 @@ const proposalLead = 100 * time.Millisecond
 // majority's tokens to the highest and require a majority to confirm.
 // Otherwise it gives back what it took, in the background and after each
 // node's call ended, and reports contention (Held, with a
-// *backend.QuorumError in Detail), or an outage: a *backend.QuorumError
+// *QuorumError in Detail), or an outage: a *QuorumError
 // matching backend.ErrUnavailable, when too few nodes answered to tell or
 // the validity ran out. Its errors match backend.ErrGivenBack: the Locker
 // sends no Abandon after them. It records the span events redlock.acquire and
@@ -42,7 +42,7 @@ func (d *Driver) Acquire(ctx context.Context, a backend.Attempt) (backend.Grant,
 	keys := []string{lockKey}
 	replies, asked := d.ask(ctx, keys, a)
 	v := d.tally(replies)
-	validity := a.TTL - d.now().Sub(start) - d.drift(a.TTL)
+	validity := a.TTL - d.now().Sub(start) - a.Drift
 	if span.IsRecording() {
 		span.AddEvent("redlock.acquire", trace.WithAttributes(
 			attribute.Int("redfence.redlock.votes", len(v.voters)),
@@ -52,7 +52,7 @@ func (d *Driver) Acquire(ctx context.Context, a backend.Attempt) (backend.Grant,
 	}
 	if len(v.voters) >= d.quorum && validity > 0 {
 		chosen, confirmed := d.confirm(ctx, span, keys, a, &v)
-		validity = a.TTL - d.now().Sub(start) - d.drift(a.TTL)
+		validity = a.TTL - d.now().Sub(start) - a.Drift
 		if confirmed >= d.quorum && validity > 0 {
 			g := backend.Grant{Status: backend.Acquired, Token: chosen}
 			if v.reentered >= d.quorum {
@@ -65,7 +65,7 @@ func (d *Driver) Acquire(ctx context.Context, a backend.Attempt) (backend.Grant,
 
 	// No lock: give back what this attempt took, at once, on every node.
 	d.giveBack(lockKey, a.Owner, a.Shared, v.voters, v.tokens, replies)
-	qerr := &backend.QuorumError{Quorum: d.quorum, Addrs: slices.Clone(d.addrs), Nodes: v.answers, Late: len(v.voters) >= d.quorum}
+	qerr := &QuorumError{Quorum: d.quorum, Addrs: slices.Clone(d.addrs), Nodes: v.answers, Late: len(v.voters) >= d.quorum}
 	if qerr.Is(backend.ErrUnavailable) {
 		return backend.Grant{}, backend.GivenBack(qerr) // the Locker need not abandon it again
 	}

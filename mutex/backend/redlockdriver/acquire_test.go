@@ -24,9 +24,9 @@ import (
 // has a larger token.
 func TestQuorumGrantAndHeld(t *testing.T) {
 	clients, _ := nodes(t, 5)
-	d := newDriver(t, clients, redlockdriver.Config{})
+	d := newDriver(t, clients)
 	ctx := context.Background()
-	key, a := prefix+"grant", owner(t)
+	key, a := "grant", owner(t)
 
 	l := acquire(t, d, backend.Attempt{Key: key, Owner: a, TTL: 10 * time.Second})
 	held := 0
@@ -45,7 +45,7 @@ func TestQuorumGrantAndHeld(t *testing.T) {
 	assert.LessOrEqual(t, g.Remaining, 10*time.Second)
 	require.ErrorIs(t, g.Detail, backend.ErrNotAcquired)
 	assert.NotErrorIs(t, g.Detail, backend.ErrUnavailable)
-	var qerr *backend.QuorumError
+	var qerr *redlockdriver.QuorumError
 	require.ErrorAs(t, g.Detail, &qerr)
 	assert.Equal(t, 3, qerr.Quorum)
 	assert.Equal(t, d.Addrs(), qerr.Addrs)
@@ -55,12 +55,12 @@ func TestQuorumGrantAndHeld(t *testing.T) {
 		switch {
 		case e == backend.ErrNotAcquired:
 			refused++
-		case e != backend.ErrNotAwaited:
+		case e != redlockdriver.ErrNotAwaited:
 			t.Errorf("node %d: %v", i, e)
 		}
 	}
 	assert.GreaterOrEqual(t, refused, 3, "decided by three refusals")
-	assert.Contains(t, qerr.Error(), "mutex: Redlock: 0 of 5 nodes granted the lock, a quorum needs 3; node 0 ("+d.Addrs()[0]+"): ")
+	assert.Contains(t, qerr.Error(), "redlockdriver: 0 of 5 nodes granted the lock, a quorum needs 3; node 0 ("+d.Addrs()[0]+"): ")
 
 	left, err := d.Release(ctx, l)
 	require.NoError(t, err)
@@ -76,9 +76,9 @@ func TestQuorumGrantAndHeld(t *testing.T) {
 // with the same token, and each Release takes one count.
 func TestSharedOwnerReenters(t *testing.T) {
 	clients, _ := nodes(t, 3)
-	d := newDriver(t, clients, redlockdriver.Config{})
+	d := newDriver(t, clients)
 	ctx := context.Background()
-	a := backend.Attempt{Key: prefix + "re", Owner: "job-7", TTL: 10 * time.Second, Shared: true}
+	a := backend.Attempt{Key: "re", Owner: "job-7", TTL: 10 * time.Second, Shared: true}
 	first := acquire(t, d, a)
 	g, err := d.Acquire(ctx, a)
 	require.NoError(t, err)
@@ -106,9 +106,9 @@ func TestSharedOwnerReenters(t *testing.T) {
 // and tokens go on increasing once the nodes come back empty.
 func TestNodesDown(t *testing.T) {
 	clients, srvs := nodes(t, 5)
-	d := newDriver(t, clients, redlockdriver.Config{})
+	d := newDriver(t, clients)
 	ctx := context.Background()
-	key := prefix + "down"
+	key := "down"
 	l := acquire(t, d, backend.Attempt{Key: key, Owner: owner(t), TTL: time.Second})
 	_, err := d.Release(ctx, l)
 	require.NoError(t, err)
@@ -132,7 +132,7 @@ func TestNodesDown(t *testing.T) {
 	assert.ErrorIs(t, err, backend.ErrUnavailable)
 	assert.NotErrorIs(t, err, backend.ErrNotAcquired, "an outage is not contention")
 	assert.ErrorIs(t, err, backend.ErrGivenBack, "the driver gave back what it took: no Abandon after it")
-	var qerr *backend.QuorumError
+	var qerr *redlockdriver.QuorumError
 	require.ErrorAs(t, err, &qerr)
 	assert.False(t, qerr.Late)
 	for i := range 3 {
@@ -159,9 +159,9 @@ func TestNodesDown(t *testing.T) {
 // later grants without that node still issue larger tokens.
 func TestCounterAheadRaised(t *testing.T) {
 	clients, srvs := nodes(t, 5)
-	d := newDriver(t, clients, redlockdriver.Config{})
+	d := newDriver(t, clients)
 	ctx := context.Background()
-	key := prefix + "fast"
+	key := "fast"
 	ahead := time.Now().Add(24 * time.Hour).UnixMicro()
 	require.NoError(t, clients[0].Set(ctx, redisproto.LockKey(prefix, "fast"), fmt.Sprint(ahead), time.Hour).Err())
 
@@ -194,16 +194,16 @@ func TestCounterAheadRaised(t *testing.T) {
 // caller's span.
 func TestSpanEvents(t *testing.T) {
 	clients, _ := nodes(t, 3)
-	d := newDriver(t, clients, redlockdriver.Config{})
+	d := newDriver(t, clients)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	ctx, span := tp.Tracer("test").Start(context.Background(), "lock")
-	l := acquire(t, d, backend.Attempt{Key: prefix + "span", Owner: "o", TTL: time.Second, Shared: true})
-	g, err := d.Acquire(ctx, backend.Attempt{Key: prefix + "span", Owner: "other", TTL: time.Second, Shared: true})
+	l := acquire(t, d, backend.Attempt{Key: "span", Owner: "o", TTL: time.Second, Shared: true})
+	g, err := d.Acquire(ctx, backend.Attempt{Key: "span", Owner: "other", TTL: time.Second, Shared: true})
 	require.NoError(t, err)
 	require.Equal(t, backend.Held, g.Status)
-	won, err := d.Acquire(ctx, backend.Attempt{Key: prefix + "span2", Owner: "o", TTL: time.Second, Shared: true})
+	won, err := d.Acquire(ctx, backend.Attempt{Key: "span2", Owner: "o", TTL: time.Second, Shared: true})
 	require.NoError(t, err)
 	require.Equal(t, backend.Acquired, won.Status)
 	span.End()

@@ -1,12 +1,20 @@
 // Package redlockdriver holds a Locker's locks on N ≥ 3 independent Redis
 // masters (not replicas of one another, not a Cluster) by Redlock: a lock
-// is held when a majority, N/2+1, granted it within its validity. It is
-// the backend mutex.NewRedlock builds; its Driver implements
-// backend.Backend, backend.Watcher (release notifications from every node)
-// and backend.BulkReleaser.
+// is held when a majority, N/2+1, granted it within its validity. New
+// builds a Driver over the masters' clients, and mutex.New a Locker over
+// the Driver, which it then owns (the Locker's Close closes the Driver;
+// the clients stay the caller's):
 //
-// Redlock has no HandOffer (an Unlock releases and wakes the next local
-// waiter), no Queuer (no fair queue across Lockers: the local FIFO only),
+//	d, err := redlockdriver.New([]redis.UniversalClient{a, b, c})
+//	...
+//	locker, err := mutex.New(d)
+//
+// The Driver implements backend.Backend, backend.Watcher (release
+// notifications from every node), backend.BulkReleaser and
+// backend.Inspector (package mutex/admin).
+//
+// Redlock has no HandOffer (a Release frees the lock and wakes the next
+// local waiter), no Queuer (no fair queue across Lockers: the local FIFO only),
 // no ReplicaAcker (the nodes have no replicas by design) and no Batcher:
 // mutex.LockAll takes a Redlock Locker's keys one at a time, in key order,
 // each a Redlock acquisition of its own. A script per node over several
@@ -17,7 +25,7 @@
 // # Acquisition
 //
 // An attempt runs the acquire script on every node at once, each call
-// bounded by the node timeout (Config.NodeTimeout; default TTL/20 within
+// bounded by the store timeout (WithStoreTimeout; default TTL/20 within
 // 5ms..500ms), enforced by the driver whatever the clients'
 // ContextTimeoutEnabled says. It stops waiting as soon as the replies
 // decide: N/2+1 grants, or too many refusals for a majority to remain
@@ -25,14 +33,14 @@
 // TTL − elapsed − drift, is still positive. Otherwise the attempt gives
 // back what it took, at once and on a context of its own (nodes that did
 // not answer are cleaned up when their call ends), and reports contention
-// (Held, its Grant.Detail a *backend.QuorumError with each node's answer)
-// or an outage (a *backend.QuorumError matching backend.ErrUnavailable).
+// (Held, its Grant.Detail a *QuorumError with each node's answer)
+// or an outage (a *QuorumError matching backend.ErrUnavailable).
 //
-// A node whose call was still out at the node timeout, or could not reach
+// A node whose call was still out at the store timeout, or could not reach
 // it, rests: attempts with the Locker's own owner ids count it as a
 // refusal without asking it, for a while doubling with every failure
 // that follows, then one attempt asks it again, and an answer within the
-// node timeout ends the rest (the span's redfence.redlock.nodes says
+// store timeout ends the rest (the span's redfence.redlock.nodes says
 // "resting" for it). Attempts never rest so many nodes that fewer than a
 // majority would be asked, and attempts with a shared owner
 // (Attempt.Shared) ask every node. A lock taken while nodes rest is held

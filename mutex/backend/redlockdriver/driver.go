@@ -1,11 +1,9 @@
 package redlockdriver
 
 import (
-	"cmp"
 	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,28 +14,6 @@ import (
 	"github.com/redfence/redfence/mutex/internal/redisproto"
 	"github.com/redfence/redfence/mutex/internal/redisrt"
 )
-
-// Config is what a Driver takes from the Locker it serves. The zero value
-// is the Locker's defaults.
-type Config struct {
-	// Prefix is the Locker's key prefix (mutex.WithPrefix): a key arrives
-	// as Prefix+key and is stored as redisproto.LockKey(Prefix, key); a key
-	// without it is bad input.
-	Prefix string
-	// FenceTTL is how long a key's fencing counter outlives its last use:
-	// 0 for the Locker's default, one hour; else at least a second.
-	FenceTTL time.Duration
-	// NodeTimeout bounds each node's reply to one call: 0 derives it from
-	// the lease, TTL/20 between 5ms and 500ms; else positive.
-	NodeTimeout time.Duration
-	// Now is the Locker's clock (mutex.WithClock), for the validity of an
-	// acquisition and the nodes' rests; nil: time.Now.
-	Now func() time.Time
-	// Drift is the Locker's margin for clock-rate differences
-	// (mutex.WithClockDrift), taken off an acquisition's validity; nil:
-	// the default, 1% of the lease plus min(2ms, a quarter of the lease).
-	Drift func(ttl time.Duration) time.Duration
-}
 
 // Driver is Redlock over N ≥ 3 independent Redis masters: a backend.Backend,
 // a backend.Watcher and a backend.BulkReleaser. It is safe for concurrent
@@ -52,7 +28,6 @@ type Driver struct {
 	keyTTLs     redisproto.KeyTTL
 	nodeTimeout time.Duration // 0: derived from the lease
 	now         func() time.Time
-	drift       func(ttl time.Duration) time.Duration
 	rests       []nodeRest          // by node: resting after failing to answer (noderest.go)
 	restEpoch   time.Time           // what rests are counted from
 	run         *redisrt.Runner     // owns every goroutine the driver starts but the subscriber's
@@ -76,9 +51,23 @@ var (
 // everywhere (QuorumError.Nodes, Addrs). Each must be its own standalone or
 // Sentinel master: fewer than 3 clients, a nil one, a Cluster client, or one
 // server twice (as the same client or the same address) returns an error
-// wrapping backend.ErrInvalid, as does a bad Config, before any server is
+// wrapping mutex.ErrInvalid, as does a bad option, before any server is
 // asked.
-func New(clients []redis.UniversalClient, cfg Config) (*Driver, error) {
+//
+// A master that stopped answering (a call still out at the store timeout,
+// or one that could not reach it) rests: acquisitions with the Locker's own
+// owner ids count it as a refusal without asking it, for 100 ms after the
+// first failure, doubling up to a second, then ask it again; an answer
+// within the store timeout ends the rest. A paused or partitioned master
+// then costs an acquisition nothing. Acquisitions never rest so many
+// masters that fewer than a majority would be asked, and WithOwner
+// acquisitions ask every master. A lock taken while masters rest is held
+// on fewer of them, so its renewals have less slack.
+func New(clients []redis.UniversalClient, opts ...Option) (*Driver, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
 	if len(clients) < 3 {
 		return nil, invalid("Redlock needs at least 3 independent masters, got %d", len(clients))
 	}
@@ -86,50 +75,24 @@ func New(clients []redis.UniversalClient, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.check(); err != nil {
-		return nil, err
-	}
 	d := &Driver{
 		nodes:       slices.Clone(clients),
 		addrs:       addrs,
 		quorum:      len(clients)/2 + 1,
-		prefix:      cfg.Prefix,
-		keyTTLs:     redisproto.NewKeyTTL(cmp.Or(cfg.FenceTTL, redisproto.DefaultFenceTTL)),
-		nodeTimeout: cfg.NodeTimeout,
-		now:         cfg.Now,
-		drift:       cfg.Drift,
+		prefix:      cfg.prefix,
+		keyTTLs:     redisproto.NewKeyTTL(cfg.fenceTTL),
+		nodeTimeout: cfg.storeTimeout,
+		now:         cfg.now,
 		rests:       make([]nodeRest, len(clients)),
 		run:         redisrt.NewRunner(false), // Go and Afterward only: the fan-out bounds its calls itself
-	}
-	if d.now == nil {
-		d.now = time.Now
-	}
-	if d.drift == nil {
-		d.drift = defaultDrift
 	}
 	d.restEpoch = d.now()
 	d.subs = d.newSubscriber()
 	d.Inspector = redisinspect.New(redisinspect.Config{
-		Prefix: cfg.Prefix, Servers: d.nodes, Addrs: d.addrs, Quorum: d.quorum,
+		Prefix: cfg.prefix, Servers: d.nodes, Addrs: d.addrs, Quorum: d.quorum,
 		Publish: "PUBLISH", Go: d.run.Go,
 	})
 	return d, nil
-}
-
-func (c Config) check() error {
-	switch {
-	case c.FenceTTL != 0 && c.FenceTTL < time.Second:
-		return invalid("fence TTL %v is below 1s", c.FenceTTL)
-	case c.NodeTimeout < 0:
-		return invalid("node timeout %v must be positive", c.NodeTimeout)
-	}
-	return nil
-}
-
-// defaultDrift is the Locker's default drift margin: 1% of the lease plus
-// 2ms (a quarter of the lease for tiny leases).
-func defaultDrift(ttl time.Duration) time.Duration {
-	return time.Duration(float64(ttl)*0.01) + min(2*time.Millisecond, ttl/4)
 }
 
 // nodeAddrs checks that Redlock's clients are distinct standalone or
@@ -208,19 +171,13 @@ func (d *Driver) nodeTimeoutFor(ttl time.Duration) time.Duration {
 // counter's life, never shorter than the lease), in ms.
 func (d *Driver) keyTTL(lease time.Duration) string { return d.keyTTLs.For(lease) }
 
-// name is the Redis key of key, which arrives with the prefix on it
-// (checkKey).
-func (d *Driver) name(key string) string {
-	return redisproto.LockKey(d.prefix, strings.TrimPrefix(key, d.prefix))
-}
+// name is the Redis key of key: under the driver's prefix (WithPrefix).
+func (d *Driver) name(key string) string { return redisproto.LockKey(d.prefix, key) }
 
-// checkKey refuses a key that is empty or not under the Locker's prefix.
+// checkKey refuses an empty key.
 func (d *Driver) checkKey(key string) error {
-	switch {
-	case key == "":
+	if key == "" {
 		return invalid("empty key")
-	case !strings.HasPrefix(key, d.prefix):
-		return errNoPrefix
 	}
 	return nil
 }

@@ -23,7 +23,7 @@ func ExampleNew() {
 		defer c.Close()
 		clients = append(clients, c)
 	}
-	d, err := redlockdriver.New(clients, redlockdriver.Config{Prefix: "example:"})
+	d, err := redlockdriver.New(clients, redlockdriver.WithPrefix("example:"))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -31,7 +31,7 @@ func ExampleNew() {
 	defer d.Close() // before the clients: it waits for the calls still out
 
 	ctx := context.Background()
-	a := backend.Attempt{Key: "example:report", Owner: "worker-1", TTL: 10 * time.Second}
+	a := backend.Attempt{Key: "report", Owner: "worker-1", TTL: 10 * time.Second}
 	g, err := d.Acquire(ctx, a)
 	if err != nil {
 		fmt.Println(err)
@@ -39,7 +39,7 @@ func ExampleNew() {
 	}
 	fmt.Println("acquired:", g.Status == backend.Acquired, "quorum:", d.Quorum())
 
-	other, _ := d.Acquire(ctx, backend.Attempt{Key: "example:report", Owner: "worker-2", TTL: 10 * time.Second})
+	other, _ := d.Acquire(ctx, backend.Attempt{Key: "report", Owner: "worker-2", TTL: 10 * time.Second})
 	fmt.Println("held:", other.Status == backend.Held, errors.Is(other.Detail, backend.ErrNotAcquired))
 
 	left, err := d.Release(ctx, backend.Lease{Key: a.Key, Owner: a.Owner, Token: g.Token, Handle: g.Handle})

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/redfence/redfence/mutex/backend"
 )
 
 // nodeReply is one node's answer to a fan-out call. pending is set when the
@@ -167,7 +165,7 @@ func noReplies(ctx context.Context, timeout time.Duration, nodes []int, out []no
 			continue
 		}
 		if why == nil {
-			why = backend.ErrNotAwaited
+			why = ErrNotAwaited
 			if !decided {
 				why = timedOut(ctx, timeout)
 			}

@@ -47,7 +47,7 @@ func (d *Driver) Extend(ctx context.Context, leases []backend.Lease) ([]backend.
 	results := make([]backend.Renewal, len(leases))
 	unknown := false
 	for j := range leases {
-		results[j] = d.renewal(replies, j, ttls[j], sent)
+		results[j] = d.renewal(replies, j, ttls[j], leases[j].Drift, sent)
 		unknown = unknown || results[j] == backend.Unknown
 	}
 	if !unknown {
@@ -57,7 +57,7 @@ func (d *Driver) Extend(ctx context.Context, leases []backend.Lease) ([]backend.
 }
 
 // renewal counts the nodes' answers for lease j, sent at sent.
-func (d *Driver) renewal(replies []nodeReply, j int, ttl time.Duration, sent time.Time) backend.Renewal {
+func (d *Driver) renewal(replies []nodeReply, j int, ttl, drift time.Duration, sent time.Time) backend.Renewal {
 	yes, no := 0, 0
 	for _, r := range replies {
 		if r.vals == nil || j >= len(r.vals) {
@@ -70,7 +70,7 @@ func (d *Driver) renewal(replies []nodeReply, j int, ttl time.Duration, sent tim
 			no++
 		}
 	}
-	valid := ttl-d.now().Sub(sent)-d.drift(ttl) > 0
+	valid := ttl-d.now().Sub(sent)-drift > 0
 	switch {
 	case yes >= d.quorum && valid:
 		return backend.Renewed

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redfence/redfence/mutex/backend"
-	"github.com/redfence/redfence/mutex/backend/redlockdriver"
 )
 
 // TestExtendAndTTL: Extend renews on a majority, tells a lease that is not
@@ -17,10 +16,10 @@ import (
 // outage; TTL is the lease a majority still guarantees.
 func TestExtendAndTTL(t *testing.T) {
 	clients, srvs := nodes(t, 5)
-	d := newDriver(t, clients, redlockdriver.Config{})
+	d := newDriver(t, clients)
 	ctx := context.Background()
-	l := acquire(t, d, backend.Attempt{Key: prefix + "ext", Owner: owner(t), TTL: 2 * time.Second})
-	other := acquire(t, d, backend.Attempt{Key: prefix + "ext2", Owner: owner(t), TTL: 2 * time.Second})
+	l := acquire(t, d, backend.Attempt{Key: "ext", Owner: owner(t), TTL: 2 * time.Second})
+	other := acquire(t, d, backend.Attempt{Key: "ext2", Owner: owner(t), TTL: 2 * time.Second})
 
 	ttl, err := d.TTL(ctx, l)
 	require.NoError(t, err)
@@ -46,7 +45,7 @@ func TestExtendAndTTL(t *testing.T) {
 	got, err = d.Extend(ctx, []backend.Lease{l})
 	assert.Equal(t, []backend.Renewal{backend.Unknown}, got)
 	assert.ErrorIs(t, err, backend.ErrUnavailable)
-	assert.ErrorContains(t, err, "mutex: Redis unavailable: mutex: Redlock: no majority of nodes confirmed: node 0 ("+d.Addrs()[0]+"): ")
+	assert.ErrorContains(t, err, "mutex: store unavailable: mutex: Redlock: no majority of nodes confirmed: node 0 ("+d.Addrs()[0]+"): ")
 	_, err = d.TTL(ctx, l)
 	assert.ErrorIs(t, err, backend.ErrUnavailable, "cannot tell")
 	_, err = d.Release(ctx, l)
@@ -57,9 +56,9 @@ func TestExtendAndTTL(t *testing.T) {
 // node; with a node down it says so (ErrUnavailable).
 func TestAbandon(t *testing.T) {
 	clients, srvs := nodes(t, 3)
-	d := newDriver(t, clients, redlockdriver.Config{})
+	d := newDriver(t, clients)
 	ctx := context.Background()
-	key, a := prefix+"ab", "job"
+	key, a := "ab", "job"
 	acquire(t, d, backend.Attempt{Key: key, Owner: a, TTL: time.Minute, Shared: true})
 	acquire(t, d, backend.Attempt{Key: key, Owner: a, TTL: time.Minute, Shared: true})
 	require.NoError(t, d.Abandon(ctx, key, "someone else"))

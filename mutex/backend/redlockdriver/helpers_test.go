@@ -19,7 +19,8 @@ import (
 // TestMain starts the three servers the examples find in REDLOCK_ADDRS.
 func TestMain(m *testing.M) { testutil.MainWithEnv(m, []string{testutil.EnvRedlockAddrs}) }
 
-// prefix is every test's Config.Prefix: keys reach the driver with it on.
+// prefix is every test's WithPrefix: keys reach the driver without it, and
+// the driver puts it on their Redis keys.
 const prefix = "t:"
 
 // nodes starts n independent redis-servers and returns plain go-redis
@@ -44,10 +45,9 @@ func client(t *testing.T, addr string) *redis.Client {
 
 // newDriver returns a Driver over clients, closed (before the clients) at
 // the test's end.
-func newDriver(t *testing.T, clients []redis.UniversalClient, cfg redlockdriver.Config) *redlockdriver.Driver {
+func newDriver(t *testing.T, clients []redis.UniversalClient, opts ...redlockdriver.Option) *redlockdriver.Driver {
 	t.Helper()
-	cfg.Prefix = prefix
-	d, err := redlockdriver.New(clients, cfg)
+	d, err := redlockdriver.New(clients, append([]redlockdriver.Option{redlockdriver.WithPrefix(prefix)}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, d.Close()) })
 	return d
@@ -72,11 +72,10 @@ func acquire(t *testing.T, d *redlockdriver.Driver, a backend.Attempt) backend.L
 	return backend.Lease{Key: a.Key, Owner: a.Owner, Token: g.Token, Handle: g.Handle}
 }
 
-// value is what node c stores for key (with the prefix on it); "" when
-// none.
+// value is what node c stores for key (under the prefix); "" when none.
 func value(t *testing.T, c redis.UniversalClient, key string) string {
 	t.Helper()
-	v, err := c.Get(context.Background(), redisproto.LockKey(prefix, key[len(prefix):])).Result()
+	v, err := c.Get(context.Background(), redisproto.LockKey(prefix, key)).Result()
 	if err == redis.Nil {
 		return ""
 	}

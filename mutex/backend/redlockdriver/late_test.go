@@ -27,9 +27,9 @@ func TestLateNodeSettledThenReleased(t *testing.T) {
 	slow := testutil.Proxy(t, srvs[2].Addr())
 	slow.SetLatency(100 * time.Millisecond)
 	clients := []redis.UniversalClient{client(t, srvs[0].Addr()), client(t, srvs[1].Addr()), client(t, slow.Addr())}
-	d := newDriver(t, clients, redlockdriver.Config{NodeTimeout: 5 * time.Second})
+	d := newDriver(t, clients, redlockdriver.WithStoreTimeout(5*time.Second))
 	ctx := context.Background()
-	key := prefix + "late"
+	key := "late"
 	ahead := time.Now().Add(time.Hour).UnixMicro()
 	direct := srvs[2].Client()
 	t.Cleanup(func() { _ = direct.Close() })

@@ -31,13 +31,13 @@ func TestReleaseAllBoundedWithHungNode(t *testing.T) {
 	t.Cleanup(func() { _ = hung.Close() })
 	clients = append(clients, hung)
 	const nodeTimeout = 100 * time.Millisecond
-	d := newDriver(t, clients, redlockdriver.Config{NodeTimeout: nodeTimeout})
+	d := newDriver(t, clients, redlockdriver.WithStoreTimeout(nodeTimeout))
 	ctx := context.Background()
 
 	leases := make([]backend.Lease, 50)
 	lateOnes := 0
 	for i := range leases {
-		leases[i] = acquire(t, d, backend.Attempt{Key: prefix + "all" + strconv.Itoa(i), Owner: owner(t), TTL: time.Minute})
+		leases[i] = acquire(t, d, backend.Attempt{Key: "all" + strconv.Itoa(i), Owner: owner(t), TTL: time.Minute})
 		if len(redlockdriver.LateNodes(leases[i].Handle)) > 0 {
 			lateOnes++
 		}

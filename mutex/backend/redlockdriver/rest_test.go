@@ -22,9 +22,9 @@ import (
 func TestPausedNodeCostsANodeTimeout(t *testing.T) {
 	clients, srvs := nodes(t, 5)
 	const nodeTimeout = 100 * time.Millisecond
-	d := newDriver(t, clients, redlockdriver.Config{NodeTimeout: nodeTimeout})
+	d := newDriver(t, clients, redlockdriver.WithStoreTimeout(nodeTimeout))
 	ctx := context.Background()
-	key := prefix + "p"
+	key := "p"
 	l := acquire(t, d, backend.Attempt{Key: key, Owner: owner(t), TTL: 10 * time.Second}) // warms connections and scripts
 	_, err := d.Release(ctx, l)
 	require.NoError(t, err)
@@ -59,7 +59,7 @@ func TestRestsAnUnansweringNode(t *testing.T) {
 	base := time.Now()
 	var moved atomic.Int64
 	clock := func() time.Time { return base.Add(time.Duration(moved.Load())) }
-	d := newDriver(t, clients, redlockdriver.Config{NodeTimeout: 50 * time.Millisecond, Now: clock})
+	d := newDriver(t, clients, redlockdriver.WithStoreTimeout(50*time.Millisecond), redlockdriver.WithClock(clock))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// A key per cycle: a release returns once a majority freed it, and
@@ -68,7 +68,7 @@ func TestRestsAnUnansweringNode(t *testing.T) {
 	cycle := func() {
 		t.Helper()
 		n++
-		l := acquire(t, d, backend.Attempt{Key: prefix + "rest" + strconv.Itoa(n), Owner: owner(t), TTL: 10 * time.Second})
+		l := acquire(t, d, backend.Attempt{Key: "rest" + strconv.Itoa(n), Owner: owner(t), TTL: 10 * time.Second})
 		_, err := d.Release(ctx, l)
 		require.NoError(t, err)
 	}

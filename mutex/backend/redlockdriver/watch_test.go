@@ -17,9 +17,9 @@ import (
 // and its release, published on every node, wakes the key's watchers.
 func TestWatchWakesOnRelease(t *testing.T) {
 	clients, _ := nodes(t, 3)
-	d := newDriver(t, clients, redlockdriver.Config{})
+	d := newDriver(t, clients)
 	ctx := context.Background()
-	key := prefix + "watch"
+	key := "watch"
 	l := acquire(t, d, backend.Attempt{Key: key, Owner: owner(t), TTL: time.Minute})
 
 	woken := make(chan struct{}, 16)
@@ -55,10 +55,10 @@ func TestWatchWakesOnRelease(t *testing.T) {
 // stop is safe to call.
 func TestWatchAfterClose(t *testing.T) {
 	clients, _ := nodes(t, 3)
-	d, err := redlockdriver.New(clients, redlockdriver.Config{Prefix: prefix})
+	d, err := redlockdriver.New(clients, redlockdriver.WithPrefix(prefix))
 	require.NoError(t, err)
 	require.NoError(t, d.Close())
-	ready, stop := d.Watch(prefix+"k", func() {})
+	ready, stop := d.Watch("k", func() {})
 	require.NotNil(t, ready)
 	select {
 	case <-ready:

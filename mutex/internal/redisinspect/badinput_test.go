@@ -18,7 +18,7 @@ func calls(in *redisinspect.Inspector, key string) map[string]func(ctx context.C
 	return map[string]func(ctx context.Context) error{
 		"Inspect": func(ctx context.Context) error { _, err := in.Inspect(ctx, key); return err },
 		"List": func(ctx context.Context) error {
-			_, err := in.List(ctx, backend.ListRequest{Prefix: prefix, Count: 10, Scans: 1})
+			_, err := in.List(ctx, backend.ListRequest{Count: 10, Scans: 1})
 			return err
 		},
 		"ForceRelease": func(ctx context.Context) error {
@@ -46,27 +46,25 @@ func TestBadInput(t *testing.T) {
 		"no quorum":       newInspector(t, redisinspect.Config{Servers: three}),
 		"unknown publish": newInspector(t, redisinspect.Config{Servers: one, Publish: "NOTIFY"}),
 	} {
-		for call, fn := range calls(in, prefix+"k") {
+		for call, fn := range calls(in, "k") {
 			err := testutil.Safely(t, time.Second, func() error { return fn(context.Background()) })
 			assert.ErrorIs(t, err, backend.ErrInvalid, "%s: %s", name, call)
 		}
 	}
 
 	in := newInspector(t, redisinspect.Config{Servers: one})
-	for name, key := range map[string]string{"no prefix": "k", "empty key": prefix} {
-		for call, fn := range calls(in, key) {
-			if call == "List" {
-				continue
-			}
-			err := testutil.Safely(t, time.Second, func() error { return fn(context.Background()) })
-			assert.ErrorIs(t, err, backend.ErrInvalid, "%s: %s", name, call)
+	for call, fn := range calls(in, "") {
+		if call == "List" {
+			continue
 		}
+		err := testutil.Safely(t, time.Second, func() error { return fn(context.Background()) })
+		assert.ErrorIs(t, err, backend.ErrInvalid, "empty key: %s", call)
 	}
-	for call, fn := range calls(in, prefix+"k") {
+	for call, fn := range calls(in, "k") {
 		err := testutil.Safely(t, time.Second, func() error { return fn(nil) })
 		assert.ErrorIs(t, err, backend.ErrInvalid, "nil context: %s", call)
 	}
-	_, err := in.ForceRelease(context.Background(), prefix+"k", backend.Force{Token: -1, Reason: "r"})
+	_, err := in.ForceRelease(context.Background(), "k", backend.Force{Token: -1, Reason: "r"})
 	assert.ErrorIs(t, err, backend.ErrInvalid)
 	assert.Zero(t, asked.N(), "no server was asked")
 }
@@ -80,7 +78,7 @@ func TestHungServer(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	unanswered := make(chan error, 16)
 	in := newInspector(t, redisinspect.Config{Servers: []redis.UniversalClient{c}, NoAnswer: func(err error) { unanswered <- err }})
-	for name, call := range calls(in, prefix+"k") {
+	for name, call := range calls(in, "k") {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			defer cancel()
@@ -120,7 +118,7 @@ func TestCancelled(t *testing.T) {
 				case <-ctx.Done():
 				}
 			}()
-			err := calls(in, prefix+"k")[name](ctx)
+			err := calls(in, "k")[name](ctx)
 			returned := time.Now()
 			cancel()
 			<-done

@@ -30,11 +30,11 @@ func Example() {
 	name := redisproto.LockKey("example:", "report")
 	_ = redisproto.AcquireScript.Run(ctx, c, []string{name}, "owner-1", 60000).Err()
 
-	st, err := in.Inspect(ctx, "example:report")
+	st, err := in.Inspect(ctx, "report")
 	fmt.Println(st.Name, st.Owner, st.Count, err)
-	f, err := in.ForceRelease(ctx, "example:report", backend.Force{By: "ops", Reason: "stuck"})
+	f, err := in.ForceRelease(ctx, "report", backend.Force{By: "ops", Reason: "stuck"})
 	fmt.Println(f.Released, f.Owner, f.Floor == f.Token+1, err)
-	st, _ = in.Inspect(ctx, "example:report")
+	st, _ = in.Inspect(ctx, "report")
 	fmt.Printf("%q %s\n", st.Owner, st.Forced[0].Reason)
 	// Output:
 	// example:{report} owner-1 1 <nil>

@@ -22,7 +22,7 @@ func TestForceRelease(t *testing.T) {
 	c, _ := testutil.Redis(t)
 	ctx := testCtx(t)
 	in := newInspector(t, redisinspect.Config{Servers: []redis.UniversalClient{c}})
-	key := prefix + "acct:1"
+	key := "acct:1"
 	tok := acquire(t, ctx, c, "acct:1", "owner-A", time.Minute, "")
 	acquire(t, ctx, c, "acct:1", "owner-A", time.Minute, "")
 
@@ -68,7 +68,7 @@ func TestForceReleaseRedlock(t *testing.T) {
 	clients, addrs, srvs := nodes(t, 3)
 	ctx := testCtx(t)
 	in := newInspector(t, redisinspect.Config{Servers: clients, Addrs: addrs, Quorum: 2})
-	key := prefix + "batch"
+	key := "batch"
 	p := proposal()
 	tok, _ := strconv.ParseInt(p, 10, 64)
 	acquire(t, ctx, clients[0], "batch", "owner-A", time.Minute, p)
@@ -100,7 +100,7 @@ func TestForceReleaseRedlock(t *testing.T) {
 	srvs[1].Kill()
 	srvs[2].Kill()
 	tok, _ = strconv.ParseInt(p, 10, 64)
-	f, err = in.ForceRelease(ctx, prefix+"again", backend.Force{Token: tok, By: "ops", Reason: "drill"})
+	f, err = in.ForceRelease(ctx, "again", backend.Force{Token: tok, By: "ops", Reason: "drill"})
 	assert.ErrorIs(t, err, backend.ErrUnavailable)
 	assert.ErrorContains(t, err, `forced release of "again": 2 of 3 servers did not answer, the holder may keep the lock`)
 	assert.True(t, f.Released, "node 0 freed it")

@@ -26,9 +26,9 @@ func TestInspectHeld(t *testing.T) {
 	acquire(t, ctx, c, "acct:1", "owner-A", time.Minute, "") // re-entered
 	queue(t, ctx, c, "acct:1", "owner-B", "locker-B")
 
-	st, err := in.Inspect(ctx, prefix+"acct:1")
+	st, err := in.Inspect(ctx, "acct:1")
 	require.NoError(t, err)
-	assert.Equal(t, prefix+"acct:1", st.Key)
+	assert.Equal(t, "acct:1", st.Key, "the key as the caller names it")
 	assert.Equal(t, name("acct:1"), st.Name)
 	assert.Equal(t, "owner-A", st.Owner)
 	assert.Equal(t, tok, st.Token)
@@ -74,7 +74,7 @@ func TestInspectStates(t *testing.T) {
 				require.NoError(t, c.Set(ctx, name(k), tc.value, time.Hour).Err())
 			}
 			require.NoError(t, c.ZAdd(ctx, redisproto.QueueOf(name(k)), redis.Z{Score: float64(now.UnixMicro()), Member: "locker-B"}).Err())
-			st, err := in.Inspect(ctx, prefix+k)
+			st, err := in.Inspect(ctx, k)
 			require.NoError(t, err)
 			assert.Equal(t, tc.owner, st.Owner)
 			assert.Equal(t, tc.token, st.Token)
@@ -97,7 +97,7 @@ func TestInspectRedlockQuorum(t *testing.T) {
 	for _, c := range clients {
 		acquire(t, ctx, c, "batch", "owner-A", time.Minute, p)
 	}
-	st, err := in.Inspect(ctx, prefix+"batch")
+	st, err := in.Inspect(ctx, "batch")
 	require.NoError(t, err)
 	tok, _ := strconv.ParseInt(p, 10, 64)
 	assert.Equal(t, "owner-A", st.Owner)
@@ -116,7 +116,7 @@ func TestInspectRedlockQuorum(t *testing.T) {
 
 	// A lock on one node alone is nobody's; the highest token stays.
 	solo := acquire(t, ctx, clients[0], "minority", "owner-M", time.Minute, "")
-	st, err = in.Inspect(ctx, prefix+"minority")
+	st, err = in.Inspect(ctx, "minority")
 	require.NoError(t, err)
 	assert.Empty(t, st.Owner)
 	assert.Equal(t, solo, st.Token)
@@ -125,12 +125,12 @@ func TestInspectRedlockQuorum(t *testing.T) {
 	// Two holders, one node each, and the third answering free: free.
 	acquire(t, ctx, clients[0], "split", "owner-A", time.Minute, "")
 	acquire(t, ctx, clients[1], "split", "owner-B", time.Minute, "")
-	st, err = in.Inspect(ctx, prefix+"split")
+	st, err = in.Inspect(ctx, "split")
 	require.NoError(t, err)
 	assert.Empty(t, st.Owner)
 
 	srvs[2].Kill()
-	st, err = in.Inspect(ctx, prefix+"batch")
+	st, err = in.Inspect(ctx, "batch")
 	require.NoError(t, err, "a majority answers")
 	assert.Equal(t, "owner-A", st.Owner)
 	assert.Error(t, st.Nodes[2].Err)
@@ -148,23 +148,23 @@ func TestInspectRedlockUndecidable(t *testing.T) {
 	acquire(t, ctx, clients[2], "batch", "owner-A", time.Minute, p)
 	srvs[2].Kill()
 
-	st, err := in.Inspect(ctx, prefix+"batch")
+	st, err := in.Inspect(ctx, "batch")
 	assert.ErrorIs(t, err, backend.ErrUnavailable)
 	assert.ErrorContains(t, err, `2 of 3 nodes answered, and they cannot tell whether a majority holds "batch"`)
 	assert.ErrorContains(t, err, addrs[2])
 	assert.Empty(t, st.Owner)
 	require.Len(t, st.Nodes, 3)
 	assert.Equal(t, "owner-A", st.Nodes[0].State.Owner)
-	f, err := in.ForceRelease(ctx, prefix+"batch", backend.Force{Reason: "r"})
+	f, err := in.ForceRelease(ctx, "batch", backend.Force{Reason: "r"})
 	assert.ErrorIs(t, err, backend.ErrUnavailable, "not 'nobody holds it'")
 	assert.False(t, f.Released)
 
 	srvs[1].Kill()
-	_, err = in.Inspect(ctx, prefix+"batch")
+	_, err = in.Inspect(ctx, "batch")
 	assert.ErrorIs(t, err, backend.ErrUnavailable)
 	assert.ErrorContains(t, err, "1 of 3 nodes answered, 2 needed")
 	srvs[0].Kill()
-	st, err = in.Inspect(ctx, prefix+"batch")
+	st, err = in.Inspect(ctx, "batch")
 	assert.ErrorIs(t, err, backend.ErrUnavailable)
 	assert.ErrorContains(t, err, "0 of 3 nodes answered, 2 needed")
 	assert.Len(t, st.Nodes, 3)
@@ -178,17 +178,30 @@ func TestInspectReadOnly(t *testing.T) {
 	c, _ := testutil.Redis(t)
 	acquire(t, ctx, c, "acct:1", "owner-A", time.Minute, "")
 	in := newInspector(t, redisinspect.Config{Servers: []redis.UniversalClient{c}})
-	_, err := in.Inspect(ctx, prefix+"acct:1") // the script is loaded before the pause
+	_, err := in.Inspect(ctx, "acct:1") // the script is loaded before the pause
 	require.NoError(t, err)
 	require.NoError(t, c.Do(ctx, "CLIENT", "PAUSE", 60000, "WRITE").Err())
-	st, err := in.Inspect(ctx, prefix+"acct:1")
+	st, err := in.Inspect(ctx, "acct:1")
 	require.NoError(t, err)
 	assert.Equal(t, "owner-A", st.Owner)
 	require.NoError(t, c.Do(ctx, "CLIENT", "UNPAUSE").Err())
 
 	old, _ := testutil.Redis(t, testutil.WithRedisArgs("--rename-command", "EVALSHA_RO", "EVALSHA_RO_hidden"))
 	acquire(t, ctx, old, "acct:1", "owner-A", time.Minute, "")
-	st, err = newInspector(t, redisinspect.Config{Servers: []redis.UniversalClient{old}}).Inspect(ctx, prefix+"acct:1")
+	st, err = newInspector(t, redisinspect.Config{Servers: []redis.UniversalClient{old}}).Inspect(ctx, "acct:1")
 	require.NoError(t, err, "EVALSHA when EVALSHA_RO is unknown")
 	assert.Equal(t, "owner-A", st.Owner)
+}
+
+// A Cluster client that routes reads to replicas is inspected with EVALSHA,
+// which goes to the key's master: a replica may not have the lock yet.
+func TestInspectionReadsMasters(t *testing.T) {
+	for _, o := range []redis.ClusterOptions{{ReadOnly: true}, {RouteByLatency: true}, {RouteRandomly: true}} {
+		c := redis.NewClusterClient(&o)
+		assert.True(t, redisproto.ReadsReplicas(c), "%+v", o)
+		_ = c.Close()
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{})
+	assert.False(t, redisproto.ReadsReplicas(c))
+	_ = c.Close()
 }

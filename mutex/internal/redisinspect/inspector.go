@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -17,8 +16,8 @@ import (
 // Config says which servers an Inspector reads and how its driver names
 // and publishes. Every field but Addrs, Quorum and NoAnswer is required.
 type Config struct {
-	// Prefix is the Locker's key prefix: keys arrive as Prefix+userkey,
-	// and the Redis key is redisproto.LockKey(Prefix, userkey).
+	// Prefix is the driver's key prefix: the Redis key of a key is
+	// redisproto.LockKey(Prefix, key).
 	Prefix string
 	// Servers hold the locks: one client (standalone, Sentinel or Cluster,
 	// whose masters a listing scans one after another), or Redlock's
@@ -121,17 +120,13 @@ func (in *Inspector) check(ctx context.Context) error {
 // redlock reports whether the servers decide by quorum.
 func (in *Inspector) redlock() bool { return in.cfg.Quorum > 1 }
 
-// split reads a key as the Locker gives it: Prefix+userkey.
+// split checks key and names its Redis key.
 func (in *Inspector) split(key string) (user, name string, err error) {
-	user, ok := strings.CutPrefix(key, in.cfg.Prefix)
-	if !ok || user == "" {
-		return "", "", invalid("key %q is not a key under prefix %q", key, in.cfg.Prefix)
+	if key == "" {
+		return "", "", invalid("empty key")
 	}
-	return user, redisproto.LockKey(in.cfg.Prefix, user), nil
+	return key, redisproto.LockKey(in.cfg.Prefix, key), nil
 }
-
-// userKey is key without the prefix, as errors name it.
-func (in *Inspector) userKey(key string) string { return strings.TrimPrefix(key, in.cfg.Prefix) }
 
 // nodeName names node i in errors: its index, and its address when known.
 func (in *Inspector) nodeName(i int) string {

@@ -69,8 +69,6 @@ func (in *Inspector) checkList(ctx context.Context, r backend.ListRequest) (back
 		return r, err
 	}
 	switch {
-	case r.Prefix != in.cfg.Prefix:
-		return r, invalid("listing prefix %q is not the driver's %q", r.Prefix, in.cfg.Prefix)
 	case r.Scans < 0 || r.Scans > 1000:
 		return r, invalid("Scans %d is outside 1..1000", r.Scans)
 	case r.Count < 0 || r.Count > 100000:
@@ -86,7 +84,7 @@ func (in *Inspector) checkList(ctx context.Context, r backend.ListRequest) (back
 
 // foundKey is a lock key a SCAN found, and the shard it was found on.
 type foundKey struct {
-	key, name string // key: with the prefix
+	key, name string // key: as the caller names it, name: in Redis
 	shard     int
 }
 
@@ -96,7 +94,7 @@ type foundKey struct {
 // server's failure ends the call.
 func (in *Inspector) scanPage(ctx context.Context, page *backend.ListPage, shards []scanShard, at *listCursor, r backend.ListRequest) ([]foundKey, error) {
 	var found []foundKey
-	match := glob.Escape(r.Prefix) + "{*"
+	match := glob.Escape(in.cfg.Prefix) + "{*"
 	for scans := 0; scans < r.Scans && at.shard < len(shards) && (r.Limit == 0 || len(found) < r.Limit); scans++ {
 		// The call's own variables: one the caller stopped waiting for
 		// (pending) may still write them, and they are then never read.
@@ -124,8 +122,8 @@ func (in *Inspector) scanPage(ctx context.Context, page *backend.ListPage, shard
 			at.cursor = next
 		}
 		for _, name := range got {
-			if key, ok := redisproto.KeyOf(r.Prefix, name); ok && glob.Match(r.Match, key) {
-				found = append(found, foundKey{r.Prefix + key, name, at.shard})
+			if key, ok := redisproto.KeyOf(in.cfg.Prefix, name); ok && glob.Match(r.Match, key) {
+				found = append(found, foundKey{key, name, at.shard})
 			}
 		}
 		if at.cursor == 0 {
@@ -188,7 +186,7 @@ func (in *Inspector) readPage(ctx context.Context, page *backend.ListPage, found
 			if !in.redlock() {
 				return err
 			}
-			page.Skipped = append(page.Skipped, fmt.Errorf("read %q: %w", in.userKey(n.key), err))
+			page.Skipped = append(page.Skipped, fmt.Errorf("read %q: %w", n.key, err))
 			continue
 		}
 		page.Keys = append(page.Keys, st)

@@ -63,7 +63,7 @@ func (in *Inspector) quorumView(key, name string, views []nodeView) (backend.Key
 		// The nodes that did not answer may hold it with those that do:
 		// free is not known, and held is not either.
 		return free, unavailable(fmt.Errorf("%d of %d nodes answered, and they cannot tell whether a majority holds %q: %w",
-			answered, len(nodes), in.userKey(key), nodeErrors(nodes)))
+			answered, len(nodes), key, nodeErrors(nodes)))
 	}
 	return free, nil
 }

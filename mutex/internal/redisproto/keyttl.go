@@ -10,6 +10,9 @@ import (
 // (DefaultKeyTTLMs), so that the common call need not send it.
 const DefaultFenceTTL = time.Hour
 
+// DefaultPrefix is the drivers' default key prefix (WithPrefix).
+const DefaultPrefix = "redfence:"
+
 // DefaultKeyTTLMs is the key TTL acquire.lua uses when the call leaves it
 // out: DefaultFenceTTL in ms.
 const DefaultKeyTTLMs = "3600000"

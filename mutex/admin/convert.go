@@ -1,18 +1,18 @@
-package mutex
+package admin
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
+	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/backend"
 	"github.com/redfence/redfence/mutex/internal/glob"
+	"github.com/redfence/redfence/mutex/internal/hostlink"
 )
 
 // Inspection over the backend's backend.Inspector: the public LockInfo,
-// Page and ForceResult from its KeyStates. Input checks, glob matching,
-// the Locker's defaults and telemetry stay here.
+// Page and ForceResult from its KeyStates.
 
 // infoOf reads a backend's KeyState as a LockInfo of key.
 func infoOf(key string, st backend.KeyState) LockInfo {
@@ -54,9 +54,9 @@ func infoOf(key string, st backend.KeyState) LockInfo {
 // list is List once o is checked: one page from the backend, its keys
 // matched against o.Match again (a backend may only narrow its reads by
 // it).
-func (l *Locker) list(ctx context.Context, o ListOptions) (Page, error) {
-	r, err := l.drv.in.List(ctx, backend.ListRequest{
-		Prefix: l.cfg.prefix, Cursor: o.Cursor, Match: o.Match,
+func (a *Admin) list(ctx context.Context, o ListOptions) (Page, error) {
+	r, err := a.in.List(ctx, backend.ListRequest{
+		Cursor: o.Cursor, Match: o.Match,
 		Count: o.Count, Scans: o.Scans, Limit: o.Limit,
 	})
 	switch {
@@ -67,8 +67,8 @@ func (l *Locker) list(ctx context.Context, o ListOptions) (Page, error) {
 	}
 	page := Page{Cursor: r.Cursor, RoundTrips: r.RoundTrips, Skipped: r.Skipped}
 	for _, st := range r.Keys {
-		key, ok := strings.CutPrefix(st.Key, l.cfg.prefix)
-		if !ok || !glob.Match(o.Match, key) {
+		key := st.Key
+		if !glob.Match(o.Match, key) {
 			continue
 		}
 		in := infoOf(key, st)
@@ -81,24 +81,24 @@ func (l *Locker) list(ctx context.Context, o ListOptions) (Page, error) {
 }
 
 // force is ForceRelease once o is checked and By filled in.
-func (l *Locker) force(ctx context.Context, key string, o ForceOptions) (ForceResult, error) {
-	f, err := l.drv.in.ForceRelease(ctx, l.name(key), backend.Force{Token: o.Token, By: o.By, Reason: o.Reason})
+func (a *Admin) force(ctx context.Context, key string, o ForceOptions) (ForceResult, error) {
+	f, err := a.in.ForceRelease(ctx, key, backend.Force{Token: o.Token, By: o.By, Reason: o.Reason})
 	res := ForceResult{Key: key}
 	if f.Released { // also when the outcome on other servers is unknown
 		res.Token, res.Floor, res.Owner, res.Count = f.Token, f.Floor, f.Owner, f.Count
 		res.Released = max(f.Servers, 1)
 		res.Info, _ = parseOwner(f.Owner)
-		l.tel.forced(key, res.Token, o.Reason)
+		hostlink.Forced(a.l, key, res.Token, o.Reason)
 	}
 	switch {
-	case err != nil && errors.Is(err, ErrUnavailable):
+	case err != nil && errors.Is(err, mutex.ErrUnavailable):
 		return res, err // says what the servers did
 	case err != nil:
 		return res, unavailable(fmt.Errorf("forced release of %q: the holder may keep the lock: %w", key, err))
 	case !f.Released && f.Token > 0 && o.Token > 0:
-		return res, fmt.Errorf("%w: %q is held under token %d, not %d", ErrNotHeld, key, f.Token, o.Token)
+		return res, fmt.Errorf("%w: %q is held under token %d, not %d", mutex.ErrNotHeld, key, f.Token, o.Token)
 	case !f.Released:
-		return res, fmt.Errorf("%w: nobody holds %q", ErrNotHeld, key)
+		return res, fmt.Errorf("%w: nobody holds %q", mutex.ErrNotHeld, key)
 	}
 	return res, nil
 }

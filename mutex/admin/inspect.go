@@ -1,10 +1,12 @@
-package mutex
+package admin
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redfence/redfence/mutex"
 )
 
 // State is what a lock key is in, as inspection sees it.
@@ -47,7 +49,7 @@ type LockInfo struct {
 	// from the id for display (zero for an id of another shape, as
 	// WithOwner's usually are).
 	Owner string
-	Info  OwnerInfo
+	Info  mutex.OwnerInfo
 	Count int // re-entries in Redis (WithOwner), plus one
 	// AcquiredAt is when the token was issued, by the server's clock: a
 	// token is the server's time in µs unless the clock stepped back or an
@@ -76,7 +78,7 @@ type LockInfo struct {
 // Waiter is a Locker queued for a key.
 type Waiter struct {
 	Locker string // its id
-	Info   OwnerInfo
+	Info   mutex.OwnerInfo
 	Since  time.Time     // its first attempt that found the key held (server clock)
 	Waited time.Duration // until ServerTime
 }
@@ -90,7 +92,7 @@ type ForcedRelease struct {
 	Token  int64  // the holder's, which lost the lock
 	Floor  int64  // the token floor left behind: later tokens exceed it
 	Owner  string // the holder's owner id
-	Info   OwnerInfo
+	Info   mutex.OwnerInfo
 	Count  int
 }
 
@@ -102,24 +104,24 @@ type NodeInfo struct {
 	Err  error
 }
 
-var errInspectUnsupported = fmt.Errorf("%w: this Locker's backend offers no inspection (NewWithBackend)", errors.ErrUnsupported)
+var errInspectUnsupported = fmt.Errorf("%w: this Locker's backend offers no inspection (backend.Inspector)", errors.ErrUnsupported)
 
 // Inspect returns key's state as the backend holds it: owner, token,
 // lease, waiters and the latest forced releases, changing nothing. The
 // Redis drivers read it in one round trip per server, with a read-only
 // script (EVALSHA_RO where the server has it), which a CLIENT PAUSE WRITE
 // does not hold; a Redlock view is the quorum's, and a key the answering
-// nodes cannot decide is an error matching ErrUnavailable, not free. A
+// nodes cannot decide is an error matching mutex.ErrUnavailable, not free. A
 // backend without backend.Inspector returns an error matching
 // errors.ErrUnsupported; bad input one matching ErrInvalid.
-func (l *Locker) Inspect(ctx context.Context, key string) (LockInfo, error) {
-	if err := l.check(ctx, key); err != nil {
+func (a *Admin) Inspect(ctx context.Context, key string) (LockInfo, error) {
+	if err := a.check(ctx, key); err != nil {
 		return LockInfo{}, err
 	}
-	if l.drv.in == nil {
+	if a.in == nil {
 		return LockInfo{}, errInspectUnsupported
 	}
-	st, err := l.drv.in.Inspect(ctx, l.name(key))
+	st, err := a.in.Inspect(ctx, key)
 	if err != nil {
 		if len(st.Nodes) == 0 {
 			return LockInfo{}, unavailable(err)

@@ -2,7 +2,6 @@ package etcddriver
 
 import (
 	"context"
-	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -11,30 +10,30 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	invalidpkg "github.com/redfence/redfence/internal/invalid"
 	"github.com/redfence/redfence/mutex/backend"
 )
 
-// Client is what a Backend needs of etcd: a *clientv3.Client has it all.
+// Client is what a Driver needs of etcd: a *clientv3.Client has it all.
 type Client interface {
 	clientv3.KV
 	clientv3.Lease
 	clientv3.Watcher
 }
 
-// Backend holds redfence locks in etcd: one key per lock, with a lease of
-// its own, the key's create revision (+ WithTokenBase) as the fencing
-// token. It implements backend.Backend, backend.Watcher,
-// backend.Inspector, backend.SlotClaimer (package runner's slot claims)
-// and backend.TermJournal (package election's terms, journal.go);
-// give it to mutex.NewWithBackend. It is safe for concurrent use, by several
-// Lockers too.
+// Driver holds redfence locks in etcd: one key per lock (WithPrefix and
+// the Locker's key), with a lease of its own, the key's create revision
+// (+ WithTokenBase) as the fencing token. It implements backend.Backend,
+// backend.Watcher, backend.Inspector, backend.SlotClaimer (package
+// runner's slot claims) and backend.TermJournal (package election's terms,
+// journal.go); give it to mutex.New. It is safe for concurrent use, by
+// several Lockers too.
 //
-// The client is the caller's: the Backend never closes it. Close stops the
-// Backend's watches.
-type Backend struct {
+// The client is the caller's: the Driver never closes it. Close stops the
+// Driver's watches.
+type Driver struct {
 	c    Client
 	cfg  config
-	err  error // bad configuration: every call returns it
 	ctx  context.Context
 	stop context.CancelFunc
 
@@ -59,29 +58,25 @@ type Backend struct {
 }
 
 var (
-	_ backend.Backend     = (*Backend)(nil)
-	_ backend.Watcher     = (*Backend)(nil)
-	_ backend.Inspector   = (*Backend)(nil)
-	_ backend.SlotClaimer = (*Backend)(nil)
+	_ backend.Backend     = (*Driver)(nil)
+	_ backend.Watcher     = (*Driver)(nil)
+	_ backend.Inspector   = (*Driver)(nil)
+	_ backend.SlotClaimer = (*Driver)(nil)
 )
 
-// New returns a Backend over c. A nil c or a bad option makes every call
-// return an error wrapping ErrInvalid, without a request.
-func New(c Client, opts ...Option) *Backend {
-	b := &Backend{c: c, now: time.Now, pool: map[time.Duration][]lease{}, keep: map[time.Duration]lease{}}
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&b.cfg)
-		}
+// New returns a Driver over c. A nil c or a bad option returns an error
+// matching ErrInvalid; nothing is sent to etcd.
+func New(c Client, opts ...Option) (*Driver, error) {
+	if c == nil || isNil(c) {
+		return nil, invalid("nil client")
 	}
-	switch {
-	case c == nil || isNil(c):
-		b.err = fmt.Errorf("%w: nil client", ErrInvalid)
-	case b.cfg.base < 0:
-		b.err = fmt.Errorf("%w: token base %d is negative", ErrInvalid, b.cfg.base)
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
 	}
+	b := &Driver{c: c, cfg: cfg, now: time.Now, pool: map[time.Duration][]lease{}, keep: map[time.Duration]lease{}}
 	b.ctx, b.stop = context.WithCancel(context.Background())
-	return b
+	return b, nil
 }
 
 func isNil(c Client) bool {
@@ -89,13 +84,18 @@ func isNil(c Client) bool {
 	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
-// Close stops every watch of the Backend and waits for them; later calls
+func invalid(format string, args ...any) error {
+	return invalidpkg.Errorf("etcddriver", format, args...)
+}
+
+// Close stops every watch of the Driver and waits for them; later calls
 // return ErrClosed. It revokes the leases it kept for later locks (no key is
 // on them) and waits for the revokes it started, a few seconds at most when
 // etcd does not answer. It does not close the client, nor release locks,
 // nor revoke the leases of slot claims and run records (slots.go), which
-// the other replicas rely on: they run out.
-func (b *Backend) Close() error {
+// the other replicas rely on: they run out. It may be called again, and
+// always returns nil.
+func (b *Driver) Close() error {
 	b.mu.Lock()
 	b.closed = true
 	pool := b.pool
@@ -109,10 +109,7 @@ func (b *Backend) Close() error {
 }
 
 // usable says why no call may go to etcd, or nil.
-func (b *Backend) usable() error {
-	if b.err != nil {
-		return b.err
-	}
+func (b *Driver) usable() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -122,44 +119,49 @@ func (b *Backend) usable() error {
 }
 
 // check validates a call's input before anything is sent.
-func (b *Backend) check(key, owner string, needOwner bool) error {
+func (b *Driver) check(key, owner string, needOwner bool) error {
 	if err := b.usable(); err != nil {
 		return err
 	}
 	switch {
 	case key == "":
-		return fmt.Errorf("%w: empty key", ErrInvalid)
+		return invalid("empty key")
 	case strings.IndexByte(key, 0) >= 0:
-		return fmt.Errorf("%w: key %q has a NUL byte", ErrInvalid, key)
+		return invalid("key %q has a NUL byte", key)
 	case needOwner && owner == "":
-		return fmt.Errorf("%w: empty owner", ErrInvalid)
+		return invalid("empty owner")
 	case strings.IndexByte(owner, 0) >= 0:
-		return fmt.Errorf("%w: owner %q has a NUL byte", ErrInvalid, owner)
+		return invalid("owner %q has a NUL byte", owner)
 	}
 	return nil
 }
 
-// checkLease validates a Lease and returns the create revision its token
-// stands for.
-func (b *Backend) checkLease(l backend.Lease, needTTL bool) (int64, error) {
+// checkLease validates a Lease and returns it with its etcd key, and the
+// create revision its token stands for.
+func (b *Driver) checkLease(l backend.Lease, needTTL bool) (backend.Lease, int64, error) {
 	if err := b.check(l.Key, l.Owner, true); err != nil {
-		return 0, err
+		return l, 0, err
 	}
 	rev := l.Token - b.cfg.base
 	if rev <= 0 {
-		return 0, fmt.Errorf("%w: token %d is not above the token base %d", ErrInvalid, l.Token, b.cfg.base)
+		return l, 0, invalid("token %d is not above the token base %d", l.Token, b.cfg.base)
 	}
 	if needTTL && l.TTL <= 0 {
-		return 0, fmt.Errorf("%w: TTL %v is not positive", ErrInvalid, l.TTL)
+		return l, 0, invalid("TTL %v is not positive", l.TTL)
 	}
-	return rev, nil
+	l.Key = b.name(l.Key)
+	return l, rev, nil
 }
 
-func (b *Backend) token(createRev int64) int64 { return createRev + b.cfg.base }
+// name is key's etcd key: the Driver's prefix on it. The methods of
+// backend's interfaces take keys without it, check them, then name them.
+func (b *Driver) name(key string) string { return b.cfg.prefix + key }
 
-// revoke ends a lease this Backend granted and no longer needs; a failure
+func (b *Driver) token(createRev int64) int64 { return createRev + b.cfg.base }
+
+// revoke ends a lease this Driver granted and no longer needs; a failure
 // only leaves it to expire.
-func (b *Backend) revoke(ctx context.Context, id clientv3.LeaseID) {
+func (b *Driver) revoke(ctx context.Context, id clientv3.LeaseID) {
 	if id == clientv3.NoLease {
 		return
 	}
@@ -169,7 +171,7 @@ func (b *Backend) revoke(ctx context.Context, id clientv3.LeaseID) {
 // leaseLeft is what the lease has left, in whole seconds rounded down
 // (etcd tells no finer): 0 for a lease alive for under a second, negative
 // for one gone, or no lease.
-func (b *Backend) leaseLeft(ctx context.Context, id clientv3.LeaseID) (left time.Duration, granted int64, err error) {
+func (b *Driver) leaseLeft(ctx context.Context, id clientv3.LeaseID) (left time.Duration, granted int64, err error) {
 	if id == clientv3.NoLease {
 		return -1, 0, nil
 	}

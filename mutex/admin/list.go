@@ -1,10 +1,12 @@
-package mutex
+package admin
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/redfence/redfence/mutex"
 )
 
 // maxCursorLen bounds a cursor: one List returns is far shorter.
@@ -66,37 +68,35 @@ type Page struct {
 //
 // Every Redlock call reads from every node, whether it found keys or not:
 // when fewer than a quorum answer, it fails with an error matching
-// ErrUnavailable, never an empty page; when a quorum answers but not all,
+// mutex.ErrUnavailable, never an empty page; when a quorum answers but not all,
 // the page is partial and Page.Skipped says why. An outside backend
-// (NewWithBackend) lists through backend.Inspector, one page of o.Count keys
+// lists through backend.Inspector, one page of o.Count keys
 // a round trip, its cursor the backend's; without one, List returns an
 // error matching errors.ErrUnsupported.
-func (l *Locker) List(ctx context.Context, o ListOptions) (Page, error) {
-	o, err := l.checkList(ctx, o)
+func (a *Admin) List(ctx context.Context, o ListOptions) (Page, error) {
+	o, err := a.checkList(ctx, o)
 	if err != nil {
 		return Page{}, err
 	}
-	if l.drv.in == nil {
+	if a.in == nil {
 		return Page{}, errInspectUnsupported
 	}
-	return l.list(ctx, o)
+	return a.list(ctx, o)
 }
 
 // checkList refuses bad ListOptions and fills in the defaults.
-func (l *Locker) checkList(ctx context.Context, o ListOptions) (ListOptions, error) {
+func (a *Admin) checkList(ctx context.Context, o ListOptions) (ListOptions, error) {
 	switch {
-	case l == nil:
-		return o, invalid("nil Locker")
-	case l.err != nil:
-		return o, l.err
+	case a == nil:
+		return o, invalid("nil Admin")
 	case ctx == nil:
 		return o, invalid("nil context")
 	case o.Scans < 0 || o.Scans > 1000:
 		return o, invalid("Scans %d is outside 1..1000", o.Scans)
 	case o.Count < 0 || o.Count > 100000:
 		return o, invalid("Count %d is outside 1..100000", o.Count)
-	case len(o.Match) > MaxKeyLen:
-		return o, invalid("Match of %d bytes exceeds %d", len(o.Match), MaxKeyLen)
+	case len(o.Match) > mutex.MaxKeyLen:
+		return o, invalid("Match of %d bytes exceeds %d", len(o.Match), mutex.MaxKeyLen)
 	case o.Limit < 0:
 		return o, invalid("negative Limit %d", o.Limit)
 	case len(o.Cursor) > maxCursorLen:
@@ -113,11 +113,11 @@ func (l *Locker) checkList(ctx context.Context, o ListOptions) (ListOptions, err
 // it returns the locks found with an error matching ErrPartial that says
 // why: a caller that stops at any error never takes a partial listing for a
 // whole one.
-func (l *Locker) ListAll(ctx context.Context, o ListOptions) ([]LockInfo, error) {
+func (a *Admin) ListAll(ctx context.Context, o ListOptions) ([]LockInfo, error) {
 	var out []LockInfo
 	var skipped []error
 	for {
-		page, err := l.List(ctx, o)
+		page, err := a.List(ctx, o)
 		if err != nil {
 			return out, err
 		}

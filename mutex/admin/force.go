@@ -1,8 +1,11 @@
-package mutex
+package admin
 
 import (
 	"context"
 	"unicode/utf8"
+
+	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/internal/hostlink"
 )
 
 // ForceOptions say which holder a forced release ends, and who asks why.
@@ -12,7 +15,7 @@ type ForceOptions struct {
 	// it), nothing changes. 0 ends whoever holds the key.
 	Token int64
 	// By names who forces it: a person or a tool. Default: this Locker's
-	// OwnerInfo.
+	// mutex.OwnerInfo.
 	By string
 	// Reason says why, 1 to 1024 bytes: it goes to the audit stream, and
 	// to the forced-release counter (keep it a short category there).
@@ -28,7 +31,7 @@ type ForceResult struct {
 	// to refuse the old holder's writes at once.
 	Floor int64
 	Owner string // the holder's owner id
-	Info  OwnerInfo
+	Info  mutex.OwnerInfo
 	Count int // its count in Redis
 	// Released is how many servers freed it: 1, or for Redlock the nodes.
 	// ForceRelease succeeds only when fewer nodes than a quorum left the
@@ -49,23 +52,23 @@ type ForceResult struct {
 // counted (redfence.lock.forced_releases, by redfence.reason).
 //
 // A key that is free, reserved or whose lease ran out returns an error
-// matching ErrNotHeld, as does one held under another token than
+// matching mutex.ErrNotHeld, as does one held under another token than
 // o.Token. An outside backend forces through backend.Inspector, and
 // without one returns an error matching errors.ErrUnsupported.
-func (l *Locker) ForceRelease(ctx context.Context, key string, o ForceOptions) (ForceResult, error) {
-	o, err := l.checkForce(ctx, key, o)
+func (a *Admin) ForceRelease(ctx context.Context, key string, o ForceOptions) (ForceResult, error) {
+	o, err := a.checkForce(ctx, key, o)
 	if err != nil {
 		return ForceResult{}, err
 	}
-	if l.drv.in == nil {
+	if a.in == nil {
 		return ForceResult{}, errInspectUnsupported
 	}
-	return l.force(ctx, key, o)
+	return a.force(ctx, key, o)
 }
 
 // checkForce refuses bad input to ForceRelease and fills in o.By.
-func (l *Locker) checkForce(ctx context.Context, key string, o ForceOptions) (ForceOptions, error) {
-	if err := l.check(ctx, key); err != nil {
+func (a *Admin) checkForce(ctx context.Context, key string, o ForceOptions) (ForceOptions, error) {
+	if err := a.check(ctx, key); err != nil {
 		return o, err
 	}
 	switch {
@@ -77,7 +80,7 @@ func (l *Locker) checkForce(ctx context.Context, key string, o ForceOptions) (Fo
 		return o, invalid("negative token %d", o.Token)
 	}
 	if o.By == "" {
-		info, _ := parseOwner(l.id)
+		info, _ := parseOwner(hostlink.ID(a.l))
 		o.By = info.String()
 	}
 	return o, nil

@@ -1,0 +1,91 @@
+package redlockdriver
+
+import (
+	"strings"
+	"time"
+
+	"github.com/redfence/redfence/mutex/internal/redisproto"
+)
+
+// Option configures a Driver.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	prefix       string
+	fenceTTL     time.Duration
+	storeTimeout time.Duration // 0: derived from the lease
+	now          func() time.Time
+	err          error
+}
+
+func newConfig(opts []Option) (config, error) {
+	c := config{prefix: redisproto.DefaultPrefix, fenceTTL: redisproto.DefaultFenceTTL, now: time.Now}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	return c, c.err
+}
+
+func (c *config) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// WithPrefix sets the prefix of every Redis key and channel the Driver
+// uses. Default "redfence:". It must not contain '{' or '}'.
+func WithPrefix(prefix string) Option {
+	return optionFunc(func(c *config) {
+		if strings.ContainsAny(prefix, "{}") {
+			c.fail(invalid("prefix %q contains a brace", prefix))
+			return
+		}
+		c.prefix = prefix
+	})
+}
+
+// WithFenceTTL sets how long a key's fencing counter outlives its last use
+// on each node. Default 1 hour; at least one second. Tokens stay monotonic
+// after it expires: every token is also at least the node's time in µs.
+func WithFenceTTL(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d < time.Second {
+			c.fail(invalid("fence TTL %v is below 1s", d))
+			return
+		}
+		c.fenceTTL = d
+	})
+}
+
+// WithStoreTimeout bounds each node's reply to one call (acquire, extend,
+// release), enforced by the driver whatever the clients'
+// ContextTimeoutEnabled says. Default: the lease/20, between 5ms and
+// 500ms. A node that does not answer within it rests (see New).
+func WithStoreTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d <= 0 {
+			c.fail(invalid("store timeout %v must be positive", d))
+			return
+		}
+		c.storeTimeout = d
+	})
+}
+
+// WithClock replaces time.Now for what the driver times itself: a grant's
+// validity and the nodes' rests. For tests; give the Locker the same clock
+// (mutex.WithClock).
+func WithClock(now func() time.Time) Option {
+	return optionFunc(func(c *config) {
+		if now == nil {
+			c.fail(invalid("nil clock"))
+			return
+		}
+		c.now = now
+	})
+}
