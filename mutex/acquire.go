@@ -78,7 +78,7 @@ func (l *Locker) checkLock(lc *lockConfig) error {
 		return lc.err
 	}
 	if lc.replicas > 0 && l.drv.ra == nil {
-		return invalid("WithReplicaAck applies to a single Redis deployment (New) alone; this Locker's servers have no replicas to wait for")
+		return invalid("WithReplicaAck applies to a single Redis deployment (redisdriver) alone; this Locker's servers have no replicas to wait for")
 	}
 	return nil
 }

@@ -1,7 +1,7 @@
 // Package runner runs each slot of a periodic job on exactly one replica.
 //
-//	r := runner.New(locker)
-//	err := r.Add("nightly-report", 24*time.Hour, func(ctx context.Context, run runner.Run) error {
+//	r, err := runner.New(locker)
+//	err = r.Add("nightly-report", 24*time.Hour, func(ctx context.Context, run runner.Run) error {
 //		return build(ctx, run.Slot, run.Token) // pass run.Token to fenced
 //	})
 //	err = r.Run(ctx) // blocks until ctx ends, then waits for runs in progress
@@ -12,47 +12,40 @@
 // Redis server's clock: a 24 h job runs at 00:00 UTC. WithOffset moves the
 // grid (WithOffset(2*time.Hour): at 02:00) and WithLocation reads it on a
 // zone's wall clock, daylight saving time included (see WithLocation for the
-// days the clock jumps). At each boundary every replica runs a small script
-// that computes the current slot from the server's TIME and claims it unless
-// it was already claimed: a slot is claimed once, cluster-wide, whatever the
-// replicas' clocks say. A replica's own clock only decides when it wakes up
-// to ask (each claim measures the offset to the server's clock and the next
-// timer uses it), so replicas whose clocks disagree by any amount never run a
-// slot twice; skew larger than Skip's grace (half the interval) can make a
-// replica miss its chance, never double it. This is what gocron's distributed
-// locker gets wrong (gocron #841): it locks on the replica's idea of the time.
+// days the clock jumps). At each boundary every replica reads the backend's
+// clock when it has one (backend.ServerClock: Redis's TIME), works out the
+// current slot on it and asks the backend to claim it (backend.SlotClaimer:
+// slot N is taken only if no slot N or higher was, atomically for every
+// client): a slot is claimed once, cluster-wide, whatever the replicas'
+// clocks say. A replica's own clock only decides when it wakes up to ask
+// (each claim measures the offset to the server's clock and the next timer
+// uses it), so replicas whose clocks disagree by any amount never run a slot
+// twice; skew larger than Skip's grace (half the interval) can make a replica
+// miss its chance, never double it. This is what gocron's distributed locker
+// gets wrong (gocron #841): it locks on the replica's idea of the time.
 //
-// # On etcd
+// A claim also closes the job for the interval less the grace, so two runs
+// are never closer than that even when a clock runs far ahead. Claims are
+// kept ten intervals and a minute after the last one.
 //
-// A Locker that lends no Redis client but whose backend claims slots
-// (backend.SlotClaimer, reached through mutex.Locker.Backend; the etcd
-// module's etcddriver is one) keeps the claims and records in that backend; a
-// Locker that lends a Redis client always uses the script above. etcd has no
-// clock a client can read, so there the replica's own clock says which slot
-// it is and whether it is too late for it (past the grace it skips without
-// asking, and counts the slot as skipped late even if another replica ran
-// it). Uniqueness comes from consensus: each claim is one transaction that
-// takes slot N only if no slot N or higher was claimed, so a slot runs at
-// most once cluster-wide whatever the clocks say, and never after a higher
-// one. A claim whose reply was lost (a leader change) is found by this
-// Runner's retry within the slot's grace; otherwise an unknown outcome costs the
-// slot, never a second run.
+// # Backends
 //
-// What etcd cannot give is Redis's common clock. A replica whose clock runs
-// ahead runs the slots it claims early, by its skew, and once it has claimed
-// a slot the others are refused every lower one until their clocks catch
-// up; one whose clock runs behind claims nothing the others passed. The one
-// time etcd counts is a lease's, on its leader's clock: a claim also closes
-// the job for the interval less the grace (half the interval, plus the
-// jitter), in whole seconds rounded down, so that two claims, and two runs,
-// are never closer than that, even when a replica's clock runs far ahead: it
-// loses its chances rather than running a slot right after another. A new
-// leader only lengthens leases, so the gap never shortens, and may make a
-// slot be skipped after an election. Gaps under a second, or under the
-// server's least lease TTL, are not kept. Claims are kept ten intervals and
-// a minute after the last one, as in Redis: a replica ahead of the others by
-// more than that, which then stops, leaves slots that they claim again when
-// their clocks reach them.
+// New takes any Locker whose backend is a backend.SlotClaimer: one Redis
+// deployment's (redisdriver) and etcd's (the etcd module's etcddriver).
+// Redlock's is none (its masters hold no single copy of the claims), and New
+// refuses it with ErrNeedsRedis.
+//
+// etcd has no clock a client can read, so there the replica's own clock says
+// which slot it is and whether it is too late for it (past the grace it skips
+// without asking). Uniqueness still comes from consensus, so a slot runs at
+// most once whatever the clocks say, and never after a higher one; a replica
+// whose clock runs ahead runs the slots it claims early, by its skew, and the
+// others are refused every lower one until their clocks catch up. The gap is
+// kept by a lease on etcd's leader clock, in whole seconds rounded down; gaps
+// under a second, or under the server's least lease TTL, are not kept. A
+// claim whose reply was lost (a leader change) is found by the Runner's retry
+// within the slot's grace; otherwise an unknown outcome costs the slot, never
+// a second run.
 //
 // # No overlap
 //
@@ -110,14 +103,13 @@
 //
 // # Errors
 //
-// Bad input is reported while the runner is built, by Add (a broken Runner
-// also by Run and Last), and never reaches Redis or the backend:
+// Bad input is reported by New, Add, Run and Last before anything reaches
+// the backend:
 //
 //	situation                                              error
-//	nil locker, a Locker with a construction error,        ErrInvalid (from Add, Run, Last)
-//	  a bad Option, a nil or zero Runner
-//	a Locker that lends no Redis client and whose          ErrNeedsRedis and ErrInvalid (from Add,
-//	  backend claims no slots: Redlock's                     Run, Last)
+//	nil locker, a bad Option                               ErrInvalid (from New)
+//	a Locker whose backend claims no slots: Redlock's      ErrNeedsRedis and ErrInvalid (from New)
+//	a nil or zero Runner                                   ErrInvalid (from Add, Run, Last)
 //	empty job name or one over MaxNameLen (256) bytes,     ErrInvalid (from Add; names also from Last)
 //	  duplicate name, nil job
 //	interval outside [MinInterval, MaxInterval]            ErrInvalid (from Add)

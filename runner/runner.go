@@ -31,7 +31,7 @@ var (
 	// Locker with nowhere to keep its slot claims: its backend is no
 	// backend.SlotClaimer. Redlock's is one: its masters hold no single copy
 	// of the claims. One Redis deployment's (redisdriver) and etcd's claim
-	// slots. (The name dates from when Redis was the claims' only home.)
+	// slots.
 	ErrNeedsRedis = invalid("the Locker's backend claims no slots")
 )
 

@@ -11,8 +11,8 @@ import (
 var ErrBadCursor = errors.New("backend: cursor is not one List returned")
 
 // Inspector is optional: a Backend that shows its locks to operators and
-// can end a holder's lease behind its back. The Locker's Inspect, List,
-// ForceRelease (and so the redfence command and the debug page) use it;
+// can end a holder's lease behind its back. Package mutex/admin's Inspect,
+// List and ForceRelease (and so the redfence command and the debug page) use it;
 // without it they return an error matching errors.ErrUnsupported. Keys
 // arrive and return as the caller names them, without the backend's own
 // prefix; matching keys against a pattern is the caller's.

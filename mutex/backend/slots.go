@@ -6,12 +6,9 @@ import (
 )
 
 // SlotClaimer is optional: a Backend that keeps the slot claims and run
-// records of periodic jobs (package runner), so that a runner works over a
-// Locker without a Redis client. runner asks for it through
-// mutex.Locker.Backend when the Locker lends no Redis client (a Locker
-// that does keeps the runner on the Redis server's clock), and refuses the
-// Locker without either. Its methods return by their context's deadline,
-// as a Backend's do.
+// records of periodic jobs (package runner). runner.New asks for it through
+// mutex.Locker.Backend and refuses a Locker whose backend is none. Its
+// methods return by their context's deadline, as a Backend's do.
 //
 // Keys arrive as the runner names them, its prefix on them, never a lock's
 // key: a backend may keep them out of its listing of locks.

@@ -31,7 +31,7 @@ var (
 // nodes' errors.
 type QuorumError struct {
 	Quorum int      // grants needed
-	Addrs  []string // by node, in NewRedlock's order; read-only
+	Addrs  []string // by node, in New's order of clients; read-only
 	// Nodes holds each node's answer: nil when it granted the lock,
 	// backend.ErrNotAcquired when another owner held it there, otherwise its error.
 	Nodes []error
