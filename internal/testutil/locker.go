@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"fmt"
+	"io"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -29,28 +30,9 @@ func Locker(t testing.TB, c redis.UniversalClient, opts ...any) *mutex.Locker {
 // NewLocker is Locker for tests of bad input: the construction's error is
 // returned, and the caller closes the Locker.
 func NewLocker(c redis.UniversalClient, opts ...any) (*mutex.Locker, error) {
-	var lo []mutex.Option
-	var do []redisdriver.Option
-	for _, o := range opts {
-		switch o := o.(type) {
-		case mutex.Option:
-			lo = append(lo, o)
-		case redisdriver.Option:
-			do = append(do, o)
-		default:
-			return nil, fmt.Errorf("testutil.NewLocker: option %T is neither a mutex nor a redisdriver option", o)
-		}
-	}
-	d, err := redisdriver.New(c, do...)
-	if err != nil {
-		return nil, err
-	}
-	l, err := mutex.New(d, lo...)
-	if err != nil {
-		_ = d.Close()
-		return nil, err
-	}
-	return l, nil
+	return over("testutil.NewLocker", opts, func(do ...redisdriver.Option) (*redisdriver.Driver, error) {
+		return redisdriver.New(c, do...)
+	})
 }
 
 // Redlock returns a Locker over Redlock's masters (redlockdriver on
@@ -68,19 +50,30 @@ func Redlock(t testing.TB, clients []redis.UniversalClient, opts ...any) *mutex.
 // NewRedlock builds a Redlock Locker: opts are mutex.Option and
 // redlockdriver.Option values, in any order. The caller closes it.
 func NewRedlock(clients []redis.UniversalClient, opts ...any) (*mutex.Locker, error) {
+	return over("testutil.NewRedlock", opts, func(do ...redlockdriver.Option) (*redlockdriver.Driver, error) {
+		return redlockdriver.New(clients, do...)
+	})
+}
+
+// over sorts opts into the Locker's and the driver's, builds the driver
+// with its own, and a Locker over it that owns it.
+func over[O any, D interface {
+	backend.Backend
+	io.Closer
+}](who string, opts []any, newDriver func(...O) (D, error)) (*mutex.Locker, error) {
 	var lo []mutex.Option
-	var do []redlockdriver.Option
+	var do []O
 	for _, o := range opts {
 		switch o := o.(type) {
 		case mutex.Option:
 			lo = append(lo, o)
-		case redlockdriver.Option:
+		case O:
 			do = append(do, o)
 		default:
-			return nil, fmt.Errorf("testutil.NewRedlock: option %T is neither a mutex nor a redlockdriver option", o)
+			return nil, fmt.Errorf("%s: option %T is neither a mutex nor a driver option", who, o)
 		}
 	}
-	d, err := redlockdriver.New(clients, do...)
+	d, err := newDriver(do...)
 	if err != nil {
 		return nil, err
 	}

@@ -63,10 +63,10 @@ func New(client redis.UniversalClient, opts ...Option) (*Driver, error) {
 	_, cluster := client.(*redis.ClusterClient)
 	d := &Driver{
 		client:  client,
-		prefix:  cfg.prefix,
+		prefix:  cfg.Prefix,
 		cluster: cluster,
 		publish: "PUBLISH",
-		keyTTLs: redisproto.NewKeyTTL(cfg.fenceTTL),
+		keyTTLs: redisproto.NewKeyTTL(cfg.FenceTTL),
 		run:     redisrt.NewRunner(redisrt.ContextAware(client)),
 		reload:  redisrt.NewReloader(client),
 		targets: []redisrt.Target{{Name: "", Client: client}},
@@ -77,7 +77,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Driver, error) {
 	}
 	d.abandoned = redisrt.NewAbandoned(d.run)
 	d.Inspector = redisinspect.New(redisinspect.Config{
-		Prefix: cfg.prefix, Servers: []redis.UniversalClient{client}, Addrs: []string{""},
+		Prefix: cfg.Prefix, Servers: []redis.UniversalClient{client}, Addrs: []string{""},
 		Publish: d.publish, Go: d.run.Go, NoAnswer: d.reload.NoAnswer,
 	})
 	d.subs = redisrt.NewSubscriber(redisrt.SubscriberConfig{

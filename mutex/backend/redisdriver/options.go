@@ -1,7 +1,6 @@
 package redisdriver
 
 import (
-	"strings"
 	"time"
 
 	"github.com/redfence/redfence/mutex/internal/redisproto"
@@ -14,49 +13,27 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-type config struct {
-	prefix   string
-	fenceTTL time.Duration
-	err      error
-}
+type config struct{ redisproto.KeyConfig }
 
 func newConfig(opts []Option) (config, error) {
-	c := config{prefix: redisproto.DefaultPrefix, fenceTTL: redisproto.DefaultFenceTTL}
+	c := config{redisproto.DefaultKeyConfig()}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c)
 		}
 	}
-	return c, c.err
-}
-
-func (c *config) fail(err error) {
-	if c.err == nil {
-		c.err = err
-	}
+	return c, c.Err
 }
 
 // WithPrefix sets the prefix of every Redis key and channel the Driver
 // uses. Default "redfence:". It must not contain '{' or '}'.
 func WithPrefix(prefix string) Option {
-	return optionFunc(func(c *config) {
-		if strings.ContainsAny(prefix, "{}") {
-			c.fail(invalid("prefix %q contains a brace", prefix))
-			return
-		}
-		c.prefix = prefix
-	})
+	return optionFunc(func(c *config) { c.SetPrefix(prefix, invalid) })
 }
 
 // WithFenceTTL sets how long a key's fencing counter outlives its last use.
 // Default 1 hour; at least one second. Tokens stay monotonic
 // after it expires: every token is also at least the server's time in µs.
 func WithFenceTTL(d time.Duration) Option {
-	return optionFunc(func(c *config) {
-		if d < time.Second {
-			c.fail(invalid("fence TTL %v is below 1s", d))
-			return
-		}
-		c.fenceTTL = d
-	})
+	return optionFunc(func(c *config) { c.SetFenceTTL(d, invalid) })
 }

@@ -79,8 +79,8 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Driver, error) {
 		nodes:       slices.Clone(clients),
 		addrs:       addrs,
 		quorum:      len(clients)/2 + 1,
-		prefix:      cfg.prefix,
-		keyTTLs:     redisproto.NewKeyTTL(cfg.fenceTTL),
+		prefix:      cfg.Prefix,
+		keyTTLs:     redisproto.NewKeyTTL(cfg.FenceTTL),
 		nodeTimeout: cfg.storeTimeout,
 		now:         cfg.now,
 		rests:       make([]nodeRest, len(clients)),
@@ -89,7 +89,7 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Driver, error) {
 	d.restEpoch = d.now()
 	d.subs = d.newSubscriber()
 	d.Inspector = redisinspect.New(redisinspect.Config{
-		Prefix: cfg.prefix, Servers: d.nodes, Addrs: d.addrs, Quorum: d.quorum,
+		Prefix: cfg.Prefix, Servers: d.nodes, Addrs: d.addrs, Quorum: d.quorum,
 		Publish: "PUBLISH", Go: d.run.Go,
 	})
 	return d, nil

@@ -1,7 +1,6 @@
 package redlockdriver
 
 import (
-	"strings"
 	"time"
 
 	"github.com/redfence/redfence/mutex/internal/redisproto"
@@ -15,52 +14,32 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	prefix       string
-	fenceTTL     time.Duration
+	redisproto.KeyConfig
 	storeTimeout time.Duration // 0: derived from the lease
 	now          func() time.Time
-	err          error
 }
 
 func newConfig(opts []Option) (config, error) {
-	c := config{prefix: redisproto.DefaultPrefix, fenceTTL: redisproto.DefaultFenceTTL, now: time.Now}
+	c := config{KeyConfig: redisproto.DefaultKeyConfig(), now: time.Now}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c)
 		}
 	}
-	return c, c.err
-}
-
-func (c *config) fail(err error) {
-	if c.err == nil {
-		c.err = err
-	}
+	return c, c.Err
 }
 
 // WithPrefix sets the prefix of every Redis key and channel the Driver
 // uses. Default "redfence:". It must not contain '{' or '}'.
 func WithPrefix(prefix string) Option {
-	return optionFunc(func(c *config) {
-		if strings.ContainsAny(prefix, "{}") {
-			c.fail(invalid("prefix %q contains a brace", prefix))
-			return
-		}
-		c.prefix = prefix
-	})
+	return optionFunc(func(c *config) { c.SetPrefix(prefix, invalid) })
 }
 
 // WithFenceTTL sets how long a key's fencing counter outlives its last use
 // on each node. Default 1 hour; at least one second. Tokens stay monotonic
 // after it expires: every token is also at least the node's time in µs.
 func WithFenceTTL(d time.Duration) Option {
-	return optionFunc(func(c *config) {
-		if d < time.Second {
-			c.fail(invalid("fence TTL %v is below 1s", d))
-			return
-		}
-		c.fenceTTL = d
-	})
+	return optionFunc(func(c *config) { c.SetFenceTTL(d, invalid) })
 }
 
 // WithStoreTimeout bounds each node's reply to one call (acquire, extend,
@@ -70,7 +49,7 @@ func WithFenceTTL(d time.Duration) Option {
 func WithStoreTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d <= 0 {
-			c.fail(invalid("store timeout %v must be positive", d))
+			c.Fail(invalid("store timeout %v must be positive", d))
 			return
 		}
 		c.storeTimeout = d
@@ -83,7 +62,7 @@ func WithStoreTimeout(d time.Duration) Option {
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(c *config) {
 		if now == nil {
-			c.fail(invalid("nil clock"))
+			c.Fail(invalid("nil clock"))
 			return
 		}
 		c.now = now
