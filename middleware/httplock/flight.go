@@ -102,7 +102,7 @@ func (h *handler) leadFlight(w http.ResponseWriter, r *http.Request, key string,
 	}
 	h.end(detached, ld)
 	if ld.out.reply != nil {
-		ld.out.reply.replay()
+		ld.out.reply.Replay()
 	}
 	return role
 }

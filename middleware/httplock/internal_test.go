@@ -155,7 +155,7 @@ func TestCapturedEntry(t *testing.T) {
 			})
 		handle(c)
 		e := c.entry(DefaultRoleHeader, DefaultShareWindow)
-		c.replay()
+		c.Replay()
 		return e, rec
 	}
 	withLength := func(cl, body string) func(w http.ResponseWriter) {

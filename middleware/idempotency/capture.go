@@ -1,128 +1,43 @@
 package idempotency
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
-	"maps"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/redfence/redfence/internal/httphdr"
+	"github.com/redfence/redfence/internal/respcapture"
 )
 
-// capture is the ResponseWriter of the request that runs the handler. It
-// buffers the response, which reaches the client only after it is stored
-// (send): a client that sees an answer can count on a retry seeing the same
-// one. A response that cannot be stored (past the max body, flushed,
-// hijacked) is written through from then on, and its reason kept.
+// capture is the ResponseWriter (respcapture.Writer) of the request that
+// runs the handler. It buffers the response, which reaches the client only
+// after it is stored (send): a client that sees an answer can count on a
+// retry seeing the same one. A response that cannot be stored (a status
+// past 599, past the max body, flushed, hijacked) is written through from
+// then on, and its reason kept.
 //
-// Only what the handler wrote is stored: the headers w had before the
-// handler ran (outer) were set by middleware outside, for this response
-// alone (a request id, a session cookie), and none of their values is
-// replayed, even in a field the handler added to.
+// The headers w had before the handler ran (Outer) were set by middleware
+// outside, for this response alone (a request id, a session cookie), and
+// none of their values is replayed, even in a field the handler added to.
 type capture struct {
-	w       http.ResponseWriter
-	max     int64
-	outer   http.Header // w's headers before the handler ran, canonical
-	status  int
-	header  http.Header // as of the status line, canonical
-	body    bytes.Buffer
-	reason  string // why the response cannot be stored; "" while it can
-	through bool   // the status line went to the client: writes go through
+	*respcapture.Writer
+	cfg respcapture.Config
 }
 
 func newCapture(w http.ResponseWriter, max int64) *capture {
-	return &capture{w: w, max: max, outer: httphdr.Canonical(w.Header())}
+	c := &capture{cfg: respcapture.Config{Name: "idempotency", Max: max, Refuse: refuseStatus}}
+	c.Writer = respcapture.New(w, &c.cfg)
+	return c
 }
 
-func (c *capture) Header() http.Header { return c.w.Header() }
-
-func (c *capture) WriteHeader(code int) {
-	if c.status != 0 {
-		return // net/http ignores superfluous calls; so do we
+// refuseStatus keeps no response whose status net/http would not call one.
+func refuseStatus(status int, _ http.Header) string {
+	if status > 599 {
+		return "status"
 	}
-	if code < 200 || code > 599 {
-		if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
-			c.w.WriteHeader(code) // informational: more headers follow
-			return
-		}
-		c.status = code
-		c.writeThrough("status") // net/http panics on a bad code, as without us
-		return
-	}
-	c.status = code
-	c.header = httphdr.Canonical(c.w.Header())
-}
-
-func (c *capture) Write(p []byte) (int, error) {
-	if c.status == 0 {
-		c.WriteHeader(http.StatusOK)
-	}
-	if !c.through {
-		if int64(c.body.Len()+len(p)) <= c.max {
-			return c.body.Write(p)
-		}
-		c.writeThrough("oversize")
-	}
-	return c.w.Write(p)
-}
-
-// writeThrough sends the status line and the buffer, and from then on
-// writes go to the client: the response will not be stored, for reason.
-func (c *capture) writeThrough(reason string) {
-	if c.reason == "" {
-		c.reason = reason
-	}
-	if c.through {
-		return
-	}
-	c.through = true
-	if c.status != 0 {
-		c.w.WriteHeader(c.status)
-	}
-	if c.body.Len() > 0 {
-		_, _ = c.w.Write(c.body.Bytes())
-	}
-	c.body = bytes.Buffer{}
-}
-
-// Flush streams: a stream is not stored (a retry would get it only whole,
-// and streams are often endless).
-func (c *capture) Flush() {
-	if c.status == 0 {
-		c.WriteHeader(http.StatusOK)
-	}
-	c.writeThrough("streamed")
-	if f, ok := c.w.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Hijack hands the connection to the handler; nothing is stored.
-func (c *capture) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	h, ok := c.w.(http.Hijacker)
-	if !ok {
-		c.writeThrough("hijacked")
-		return nil, nil, errors.New("idempotency: the underlying ResponseWriter cannot hijack")
-	}
-	c.reason, c.through = "hijacked", true // what was buffered is lost, as net/http would lose it
-	return h.Hijack()
-}
-
-// Unwrap lets http.ResponseController reach the connection's writer for
-// deadlines; its Flush and Hijack stop at capture's own.
-func (c *capture) Unwrap() http.ResponseWriter { return c.w }
-
-// finish settles a handler that wrote nothing: net/http sends 200, empty.
-func (c *capture) finish() {
-	if c.status == 0 {
-		c.status = http.StatusOK
-		c.header = httphdr.Canonical(c.w.Header())
-	}
+	return ""
 }
 
 // stored returns the record of a response that may be stored, with the
@@ -131,19 +46,20 @@ func (c *capture) finish() {
 // ones unless replayable names them), and its body. A body that
 // contradicts the handler's Content-Length is not.
 func (c *capture) stored(fp string, replayable map[string]bool) *record {
-	if c.reason != "" {
+	if c.Reason() != "" {
 		return nil
 	}
-	rec := &record{State: stateDone, FP: fp, Status: c.status, Header: http.Header{}}
-	drop := c.header.Clone()
+	header := c.Sent()
+	rec := &record{State: stateDone, FP: fp, Status: c.Status(), Header: http.Header{}}
+	drop := header.Clone()
 	httphdr.DropHopByHop(drop)
-	for k, v := range c.header {
+	for k, v := range header {
 		switch {
 		case replayable[k]:
 		case k == "Set-Cookie", k == "Set-Cookie2", drop[k] == nil, strings.HasPrefix(k, http.TrailerPrefix):
 			continue
 		}
-		vals, appended := added(v, c.outer[k])
+		vals, appended := added(v, c.Outer()[k])
 		if len(vals) == 0 {
 			continue // outer middleware's, unchanged
 		}
@@ -153,11 +69,11 @@ func (c *capture) stored(fp string, replayable map[string]bool) *record {
 		}
 	}
 	slices.Sort(rec.Append)
-	if cl := c.header.Get("Content-Length"); cl != "" && cl != strconv.Itoa(c.body.Len()) {
-		c.reason = "content-length"
+	if cl := header.Get("Content-Length"); cl != "" && cl != strconv.Itoa(len(c.Body())) {
+		c.SetReason("content-length")
 		return nil
 	}
-	rec.Body = bytes.Clone(c.body.Bytes())
+	rec.Body = bytes.Clone(c.Body())
 	return rec
 }
 
@@ -180,43 +96,4 @@ func added(now, before []string) ([]string, bool) {
 		out = append(out, v)
 	}
 	return out, false
-}
-
-// reset puts w's headers back as outer middleware left them, before a
-// refused (superseded) handler's request is answered with something else:
-// the refused headers (a secret, its Content-Length) are not that answer's.
-func (c *capture) reset() {
-	dst := c.w.Header()
-	clear(dst)
-	for k, v := range c.outer {
-		dst[k] = slices.Clone(v)
-	}
-}
-
-// send writes the buffered response to the client: the headers as they
-// were at the status line (trailers set later kept: those of a name the
-// Trailer header declared, and http.TrailerPrefix ones), then the body. It
-// does nothing when the response was written through.
-func (c *capture) send() {
-	if c.through {
-		return
-	}
-	c.through = true
-	dst := c.w.Header()
-	declared := map[string]bool{}
-	for _, f := range c.header.Values("Trailer") {
-		for _, name := range strings.Split(f, ",") {
-			declared[http.CanonicalHeaderKey(strings.TrimSpace(name))] = true
-		}
-	}
-	for k := range dst {
-		if !strings.HasPrefix(k, http.TrailerPrefix) && !declared[http.CanonicalHeaderKey(k)] {
-			delete(dst, k)
-		}
-	}
-	maps.Copy(dst, c.header)
-	c.w.WriteHeader(c.status)
-	if c.body.Len() > 0 {
-		_, _ = c.w.Write(c.body.Bytes())
-	}
 }

@@ -30,7 +30,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, id, fp string, lk 
 	h.callNext(c, r.WithContext(hctx))
 	cancel()
 	normal = true
-	c.finish()
+	c.Finish()
 
 	err := h.complete(detached, id, lk.Token(), h.outcome(c, fp))
 	held := h.unlock(detached, lk)
@@ -45,7 +45,7 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, id, fp string, lk 
 	case err != nil:
 		h.tel.recordError(r.Context(), err) // not stored: a retry runs the handler again
 	}
-	c.send()
+	c.Replay()
 	return OutcomeHandled
 }
 
@@ -53,13 +53,13 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request, id, fp string, lk 
 // saying it was not stored (too large, streamed, hijacked), or nil when its
 // status is not stored (WithStoreStatus): the key is released.
 func (h *handler) outcome(c *capture, fp string) *record {
-	if !DefaultStoreStatus(c.status) || !h.cfg.storeStatus(c.status) {
+	if !DefaultStoreStatus(c.Status()) || !h.cfg.storeStatus(c.Status()) {
 		return nil
 	}
 	if rec := c.stored(fp, h.cfg.replayable); rec != nil {
 		return rec
 	}
-	return &record{State: stateUnstored, FP: fp, Status: c.status, Reason: c.reason}
+	return &record{State: stateUnstored, FP: fp, Status: c.Status(), Reason: c.Reason()}
 }
 
 // superseded answers a request whose handler ran after it lost its key (it
@@ -70,10 +70,10 @@ func (h *handler) outcome(c *capture, fp string) *record {
 // what it holds is unknown. A response already written through (streamed)
 // is the client's as it is.
 func (h *handler) superseded(w http.ResponseWriter, r *http.Request, c *capture, id, fp string, refused bool) string {
-	if c.through {
+	if c.Through() {
 		return OutcomeSuperseded
 	}
-	c.reset()
+	c.Reset()
 	rec, err := h.load(context.WithoutCancel(r.Context()), id)
 	h.tel.recordError(r.Context(), err)
 	switch {
