@@ -5,22 +5,17 @@ import (
 	"errors"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/redfence/redfence/internal/typednil"
+	"github.com/redfence/redfence/internal/otelscope"
 )
 
-// The instrumentation scope of every span and instrument: the import path,
-// and the module's release (kept equal in each package's telemetry.go; make
-// lint checks).
-const (
-	instrumentation = "github.com/redfence/redfence/election"
-	version         = "0.1.0"
-)
+// instrumentation is the scope of every span and instrument: the import
+// path (otelscope gives the version).
+const instrumentation = "github.com/redfence/redfence/election"
 
 // Attribute keys on spans and metrics.
 const (
@@ -45,14 +40,8 @@ type telemetry struct {
 // newTelemetry builds the instruments; creation fails only on invalid
 // names, and the API returns no-op instruments then.
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, name string) *telemetry {
-	if typednil.Is(tp) {
-		tp = otel.GetTracerProvider()
-	}
-	if typednil.Is(mp) {
-		mp = otel.GetMeterProvider()
-	}
-	m := mp.Meter(instrumentation, metric.WithInstrumentationVersion(version))
-	t := &telemetry{tracer: tp.Tracer(instrumentation, trace.WithInstrumentationVersion(version)), name: attrElection.String(name)}
+	tracer, m := otelscope.New(instrumentation, tp, mp)
+	t := &telemetry{tracer: tracer, name: attrElection.String(name)}
 	t.campaigns, _ = m.Int64Counter("redfence.election.campaigns", metric.WithUnit("{campaign}"),
 		metric.WithDescription("Campaigns ended, by redfence.outcome: won, cancelled or failed."))
 	t.campaignDur, _ = m.Float64Histogram("redfence.election.campaign.duration", metric.WithUnit("s"),

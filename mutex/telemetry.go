@@ -14,15 +14,13 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/redfence/redfence/internal/otelscope"
 )
 
-// The instrumentation scope of every span and instrument: the import path,
-// and the module's release (kept equal in each package's telemetry.go; make
-// lint checks).
-const (
-	instrumentation = "github.com/redfence/redfence/mutex"
-	version         = "0.1.0"
-)
+// instrumentation is the scope of every span and instrument: the import
+// path (otelscope gives the version).
+const instrumentation = "github.com/redfence/redfence/mutex"
 
 // Attribute keys on spans and metrics.
 const (
@@ -53,10 +51,10 @@ type telemetry struct {
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) *telemetry {
-	m := mp.Meter(instrumentation, metric.WithInstrumentationVersion(version))
+	m := mp.Meter(instrumentation, metric.WithInstrumentationVersion(otelscope.Version))
 	t := &telemetry{
 		global:    isUnsetGlobal(tp),
-		tracer:    tp.Tracer(instrumentation, trace.WithInstrumentationVersion(version)),
+		tracer:    tp.Tracer(instrumentation, trace.WithInstrumentationVersion(otelscope.Version)),
 		spanOpts:  []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)},
 		byOutcome: map[string]*outcomeOpts{},
 	}

@@ -9,7 +9,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/redfence/redfence/internal/typednil"
 	"github.com/redfence/redfence/mutex"
 )
 
@@ -79,10 +78,9 @@ func WithPrefix(p string) Option {
 }
 
 // WithClock replaces the replica's clock (time.Now); nil is an error. Over
-// Redis the runner reads it only to turn the server's slot boundaries into
-// local timers, and slots themselves come from the Redis server's clock;
-// over a backend that claims slots (etcd) it counts the slots too. For
-// tests of clock skew.
+// a backend with a clock (backend.ServerClock: Redis) the runner reads it
+// only to turn the server's slot boundaries into local timers; over one
+// without (etcd) it counts the slots too. For tests of clock skew.
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(c *config) {
 		if now == nil {
@@ -115,21 +113,13 @@ func WithShutdownTimeout(d time.Duration) Option {
 // WithTracerProvider sets where spans go. Default, and for nil (a typed nil
 // such as a nil *sdktrace.TracerProvider included): the global provider.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return optionFunc(func(c *config) {
-		if !typednil.Is(tp) {
-			c.tp = tp
-		}
-	})
+	return optionFunc(func(c *config) { c.tp = tp })
 }
 
 // WithMeterProvider sets where metrics go. Default, and for nil (typed or
 // not): the global provider.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(c *config) {
-		if !typednil.Is(mp) {
-			c.mp = mp
-		}
-	})
+	return optionFunc(func(c *config) { c.mp = mp })
 }
 
 // Missed is what happens to a slot whose time came while the job was still

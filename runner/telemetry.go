@@ -4,20 +4,17 @@ import (
 	"context"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redfence/redfence/internal/otelscope"
 )
 
-// The instrumentation scope of every span and instrument: the import path,
-// and the module's release (kept equal in each package's telemetry.go; make
-// lint checks).
-const (
-	instrumentation = "github.com/redfence/redfence/runner"
-	version         = "0.1.0"
-)
+// instrumentation is the scope of every span and instrument: the import
+// path (otelscope gives the version).
+const instrumentation = "github.com/redfence/redfence/runner"
 
 const (
 	attrJob     = attribute.Key("redfence.job")
@@ -39,14 +36,8 @@ type telemetry struct {
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) *telemetry {
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
-	if mp == nil {
-		mp = otel.GetMeterProvider()
-	}
-	m := mp.Meter(instrumentation, metric.WithInstrumentationVersion(version))
-	t := &telemetry{tracer: tp.Tracer(instrumentation, trace.WithInstrumentationVersion(version))}
+	tracer, m := otelscope.New(instrumentation, tp, mp)
+	t := &telemetry{tracer: tracer}
 	// Creation fails only on invalid names; the API returns no-ops then.
 	t.runs, _ = m.Int64Counter("redfence.runner.runs", metric.WithUnit("{run}"),
 		metric.WithDescription("Runs, by job and outcome."))

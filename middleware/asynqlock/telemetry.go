@@ -4,22 +4,17 @@ import (
 	"context"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/redfence/redfence/internal/typednil"
+	"github.com/redfence/redfence/internal/otelscope"
 )
 
-// The instrumentation scope of every span and instrument: the import path,
-// and the module's release (kept equal in each package's telemetry.go; make
-// lint checks).
-const (
-	instrumentation = "github.com/redfence/redfence/middleware/asynqlock"
-	version         = "0.1.0"
-)
+// instrumentation is the scope of every span and instrument: the import
+// path (otelscope gives the version).
+const instrumentation = "github.com/redfence/redfence/middleware/asynqlock"
 
 // Attribute keys on spans and metrics.
 const (
@@ -41,14 +36,8 @@ type telemetry struct {
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) telemetry {
-	if typednil.Is(tp) { // the SDK's providers panic when typed nil
-		tp = otel.GetTracerProvider()
-	}
-	if typednil.Is(mp) {
-		mp = otel.GetMeterProvider()
-	}
-	m := mp.Meter(instrumentation, metric.WithInstrumentationVersion(version))
-	t := telemetry{tracer: tp.Tracer(instrumentation, trace.WithInstrumentationVersion(version))}
+	tracer, m := otelscope.New(instrumentation, tp, mp)
+	t := telemetry{tracer: tracer}
 	// Creation fails only on invalid names; the API returns no-ops then.
 	t.tasks, _ = m.Int64Counter("redfence.asynqlock.tasks", metric.WithUnit("{task}"),
 		metric.WithDescription("Tasks through the middleware, by asynq.task.type and redfence.outcome (ok, locked, lock_lost, error)."))

@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redfence/redfence/internal/httphdr"
-	"github.com/redfence/redfence/internal/typednil"
 	"github.com/redfence/redfence/mutex"
 )
 
@@ -284,7 +283,7 @@ func WithMaxBody(n int64) Option {
 // the client: with one that does not apply context deadlines to its
 // sockets (go-redis's default: ContextTimeoutEnabled false) a request stops
 // waiting for the call, which the client ends at its own ReadTimeout (see
-// the package documentation, Ownership).
+// docs/httplock.md, "Goroutines and ownership").
 func WithStoreTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d < time.Millisecond {
@@ -350,9 +349,9 @@ func WithPanicStatus(status int) Option {
 }
 
 // WithRoleHeader names the response header that says how a response was
-// made: leader, shared or bypass. Default "Redfence-Role"; "" turns it off.
-// Any other name must be a valid header name (an RFC 9110 token): net/http
-// would drop the header silently.
+// made: leader, shared, bypass or panic (the Role constants). Default
+// "Redfence-Role"; "" turns it off. Any other name must be a valid header
+// name (an RFC 9110 token): net/http would drop the header silently.
 func WithRoleHeader(name string) Option {
 	return optionFunc(func(c *config) {
 		if name != "" && !httphdr.ValidName(name) {
@@ -381,19 +380,11 @@ func WithPrefix(p string) Option {
 // WithTracerProvider sets where spans go. Default, and for nil (a typed nil
 // such as a nil *sdktrace.TracerProvider included): the global provider.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return optionFunc(func(c *config) {
-		if !typednil.Is(tp) {
-			c.tp = tp
-		}
-	})
+	return optionFunc(func(c *config) { c.tp = tp })
 }
 
 // WithMeterProvider sets where metrics go. Default, and for nil (typed or
 // not): the global provider.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(c *config) {
-		if !typednil.Is(mp) {
-			c.mp = mp
-		}
-	})
+	return optionFunc(func(c *config) { c.mp = mp })
 }

@@ -5,16 +5,16 @@ import (
 	"net/http"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redfence/redfence/internal/otelscope"
 )
 
-const (
-	instrumentation = "github.com/redfence/redfence/middleware/httplock"
-	version         = "0.1.0" // the instrumentation scope's version (make version-check)
-)
+// instrumentation is the scope of every span and instrument: the import
+// path (otelscope gives the version).
+const instrumentation = "github.com/redfence/redfence/middleware/httplock"
 
 const (
 	attrMethod = attribute.Key("http.request.method")
@@ -40,14 +40,8 @@ type telemetry struct {
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) telemetry {
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
-	if mp == nil {
-		mp = otel.GetMeterProvider()
-	}
-	m := mp.Meter(instrumentation, metric.WithInstrumentationVersion(version))
-	t := telemetry{tracer: tp.Tracer(instrumentation, trace.WithInstrumentationVersion(version))}
+	tracer, m := otelscope.New(instrumentation, tp, mp)
+	t := telemetry{tracer: tracer}
 	// Creation fails only on invalid names; the API returns no-op counters then.
 	t.origin, _ = m.Int64Counter("redfence.http.origin_calls", metric.WithUnit("{request}"),
 		metric.WithDescription("Requests that called the wrapped handler."))

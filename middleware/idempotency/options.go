@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redfence/redfence/internal/httphdr"
-	"github.com/redfence/redfence/internal/typednil"
 	"github.com/redfence/redfence/mutex"
 )
 
@@ -359,19 +358,11 @@ func WithPrefix(p string) Option {
 // WithTracerProvider sets where spans go. Default, and for nil (typed nil
 // included): the global provider.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return optionFunc(func(c *config) {
-		if !typednil.Is(tp) {
-			c.tp = tp
-		}
-	})
+	return optionFunc(func(c *config) { c.tp = tp })
 }
 
 // WithMeterProvider sets where metrics go. Default, and for nil (typed or
 // not): the global provider.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(c *config) {
-		if !typednil.Is(mp) {
-			c.mp = mp
-		}
-	})
+	return optionFunc(func(c *config) { c.mp = mp })
 }
