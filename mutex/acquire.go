@@ -102,7 +102,7 @@ func (a *acquisition) begin(spanCtx context.Context, spanName string) (*Lock, er
 	a.lockKey = key
 	var handoffTo *lockConfig
 	if l.drv.ho != nil && lc.replicas == 0 {
-		handoffTo = lc // a local Unlock may hand the lock straight to us
+		handoffTo = lc // a local Release may hand the lock straight to us
 	}
 	w, err := l.enqueue(key, a.wait, a.owner, handoffTo)
 	if err != nil {

@@ -427,7 +427,7 @@ func TestSpansWithAProviderSetInAnEarlierInit(t *testing.T) {
 	lk, err := l.Lock(ctx, "early")
 	require.NoError(t, err)
 	require.NoError(t, lk.Release(ctx))
-	assert.ElementsMatch(t, []string{"redfence.Lock", "redfence.Unlock"}, earlytrace.Provider.Ended())
+	assert.ElementsMatch(t, []string{"redfence.Lock", "redfence.Release"}, earlytrace.Provider.Ended())
 }
 
 // Close of a Redlock Locker with a node paused takes the node timeout for

@@ -16,7 +16,7 @@ import (
 type driver struct {
 	b   backend.Backend
 	w   backend.Watcher      // nil: waiters poll
-	ho  backend.HandOffer    // nil: an Unlock releases and wakes the next waiter
+	ho  backend.HandOffer    // nil: a Release releases and wakes the next waiter
 	q   backend.Queuer       // nil: no queue of Lockers in the backend
 	ra  backend.ReplicaAcker // nil: WithReplicaAck is refused
 	br  backend.BulkReleaser // nil: Close releases one lock at a time

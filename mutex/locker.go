@@ -27,7 +27,7 @@ type Locker struct {
 	tel *telemetry
 
 	held    atomic.Int64 // Locks of this Locker not yet released or lost
-	waiters atomic.Int64 // calls in the local queues (queue.go); an Unlock with none looks for no one to hand off to or wake
+	waiters atomic.Int64 // calls in the local queues (queue.go); a Release with none looks for no one to hand off to or wake
 
 	id          string        // this Locker's id in the backend's waiting queues
 	ownerSuffix string        // "@" and the OwnerInfo, ending every owner id it makes

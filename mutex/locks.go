@@ -24,7 +24,7 @@ type Locks struct {
 	stops  []func() bool // end the watch of each key's lock context
 
 	mu       sync.Mutex // a leaf
-	released bool       // Unlock began
+	released bool       // Release began
 }
 
 // locksValues is the parent of a Locks' context: the values of the ctx
@@ -207,7 +207,7 @@ func (ls *Locks) Release(ctx context.Context) error {
 	for _, stop := range ls.stops {
 		stop()
 	}
-	ctx, span := ls.l.tel.startKeysSpan(ctx, "redfence.UnlockAll", len(ls.locks))
+	ctx, span := ls.l.tel.startKeysSpan(ctx, "redfence.ReleaseAll", len(ls.locks))
 	var errs []error
 	var lost error
 	for _, lk := range slices.Backward(ls.locks) {

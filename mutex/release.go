@@ -33,7 +33,7 @@ func (lk *Lock) Release(ctx context.Context) error {
 	}
 
 	l := lk.l
-	ctx, span := l.tel.startSpan(ctx, "redfence.Unlock", lk.key, lk.token)
+	ctx, span := l.tel.startSpan(ctx, "redfence.Release", lk.key, lk.token)
 	// Only a waiter that can be handed the lock is reserved: none of a
 	// backend without hand-off (Redlock) ever is (see enqueue). With no call
 	// queued at all there is none to look for.

@@ -99,7 +99,7 @@ func (h *RWHold) Release(ctx context.Context) error {
 	if h == nil || h.lk == nil {
 		return ErrNotHeld
 	}
-	return releaseHeld(ctx, h.lk, "redfence.RWHold.Unlock")
+	return releaseHeld(ctx, h.lk, "redfence.RWHold.Release")
 }
 
 // Downgrade makes the write hold a read hold in one step, keeping its token

@@ -50,7 +50,7 @@ func TestSpansOfASlot(t *testing.T) {
 	for _, s := range rec.Ended() {
 		spans[s.Name()] = s
 	}
-	for _, name := range []string{"fenced.Do", "redfence.runner.run", "redfence.runner.slot", "redfence.TryLock", "redfence.Unlock"} {
+	for _, name := range []string{"fenced.Do", "redfence.runner.run", "redfence.runner.slot", "redfence.TryLock", "redfence.Release"} {
 		require.Contains(t, spans, name)
 	}
 	work, run, slot, try := spans["fenced.Do"], spans["redfence.runner.run"], spans["redfence.runner.slot"], spans["redfence.TryLock"]
@@ -58,7 +58,7 @@ func TestSpansOfASlot(t *testing.T) {
 	assert.Equal(t, slot.SpanContext().SpanID(), run.Parent().SpanID(), "the run is the slot's child")
 	assert.NotEqual(t, try.SpanContext().SpanID(), run.Parent().SpanID())
 	assert.Equal(t, slot.SpanContext().SpanID(), try.Parent().SpanID(), "so is the lock's acquisition")
-	assert.Equal(t, slot.SpanContext().SpanID(), spans["redfence.Unlock"].Parent().SpanID(), "and its release")
+	assert.Equal(t, slot.SpanContext().SpanID(), spans["redfence.Release"].Parent().SpanID(), "and its release")
 	assert.False(t, slot.EndTime().Before(run.EndTime()), "the slot's span ended after the run's")
 	assert.Equal(t, trace.SpanKindInternal, slot.SpanKind())
 	attr := func(s sdktrace.ReadOnlySpan, k string) any {
