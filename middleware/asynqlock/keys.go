@@ -70,13 +70,13 @@ func taskKeys(fn func(*asynq.Task) ([]string, error), t *asynq.Task) ([]string, 
 	case err != nil:
 		return nil, fmt.Errorf("asynqlock: key of %s task: %w", t.Type(), err)
 	case len(keys) == 0:
-		return nil, fmt.Errorf("asynqlock: no keys for %s task", t.Type())
+		return nil, fmt.Errorf("asynqlock: %w: no keys for %s task", ErrInvalid, t.Type())
 	}
 	seen := make(map[string]bool, len(keys))
 	out := make([]string, 0, len(keys))
 	for _, k := range keys {
 		if k == "" {
-			return nil, fmt.Errorf("asynqlock: empty key for %s task", t.Type())
+			return nil, fmt.Errorf("asynqlock: %w: empty key for %s task", ErrInvalid, t.Type())
 		}
 		if !seen[k] {
 			seen[k] = true

@@ -168,6 +168,7 @@ func TestBadKeyLists(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := processKeys(t, l, tc.keys, ok)
 			assert.ErrorContains(t, err, tc.want)
+			assert.ErrorIs(t, err, asynqlock.ErrInvalid, "bad input, as in every package")
 			assert.NotErrorIs(t, err, asynqlock.ErrLocked)
 			assert.True(t, asynqlock.IsFailure(err))
 		})
