@@ -9,13 +9,11 @@ import (
 	"github.com/redfence/redfence/internal/testutil"
 )
 
-// Review (issue 38): the term journal lives 24h after its last entry
-// (journalLife) and nothing renews it while a term lasts, so a leader
-// that leads longer than a day outlives its journal: Leader then says
-// nobody leads (and a new Observe sends no leader; the next Campaign after
-// an unclean loss takes no lock-delay, as !ok counts as clean). The DEL
-// stands in for the 24h expiry.
-func TestReviewJournalExpiresUnderALongTerm(t *testing.T) {
+// The term journal expires 24 h after its last entry and nothing renews it
+// while a term lasts, so a term longer than a day outlives its journal.
+// Leader then reads the lock's holder and still names the live term. The
+// DEL stands in for the expiry.
+func TestJournalExpiresUnderALongTerm(t *testing.T) {
 	c, _ := testutil.Redis(t)
 	ctx := testCtx(t)
 	e := candidate(t, c, "long")

@@ -250,7 +250,7 @@ func TestProtectExpressionSeesOnlyColumns(t *testing.T) {
 	assert.NoError(t, err)
 }
 
-// Review of issue 34: an audit table another role created before Protect
+// An audit table another role created before Protect
 // (and whose owner could delete its rows) is refused, before anything
 // changes; owned by the role running Protect, it is used.
 func TestProtectRefusesAnAuditOwnedByAnother(t *testing.T) {

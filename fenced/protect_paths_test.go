@@ -337,7 +337,7 @@ func makeLegacy(t *testing.T, pool *pgxpool.Pool, fence, table, h string) {
 	require.NoError(t, err)
 }
 
-// Review of issue 34: Protect and Unprotect take the one lock they need
+// Protect and Unprotect take the one lock they need
 // before anything else, and wait for it once: SHARE ROW EXCLUSIVE, which
 // an open reader does not hold up, or ACCESS EXCLUSIVE when they drop
 // triggers (Unprotect, and Protect removing an earlier version's), which

@@ -297,10 +297,9 @@ func TestProtectLifecycle(t *testing.T) {
 	assert.NoError(t, err)
 }
 
-// The review's holes, closed: the audit cannot be dodged by setting the
-// bypass inside the statement, nor hidden behind a temporary table, and
-// its user is the session's; the trigger's function runs on a pinned
-// search path.
+// The audit cannot be dodged by setting the bypass inside the statement,
+// nor hidden behind a temporary table, and its user is the session's; the
+// trigger's function runs on a pinned search path.
 func TestProtectAuditCannotBeDodged(t *testing.T) {
 	pool, _, accounts, fences := protected(t)
 	ctx := context.Background()

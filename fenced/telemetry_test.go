@@ -3,7 +3,6 @@ package fenced_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,41 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redfence/redfence/fenced"
-	"github.com/redfence/redfence/internal/testutil"
-	"github.com/redfence/redfence/mutex"
 )
-
-// TestPausedHolderIsFenced is the story fenced exists for: holder A stalls
-// past its lease (a GC pause), B takes the lock with a larger token and
-// writes, and A's late write is rejected: the data shows only B's.
-func TestPausedHolderIsFenced(t *testing.T) {
-	pool, g, _, data := setup(t)
-	rc, _ := testutil.Redis(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	la, lb := testutil.Locker(t, rc), testutil.Locker(t, rc)
-
-	a, err := la.Lock(ctx, "ledger:42", mutex.WithTTL(200*time.Millisecond), mutex.WithAutoRenew(false))
-	require.NoError(t, err)
-	// A "pauses": it does nothing until its lease has run out.
-	<-a.Context().Done()
-	require.ErrorIs(t, context.Cause(a.Context()), mutex.ErrLockLost)
-
-	b, err := lb.Lock(ctx, "ledger:42")
-	require.NoError(t, err)
-	require.Greater(t, b.Token(), a.Token())
-	require.NoError(t, g.Do(ctx, "ledger:42", b.Token(), insert(data, "ledger:42", b.Token(), "B")))
-
-	// A wakes up and writes as if it still held the lock.
-	err = g.Do(ctx, "ledger:42", a.Token(), insert(data, "ledger:42", a.Token(), "A"))
-	var stale *fenced.StaleTokenError
-	require.ErrorAs(t, err, &stale)
-	assert.Equal(t, b.Token(), stale.Highest)
-	require.NoError(t, b.Release(ctx))
-	assert.ErrorIs(t, a.Release(ctx), mutex.ErrNotHeld)
-
-	assert.Equal(t, []string{"B"}, tags(t, pool, data))
-}
 
 func TestTelemetry(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()

@@ -61,7 +61,7 @@ func (h *handing) TTL(ctx context.Context, l backend.Lease) (time.Duration, erro
 
 // The handle a backend's grant carries comes back, the same value, in
 // every Lease of that lock: TTL, Extend and Release.
-func TestSeamHandle(t *testing.T) {
+func TestBackendHandle(t *testing.T) {
 	h := &handing{memory: newMemory(), seen: map[string][]any{}}
 	l := memLocker(t, h)
 	ctx := seamCtx(t)
@@ -116,7 +116,7 @@ func (h *handingOff) HandOff(_ context.Context, from backend.Lease, next backend
 // With a HandOffer, an Unlock hands the lock to this Locker's next waiter
 // in one step: the waiter makes no attempt of its own, and its Lock carries
 // the hand-off's grant (token, handle).
-func TestSeamHandOff(t *testing.T) {
+func TestBackendHandOff(t *testing.T) {
 	h := &handingOff{memory: newMemory()}
 	l := memLocker(t, h)
 	ctx := seamCtx(t)
@@ -147,7 +147,8 @@ func TestSeamHandOff(t *testing.T) {
 	assert.False(t, held, "the waiter's Unlock released the handed-off lock: its lease matched")
 }
 
-// lending is a memory that lends adapters a Redis client (mutex.ClientHolder).
+// lending is a memory that lends adapters a Redis client
+// (redisdriver.ClientHolder).
 type lending struct {
 	*memory
 	c redis.UniversalClient
@@ -159,7 +160,7 @@ func (l lending) Client() redis.UniversalClient { return l.c }
 // (redisdriver.ClientOf), and httplock accepts the Locker; one that lends
 // none (a nil client, typed or not), or is no ClientHolder, lends nil, and
 // httplock refuses it.
-func TestSeamClientHolder(t *testing.T) {
+func TestBackendClientHolder(t *testing.T) {
 	c, _ := testutil.Redis(t)
 	l := memLocker(t, lending{newMemory(), c})
 	assert.Same(t, c, redisdriver.ClientOf(l.Backend()))

@@ -20,9 +20,9 @@ import (
 
 // memory is a deliberately simple backend.Backend, in memory and outside
 // package mutex: the Locker's behaviour (exclusion, waiting order, wake-ups,
-// reentrancy, renewal, the loss signal) runs through the exported seam alone,
-// with no Redis. It keeps package backend's contract; watch says whether it
-// is also a backend.Watcher.
+// reentrancy, renewal, the loss signal) runs through package backend's
+// interfaces alone, with no Redis. It keeps package backend's contract;
+// watching makes one a backend.Watcher too.
 type memory struct {
 	mu        sync.Mutex
 	locks     map[string]*memLock
@@ -238,7 +238,7 @@ func seamCtx(t *testing.T) context.Context {
 
 // Two Lockers on one backend exclude each other, and every token is larger
 // than the one before.
-func TestSeamMutualExclusion(t *testing.T) {
+func TestBackendMutualExclusion(t *testing.T) {
 	m := watching{newMemory()}
 	lockers := []*mutex.Locker{memLocker(t, m), memLocker(t, m)}
 	ctx := seamCtx(t)
@@ -267,7 +267,7 @@ func TestSeamMutualExclusion(t *testing.T) {
 
 // Waiters of one Locker get the lock in arrival order, each woken by the
 // Unlock before it: the poll (an hour) could not have.
-func TestSeamWaitingOrderAndHandOff(t *testing.T) {
+func TestBackendWaitingOrderAndHandOff(t *testing.T) {
 	l := memLocker(t, newMemory())
 	ctx := seamCtx(t)
 	lk, err := l.Lock(ctx, "q")
@@ -297,7 +297,7 @@ func TestSeamWaitingOrderAndHandOff(t *testing.T) {
 // A waiter of another Locker is woken by the backend's Watcher when the
 // holder releases: its poll, bounded by the holder's lease of an hour,
 // would not come within the test's minute. The watch ends with the wait.
-func TestSeamWatcherWakesOtherLockers(t *testing.T) {
+func TestBackendWatcherWakesOtherLockers(t *testing.T) {
 	m := watching{newMemory()}
 	a, b := memLocker(t, m), memLocker(t, m)
 	ctx := seamCtx(t)
@@ -321,7 +321,7 @@ func TestSeamWatcherWakesOtherLockers(t *testing.T) {
 
 // Without a Watcher, a waiter of another Locker polls, each poll bounded by
 // the holder's remaining lease, not by its hour-long retry.
-func TestSeamPollWithoutWatcher(t *testing.T) {
+func TestBackendPollWithoutWatcher(t *testing.T) {
 	m := newMemory()
 	a, b := memLocker(t, m), memLocker(t, m)
 	ctx := seamCtx(t)
@@ -336,7 +336,7 @@ func TestSeamPollWithoutWatcher(t *testing.T) {
 
 // Reentrancy, through the context (locally) and through an owner id (in the
 // backend): the same token, and only the last Unlock releases.
-func TestSeamReentrancy(t *testing.T) {
+func TestBackendReentrancy(t *testing.T) {
 	m := newMemory()
 	a, b := memLocker(t, m), memLocker(t, m)
 	ctx := seamCtx(t)
@@ -366,7 +366,7 @@ func TestSeamReentrancy(t *testing.T) {
 
 // Renewal keeps a lock past many leases; when the backend no longer holds
 // it, the next renewal ends the lock's context with ErrLockLost.
-func TestSeamRenewalAndLoss(t *testing.T) {
+func TestBackendRenewalAndLoss(t *testing.T) {
 	m := newMemory()
 	l := memLocker(t, m)
 	ctx := seamCtx(t)
@@ -395,7 +395,7 @@ func TestSeamRenewalAndLoss(t *testing.T) {
 // Keys reach the backend as the caller gives them, with no prefix of the
 // Locker's (a prefix is the driver's), and Close releases what the Locker
 // holds there.
-func TestSeamKeysAndClose(t *testing.T) {
+func TestBackendKeysAndClose(t *testing.T) {
 	m := newMemory()
 	l, err := mutex.New(m)
 	require.NoError(t, err)
@@ -432,7 +432,7 @@ func (c *closing) Close() error {
 // once however often the Locker is closed, after releasing what it held
 // there, and returns the backend's error; one that is no io.Closer is left
 // as it is.
-func TestSeamCloseClosesTheBackend(t *testing.T) {
+func TestBackendCloseClosesTheBackend(t *testing.T) {
 	ctx := seamCtx(t)
 	b := &closing{memory: newMemory()}
 	l, err := mutex.New(b)
@@ -467,7 +467,7 @@ func TestSeamCloseClosesTheBackend(t *testing.T) {
 
 // A backend that fails is an outage, with its error; what the failed
 // attempt might have taken is abandoned under that attempt's owner.
-func TestSeamBackendErrors(t *testing.T) {
+func TestBackendErrors(t *testing.T) {
 	boom := errors.New("store unreachable")
 	m := newMemory()
 	m.fail, m.abandons = boom, make(chan string, 1)
@@ -495,7 +495,7 @@ func TestSeamBackendErrors(t *testing.T) {
 	abandoned(ctx, t, m)
 }
 
-func TestSeamNilBackend(t *testing.T) {
+func TestBackendNilBackend(t *testing.T) {
 	for name, b := range map[string]backend.Backend{"nil": nil, "typed nil": (*memory)(nil)} {
 		t.Run(name, func(t *testing.T) {
 			l, err := mutex.New(b)
@@ -515,7 +515,7 @@ func TestSeamNilBackend(t *testing.T) {
 
 // A backend error on an attempt with the caller's owner id frees nothing:
 // another holder may share that id.
-func TestSeamNoAbandonOfAGivenOwner(t *testing.T) {
+func TestBackendNoAbandonOfAGivenOwner(t *testing.T) {
 	m := newMemory()
 	m.fail, m.abandons = errors.New("store unreachable"), make(chan string, 4)
 	l, err := mutex.New(m)
@@ -528,7 +528,7 @@ func TestSeamNoAbandonOfAGivenOwner(t *testing.T) {
 
 // A grant that arrives after its lease ran out (by the Locker's clock) is
 // refused and abandoned, never handed out already lost.
-func TestSeamLateGrant(t *testing.T) {
+func TestBackendLateGrant(t *testing.T) {
 	var skew atomic.Int64
 	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	m := newMemory()
@@ -544,7 +544,7 @@ func TestSeamLateGrant(t *testing.T) {
 
 // Renewals with no answer (an error, Unknown, or the wrong number of
 // results) do not keep a lock: it is lost when its lease deadline passes.
-func TestSeamRenewalWithoutAnswer(t *testing.T) {
+func TestBackendRenewalWithoutAnswer(t *testing.T) {
 	cases := map[string]func([]backend.Lease) ([]backend.Renewal, error){
 		"error":        func(ls []backend.Lease) ([]backend.Renewal, error) { return nil, errors.New("timeout") },
 		"unknown":      func(ls []backend.Lease) ([]backend.Renewal, error) { return make([]backend.Renewal, len(ls)), nil },
@@ -576,9 +576,9 @@ func TestSeamRenewalWithoutAnswer(t *testing.T) {
 	}
 }
 
-// TTL through the seam: the backend's answer, and ErrNotHeld (with the
+// TTL over the backend: the backend's answer, and ErrNotHeld (with the
 // loss signal) once the backend no longer holds the lock.
-func TestSeamTTL(t *testing.T) {
+func TestBackendTTL(t *testing.T) {
 	m := newMemory()
 	l := memLocker(t, m)
 	ctx := seamCtx(t)
@@ -602,7 +602,7 @@ func (w eagerWatcher) Watch(_ string, wake func()) (<-chan struct{}, func()) {
 	return nil, nil
 }
 
-func TestSeamEagerWatcher(t *testing.T) {
+func TestBackendEagerWatcher(t *testing.T) {
 	m := eagerWatcher{newMemory()}
 	a, b := memLocker(t, m), memLocker(t, m)
 	ctx := seamCtx(t)

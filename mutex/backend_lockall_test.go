@@ -72,7 +72,7 @@ func countAcquires(m *memory) *atomic.Int64 {
 
 // Any backend of the contract takes several keys through the ordered path,
 // one key at a time: no deadlock, no two holders, money conserved.
-func TestSeamLockAllTransfers(t *testing.T) {
+func TestBackendLockAllTransfers(t *testing.T) {
 	m := watching{newMemory()}
 	lockers := []*mutex.Locker{memLocker(t, m), memLocker(t, m)}
 	transfers(t, lockers, accounts(lockers[0]), 16, 100)
@@ -80,7 +80,7 @@ func TestSeamLockAllTransfers(t *testing.T) {
 
 // A Batcher's groups go in one AcquireAll each, in the order (group, key);
 // a group with a busy key goes key by key, waiting.
-func TestSeamLockAllBatches(t *testing.T) {
+func TestBackendLockAllBatches(t *testing.T) {
 	b := &batching{watching: watching{newMemory()}}
 	acquires := countAcquires(b.memory)
 	l, other := memLocker(t, b), memLocker(t, b)
@@ -127,7 +127,7 @@ func TestSeamLockAllBatches(t *testing.T) {
 // An AcquireAll that fails leaves each key's outcome unknown: each is
 // abandoned under the attempt's owner. LockAll goes on key by key;
 // TryLockAll reports the outage.
-func TestSeamLockAllBatchFailure(t *testing.T) {
+func TestBackendLockAllBatchFailure(t *testing.T) {
 	boom := errors.New("store unreachable")
 	b := &batching{watching: watching{newMemory()}, failAll: boom}
 	b.abandons = make(chan string, 8)
@@ -156,7 +156,7 @@ func TestSeamLockAllBatchFailure(t *testing.T) {
 
 // Re-entry: a set's context re-enters its keys with Lock and LockAll, same
 // tokens, and only the last Unlock releases.
-func TestSeamLockAllReentrancy(t *testing.T) {
+func TestBackendLockAllReentrancy(t *testing.T) {
 	b := &batching{watching: watching{newMemory()}}
 	l, other := memLocker(t, b), memLocker(t, b)
 	ctx := seamCtx(t)
@@ -193,7 +193,7 @@ func TestSeamLockAllReentrancy(t *testing.T) {
 
 // DoAll's fn runs holding every key, on a context that ends when one is
 // lost; the keys are released afterwards, also after a panic.
-func TestSeamDoAll(t *testing.T) {
+func TestBackendDoAll(t *testing.T) {
 	m := newMemory()
 	l := memLocker(t, m)
 	ctx := seamCtx(t)
@@ -215,7 +215,7 @@ func TestSeamDoAll(t *testing.T) {
 }
 
 // Bad input gets ErrInvalid, and nothing reaches the backend.
-func TestSeamLockAllBadInput(t *testing.T) {
+func TestBackendLockAllBadInput(t *testing.T) {
 	b := &batching{watching: watching{newMemory()}}
 	acquires := countAcquires(b.memory)
 	l := memLocker(t, b)
@@ -280,7 +280,7 @@ func TestSeamLockAllBadInput(t *testing.T) {
 // a later LockAll of the same keys has a larger one (each key's grew); its
 // Deadline is the earliest of its keys' local deadlines, here a key
 // re-entered from a shorter lease.
-func TestSeamLocksTokenAndDeadline(t *testing.T) {
+func TestBackendLocksTokenAndDeadline(t *testing.T) {
 	m := watching{newMemory()}
 	l := memLocker(t, m)
 	ctx := seamCtx(t)

@@ -9,16 +9,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
-// Review (issue 39): each grant and extension sets the semaphore keys' TTL
-// from its own lease (max(fence TTL, 2 leases)), so a short-lease permit's
-// grant shortens the TTL below a long-lease holder's remaining lease. Once
-// the keys expire, every permit looks free while the long holder's context
-// is still live: more than N live permits.
-func TestReviewSemaphoreMixedLeasesKeyExpiry(t *testing.T) {
+// A short-lease permit's grant never shortens the semaphore keys' TTL
+// below a long-lease holder's remaining lease: keys expired under a live
+// holder would make every permit look free, and more than N live.
+func TestSemaphoreMixedLeasesKeyExpiry(t *testing.T) {
 	eachBackend(t, func(t *testing.T, c redis.UniversalClient) {
 		l := newLocker(t, c, redisdriver.WithFenceTTL(time.Second))
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -55,4 +54,32 @@ func TestReviewSemaphoreMixedLeasesKeyExpiry(t *testing.T) {
 		}
 		_ = a.Release(ctx)
 	})
+}
+
+// The read-write lock's and the semaphore's keys carry a TTL and expire
+// the fence TTL past their last use: no hash or sorted set outlives the
+// use of its name.
+func TestRWAndSemaphoreKeysExpireAfterLastUse(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	l := newLocker(t, c, redisdriver.WithFenceTTL(time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rw := rwMutex(t, l, "gone", mutex.WithTTL(100*time.Millisecond))
+	r, err := rw.RLock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, r.Release(ctx))
+	w, err := rw.Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, w.Release(ctx))
+	p, err := semaphore(t, l, "gone", 1, mutex.WithTTL(100*time.Millisecond)).Acquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, p.Release(ctx))
+
+	keys := c.Keys(ctx, "*").Val()
+	require.NotEmpty(t, keys)
+	for _, k := range keys {
+		assert.Positive(t, c.PTTL(ctx, k).Val(), "key %s has no TTL", k)
+	}
+	assert.Eventually(t, func() bool { return c.DBSize(ctx).Val() == 0 }, 10*time.Second, 10*time.Millisecond,
+		"the keys outlived the fence TTL (1s) past their last use")
 }

@@ -12,7 +12,7 @@ import (
 
 // BenchmarkLockerOverhead is the Locker's own client work for an
 // uncontended Lock+Unlock, with no server: the in-memory backend of
-// seam_test.go behind New (a map and a mutex of its own). What
+// backend_contract_test.go behind New (a map and a mutex of its own). What
 // a cycle costs in Go and in allocations beyond the Redis calls; the wall
 // time of the whole cycle against its peers is bench/'s BenchmarkPaired.
 // parallel runs GOMAXPROCS goroutines on keys of their own, through one

@@ -189,6 +189,32 @@ func TestRWMutexCloseAndHeld(t *testing.T) {
 	require.NoError(t, w.Release(ctx))
 }
 
+// Close makes a waiting writer return ErrClosed; once both returned, its
+// mark is out, so that readers of other Lockers are let
+// in at once rather than one lease (a minute) later.
+func TestRWCloseTakesWaitingWriterMarkOut(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	readers := rwMutex(t, newLocker(t, c), "close-mark")
+	r, err := readers.RLock(ctx)
+	require.NoError(t, err)
+	l := mustLocker(t, c)
+	writer := rwMutex(t, l, "close-mark", mutex.WithTTL(time.Minute))
+	got := make(chan error, 1)
+	go func() { _, err := writer.Lock(ctx); got <- err }()
+	require.Eventually(t, func() bool {
+		st, err := readers.State(ctx)
+		return err == nil && st.Waiting == 1
+	}, 5*time.Second, time.Millisecond)
+	require.NoError(t, l.Close())
+	require.ErrorIs(t, <-got, mutex.ErrClosed)
+	r2, err := readers.TryRLock(ctx)
+	require.NoError(t, err, "Close left the waiting writer's mark")
+	require.NoError(t, r2.Release(ctx))
+	require.NoError(t, r.Release(ctx))
+}
+
 // Over Sentinel the semaphore and the read-write lock behave as over a
 // standalone server (the same driver, through a failover client): a
 // second reader shares, a writer waits for both, a second permit of one is

@@ -10,46 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redfence/redfence/internal/testutil"
-	"github.com/redfence/redfence/mutex"
-	"github.com/redfence/redfence/mutex/backend/redisdriver"
 )
 
-// Review (issue 39): stretch raises a key's TTL only when the key has one
-// (PTTL ~= -1), and every key the scripts create has none (-1), so the
-// read-write lock's and the semaphore's keys never expire: one hash and
-// sorted sets per name ever used, forever, against the documented key TTL
-// (the fence TTL past the last use).
-func TestReviewRWAndSemaphoreKeysExpireAfterLastUse(t *testing.T) {
-	c, _ := testutil.Redis(t)
-	l := newLocker(t, c, redisdriver.WithFenceTTL(time.Second))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rw := rwMutex(t, l, "gone", mutex.WithTTL(100*time.Millisecond))
-	r, err := rw.RLock(ctx)
-	require.NoError(t, err)
-	require.NoError(t, r.Release(ctx))
-	w, err := rw.Lock(ctx)
-	require.NoError(t, err)
-	require.NoError(t, w.Release(ctx))
-	p, err := semaphore(t, l, "gone", 1, mutex.WithTTL(100*time.Millisecond)).Acquire(ctx)
-	require.NoError(t, err)
-	require.NoError(t, p.Release(ctx))
-
-	keys := c.Keys(ctx, "*").Val()
-	require.NotEmpty(t, keys)
-	for _, k := range keys {
-		assert.Positive(t, c.PTTL(ctx, k).Val(), "key %s has no TTL", k)
-	}
-	assert.Eventually(t, func() bool { return c.DBSize(ctx).Val() == 0 }, 10*time.Second, 10*time.Millisecond,
-		"the keys outlived the fence TTL (1s) past their last use")
-}
-
-// Review (issue 39): Downgrade's outcome is unknown on a server error, and
-// the hold "stays held as it was"; but when the downgrade did run, the
-// natural retry finds no write, answers ErrNotHeld and ends the hold as
-// lost, though its read is live on the server (and not renewed any more).
-// A retry of a downgrade that ran must succeed.
-func TestReviewRWDowngradeRetryAfterUnknownOutcome(t *testing.T) {
+// Downgrade's outcome is unknown on a server error, and the hold stays
+// held as it was. When the downgrade did run, the natural retry succeeds:
+// it finds the read the first call left, and the hold stays live (and
+// renewed) as a read, not ended as lost while its read lives on the server.
+func TestRWDowngradeRetryAfterUnknownOutcome(t *testing.T) {
 	_, srv := testutil.Redis(t)
 	// Not context-aware: a call given up on still runs on the server.
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -80,12 +47,11 @@ func TestReviewRWDowngradeRetryAfterUnknownOutcome(t *testing.T) {
 	assert.NoError(t, w.Release(ctx))
 }
 
-// Review (issue 39): the upgrade check finds a hold in ctx whether or not
-// it is still held: Lock through a context that kept the values of a read
-// hold already unlocked (context.WithoutCancel, as a job queued by the
-// reader does) returns ErrUpgrade though nothing is read, while Lock of a
-// plain lock re-enters only a lock still held.
-func TestReviewRWUpgradeCheckIgnoresReleasedHold(t *testing.T) {
+// The upgrade check counts only holds still held: Lock through a context
+// that kept the values of a read hold already released
+// (context.WithoutCancel, as a job queued by the reader does) takes the
+// write, as Lock of a plain lock re-enters only a lock still held.
+func TestRWUpgradeCheckIgnoresReleasedHold(t *testing.T) {
 	c, _ := testutil.Redis(t)
 	l := newLocker(t, c)
 	rw := rwMutex(t, l, "released")
@@ -107,36 +73,10 @@ func TestReviewRWUpgradeCheckIgnoresReleasedHold(t *testing.T) {
 	require.NoError(t, other.Release(ctx))
 }
 
-// Review (issue 39): Close makes a waiting writer return ErrClosed; once
-// both returned, its mark is out, so that readers of other Lockers are let
-// in at once rather than one lease (a minute) later.
-func TestReviewRWCloseTakesWaitingWriterMarkOut(t *testing.T) {
-	c, _ := testutil.Redis(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	readers := rwMutex(t, newLocker(t, c), "close-mark")
-	r, err := readers.RLock(ctx)
-	require.NoError(t, err)
-	l := mustLocker(t, c)
-	writer := rwMutex(t, l, "close-mark", mutex.WithTTL(time.Minute))
-	got := make(chan error, 1)
-	go func() { _, err := writer.Lock(ctx); got <- err }()
-	require.Eventually(t, func() bool {
-		st, err := readers.State(ctx)
-		return err == nil && st.Waiting == 1
-	}, 5*time.Second, time.Millisecond)
-	require.NoError(t, l.Close())
-	require.ErrorIs(t, <-got, mutex.ErrClosed)
-	r2, err := readers.TryRLock(ctx)
-	require.NoError(t, err, "Close left the waiting writer's mark")
-	require.NoError(t, r2.Release(ctx))
-	require.NoError(t, r.Release(ctx))
-}
-
-// Review (issue 39), holds: a permit or a lock of the same name in ctx is
-// not a read of the RWMutex: Lock and RLock through their contexts take
-// the hold, neither ErrUpgrade nor ErrInvalid.
-func TestReviewRWUpgradeCheckOnlyForItsOwnHolds(t *testing.T) {
+// A permit or a lock of the same name in ctx is not a read of the
+// RWMutex: Lock and RLock through their contexts take the hold, neither
+// ErrUpgrade nor ErrInvalid.
+func TestRWUpgradeCheckOnlyForItsOwnHolds(t *testing.T) {
 	c, _ := testutil.Redis(t)
 	l := newLocker(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -18,9 +18,8 @@ import (
 	httplock "github.com/redfence/redfence/middleware/httplock"
 )
 
-// The tests in this file follow a security review of the collapse: each
-// shows a way a shared response reached a client it was not meant for, or
-// one client held up the others.
+// Each test in this file checks that a shared response reaches no client
+// it was not meant for, or that no client holds up the others.
 
 // stalledWriter is a client that does not read its response: every Write
 // blocks until release is closed. blocked is called when one does.

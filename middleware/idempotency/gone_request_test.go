@@ -12,16 +12,13 @@ import (
 	"github.com/redfence/redfence/middleware/idempotency"
 )
 
-// Adversarial review (issue 40): each test here names a defect found by
-// attacking the middleware; it fails until the defect is fixed.
-
-// TestReviewGoneRequestIsNotPassedThrough: with PassThrough, a request
+// TestGoneRequestIsNotPassedThrough: with PassThrough, a request
 // whose context is already done (its client gone, or its budget spent by
 // outer middleware) fails its first Redis call with the context's error,
-// which down takes for an outage: the handler runs unprotected, though
-// Redis is healthy and holds the key's stored response. A retry of a
-// completed payment is charged again.
-func TestReviewGoneRequestIsNotPassedThrough(t *testing.T) {
+// which is no outage: the handler does not run unprotected while Redis is
+// healthy and holds the key's stored response, so a retry of a completed
+// payment is not charged again.
+func TestGoneRequestIsNotPassedThrough(t *testing.T) {
 	gone := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("X-Test-Gone") == "" {

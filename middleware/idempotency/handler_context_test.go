@@ -16,18 +16,14 @@ import (
 	"github.com/redfence/redfence/mutex"
 )
 
-// Adversarial review (issue 40): each test here names a defect found by
-// attacking the middleware; it fails until the defect is fixed.
-
-// TestReviewClientTimeoutIsNotTheKeysResult: the case the header exists
-// for is a client that times out and retries. The handler's context is
-// joined with the request's, which net/http ends when that client hangs
-// up: an idiomatic handler (its bank call takes ctx) fails with the
-// context's error, and that failure, made because the first client left,
-// is stored and replayed to every retry for 24 h: the payment can never
-// be made with its key. The example's handler ignores its context, so it
-// does not show this.
-func TestReviewClientTimeoutIsNotTheKeysResult(t *testing.T) {
+// TestClientTimeoutIsNotTheKeysResult: the case the header exists
+// for is a client that times out and retries. The handler's context does
+// not end when that client hangs up, so an idiomatic handler (its bank
+// call takes ctx) goes on, and the retry gets its success: a failure made
+// only because the first client left would be stored and replayed to
+// every retry, and the payment could never be made with its key. (The
+// example's handler ignores its context, so it does not show this.)
+func TestClientTimeoutIsNotTheKeysResult(t *testing.T) {
 	_, srv := testutil.Redis(t)
 	started, bank, gaveUp := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var calls atomic.Int64

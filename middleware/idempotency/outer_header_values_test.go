@@ -13,16 +13,12 @@ import (
 	"github.com/redfence/redfence/middleware/idempotency"
 )
 
-// Adversarial review (issue 40): each test here names a defect found by
-// attacking the middleware; it fails until the defect is fixed.
-
-// TestReviewOuterValuesOfAppendedHeaderNotReplayed: outer middleware's
-// headers are promised never to be replayed. But when the handler adds a
-// value to a header outer middleware had set (Set-Cookie, a trace header,
-// Vary), stored keeps the whole field, outer values included, and a replay
-// hands the first request's outer values (its session cookie) to the retry,
-// in place of the retry's own.
-func TestReviewOuterValuesOfAppendedHeaderNotReplayed(t *testing.T) {
+// TestOuterValuesOfAppendedHeaderNotReplayed: outer middleware's
+// headers are never replayed, also when the handler adds a value to a
+// header outer middleware had set (Set-Cookie, a trace header, Vary): a
+// replay carries the handler's values beside the retry's own outer
+// values, never the first request's (its session cookie).
+func TestOuterValuesOfAppendedHeaderNotReplayed(t *testing.T) {
 	var ids atomic.Int64
 	outer := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

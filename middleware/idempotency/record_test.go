@@ -21,14 +21,15 @@ import (
 	"github.com/redfence/redfence/middleware/idempotency"
 )
 
-// Attacks of the adversarial review (issue 40) that held: kept as
-// regression tests.
+// Requests and handlers at the edges of the contract: each test checks
+// what record a key gets (none, its own, the same for every retry) and
+// what its clients are answered.
 
-// TestReviewScopeKeyConcatenation: scope, route and key that concatenate
+// TestScopeKeyConcatenation: scope, route and key that concatenate
 // alike ("/p"+"xy", "/px"+"y"), keys that differ only by an escape, and
 // quotes or backslashes in the scope never share a record; a bare token is
 // its String's key.
-func TestReviewScopeKeyConcatenation(t *testing.T) {
+func TestScopeKeyConcatenation(t *testing.T) {
 	_, srv := testutil.Redis(t)
 	h := &charge{}
 	route := idempotency.WithRoute(func(r *http.Request) string { return r.Header.Get("X-Test-Route") })
@@ -52,10 +53,10 @@ func TestReviewScopeKeyConcatenation(t *testing.T) {
 	assert.True(t, mustPost(t, c, rep.URL, at("ab", "/p", "xy")).replayed(), "the bare token is the String's key")
 }
 
-// TestReviewKeyBytes: control characters, non-ASCII and a 256th character
+// TestKeyBytes: control characters, non-ASCII and a 256th character
 // are refused before the handler, and a key at 255 characters made of
 // escapes is accepted.
-func TestReviewKeyBytes(t *testing.T) {
+func TestKeyBytes(t *testing.T) {
 	_, srv := testutil.Redis(t)
 	h := &charge{}
 	rep := replicasOn(t, srv, 1, h, nil)[0]
@@ -72,10 +73,10 @@ func TestReviewKeyBytes(t *testing.T) {
 	assert.EqualValues(t, 1, h.calls.Load())
 }
 
-// TestReviewQueryOrderIs422WhileProcessing: the same key with the query's
+// TestQueryOrderIs422WhileProcessing: the same key with the query's
 // parameters in another order is another request: 422 while the first
 // runs.
-func TestReviewQueryOrderIs422WhileProcessing(t *testing.T) {
+func TestQueryOrderIs422WhileProcessing(t *testing.T) {
 	_, srv := testutil.Redis(t)
 	started, release := make(chan struct{}), make(chan struct{})
 	h := &charge{hold: func() { close(started); <-release }}
@@ -112,9 +113,9 @@ func (b *failingBody) Read(p []byte) (int, error) {
 	return 0, errors.New("connection reset mid-body")
 }
 
-// TestReviewBodyErrorLeavesNothing: a body that fails mid-read is 400
+// TestBodyErrorLeavesNothing: a body that fails mid-read is 400
 // problem+json, before the handler, and leaves no record.
-func TestReviewBodyErrorLeavesNothing(t *testing.T) {
+func TestBodyErrorLeavesNothing(t *testing.T) {
 	rdb, srv := testutil.Redis(t)
 	h := &charge{}
 	rep := replicasOn(t, srv, 1, h, nil)[0]
@@ -132,11 +133,11 @@ func TestReviewBodyErrorLeavesNothing(t *testing.T) {
 	assert.Empty(t, keys)
 }
 
-// TestReviewWritesOutsideTheStatusLine: headers set after WriteHeader are
+// TestWritesOutsideTheStatusLine: headers set after WriteHeader are
 // neither sent nor replayed (as net/http); a 103 goes to the first client
 // only; a handler that writes nothing is 200, empty, on both; a flush
 // through http.ResponseController makes the response unstored.
-func TestReviewWritesOutsideTheStatusLine(t *testing.T) {
+func TestWritesOutsideTheStatusLine(t *testing.T) {
 	_, srv := testutil.Redis(t)
 	var calls atomic.Int64
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -188,10 +189,10 @@ func TestReviewWritesOutsideTheStatusLine(t *testing.T) {
 	assert.EqualValues(t, 4, calls.Load())
 }
 
-// TestReviewPanicAfterFlushReleasesKey: a handler that streamed part of
+// TestPanicAfterFlushReleasesKey: a handler that streamed part of
 // its answer and then panicked leaves no record of a response: its key is
 // released at once, as after a crash, not held until the lease ends.
-func TestReviewPanicAfterFlushReleasesKey(t *testing.T) {
+func TestPanicAfterFlushReleasesKey(t *testing.T) {
 	_, srv := testutil.Redis(t)
 	var calls atomic.Int64
 	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -210,11 +211,11 @@ func TestReviewPanicAfterFlushReleasesKey(t *testing.T) {
 	assert.EqualValues(t, 2, calls.Load())
 }
 
-// TestReviewTwoStallsThenRetryFails: the first attempt stalls past its
+// TestTwoStallsThenRetryFails: the first attempt stalls past its
 // lease, the retry that took over stalls too, and a third attempt's
 // handler fails (500). Its failure is the key's result: both late
 // attempts' clients get it, and so does every later retry, byte for byte.
-func TestReviewTwoStallsThenRetryFails(t *testing.T) {
+func TestTwoStallsThenRetryFails(t *testing.T) {
 	srv := testutil.StartRedis(t)
 	pa, pb := testutil.Proxy(t, srv.Addr()), testutil.Proxy(t, srv.Addr())
 	startedA, startedB := make(chan struct{}), make(chan struct{})
@@ -287,12 +288,12 @@ func TestReviewTwoStallsThenRetryFails(t *testing.T) {
 	assert.EqualValues(t, 3, n.Load())
 }
 
-// TestReviewFastConcurrentPostsRunOnce: 50 identical POSTs over three
+// TestFastConcurrentPostsRunOnce: 50 identical POSTs over three
 // replicas, with a handler that answers at once, so that requests cross
 // the first one's completion between their open, TryLock and claim: the
 // handler runs once, and every other answer is 409 or its replay, byte
 // for byte.
-func TestReviewFastConcurrentPostsRunOnce(t *testing.T) {
+func TestFastConcurrentPostsRunOnce(t *testing.T) {
 	_, srv := testutil.Redis(t)
 	h := &charge{}
 	reps := replicasOn(t, srv, 3, h, nil)
@@ -316,10 +317,10 @@ func TestReviewFastConcurrentPostsRunOnce(t *testing.T) {
 	}
 }
 
-// TestReviewHijackedIsNotStored: a handler that hijacks the connection
+// TestHijackedIsNotStored: a handler that hijacks the connection
 // (through http.ResponseController) answers its own client; a retry is
 // 409 not stored, and the handler never runs again.
-func TestReviewHijackedIsNotStored(t *testing.T) {
+func TestHijackedIsNotStored(t *testing.T) {
 	_, srv := testutil.Redis(t)
 	var calls atomic.Int64
 	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

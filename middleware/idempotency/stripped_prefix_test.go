@@ -15,17 +15,13 @@ import (
 	"github.com/redfence/redfence/middleware/idempotency"
 )
 
-// Adversarial review (issue 40): each test here names a defect found by
-// attacking the middleware; it fails until the defect is fixed.
-
-// TestReviewRouteKeepsStrippedPrefix: a record is keyed by the route, so
-// that one key sent to two endpoints makes two records. The default route
-// is r.Pattern, else the path, both as the inner mux sees them: behind
+// TestRouteKeepsStrippedPrefix: a record is keyed by the route, so
+// that one key sent to two endpoints makes two records. Behind
 // http.StripPrefix, POST /billing/orders and POST /shipping/orders are
-// both "POST /orders", and the fingerprint's path is "/orders" too. A key
-// a client derives from an order id, sent to both, gets billing's stored
-// response from shipping, whose handler never runs.
-func TestReviewRouteKeepsStrippedPrefix(t *testing.T) {
+// both "POST /orders" to the inner mux; the default route keeps the
+// stripped prefix, so a key a client derives from an order id, sent to
+// both, runs shipping's handler rather than replaying billing's response.
+func TestRouteKeepsStrippedPrefix(t *testing.T) {
 	billing, shipping := strippedPair(t)
 	require.Equal(t, "billing order created", billing.body)
 	assert.False(t, shipping.replayed(), "another endpoint's stored response was replayed: %q", shipping.body)

@@ -17,18 +17,14 @@ import (
 	"github.com/redfence/redfence/middleware/idempotency"
 )
 
-// Adversarial review (issue 40): each test here names a defect found by
-// attacking the middleware; it fails until the defect is fixed.
-
-// TestReviewSupersededGetsNoLateHeaders: a first attempt that stalled past
+// TestSupersededGetsNoLateHeaders: a first attempt that stalled past
 // its lease has its result refused, and its client is given what the record
-// holds (the retry's response, or 409). But the refused handler wrote its
-// headers straight into the real ResponseWriter's map (capture.Header is
-// w.Header), and superseded answers through that same w: the refused
-// attempt's headers (its charge id, its Content-Length, a secret) go out
-// mixed into the retry's replay or the 409 problem. No client may see the
-// late result, headers included.
-func TestReviewSupersededGetsNoLateHeaders(t *testing.T) {
+// holds (the retry's response, or 409). The refused handler wrote its
+// headers into the real ResponseWriter's map (capture.Header is w.Header),
+// through which superseded answers too; none of them (its charge id, its
+// Content-Length, a secret) may go out with the retry's replay or the 409
+// problem: no client sees the late result, headers included.
+func TestSupersededGetsNoLateHeaders(t *testing.T) {
 	for _, order := range []string{"retry first", "late first"} {
 		t.Run(order, func(t *testing.T) {
 			srv := testutil.StartRedis(t)

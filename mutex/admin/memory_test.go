@@ -12,9 +12,9 @@ import (
 	"github.com/redfence/redfence/mutex/backend"
 )
 
-// memory is an in-memory backend.Backend outside package mutex, as the
-// seam tests of mutex have one: inspection, listing and forced release run
-// through backend.Inspector alone, with no Redis. It keeps package
+// memory is an in-memory backend.Backend outside package mutex, as mutex's
+// backend_contract_test.go has one: inspection, listing and forced release
+// run through backend.Inspector alone, with no Redis. It keeps package
 // backend's contract, wakes its watchers (backend.Watcher) and shows its
 // locks (inspecting); plain hides all but the Backend.
 type memory struct {

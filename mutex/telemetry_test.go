@@ -1,0 +1,172 @@
+package mutex_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/mutex"
+)
+
+// A Locker's spans (Lock, re-entered Lock, contended TryLock, LockLost) carry
+// the key, token, outcome, attempts and wait in seconds, under the package's
+// instrumentation scope; its metrics count acquisitions, contention, losses
+// and held locks, with their units.
+func TestTelemetry(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	l := newLocker(t, c, mutex.WithTracerProvider(tp), mutex.WithMeterProvider(mp))
+	other := newLocker(t, c)
+	ctx := context.Background()
+
+	lk, err := l.Lock(ctx, "tel", mutex.WithTTL(300*time.Millisecond))
+	require.NoError(t, err)
+	inner, err := l.Lock(lk.Context(), "tel")
+	require.NoError(t, err)
+	require.NoError(t, inner.Release(ctx))
+	held, err := other.Lock(ctx, "tel2")
+	require.NoError(t, err)
+	_, err = l.TryLock(ctx, "tel2")
+	require.ErrorIs(t, err, mutex.ErrNotAcquired)
+	require.NoError(t, held.Release(ctx))
+	require.NoError(t, c.FlushAll(ctx).Err())
+	<-lk.Context().Done()
+
+	spans := map[string][]sdktrace.ReadOnlySpan{}
+	for _, s := range rec.Ended() {
+		spans[s.Name()] = append(spans[s.Name()], s)
+	}
+	require.Len(t, spans["redfence.Lock"], 2)
+	attrs := attrMap(spans["redfence.Lock"][0].Attributes())
+	assert.Equal(t, "tel", attrs["redfence.key"].AsString())
+	assert.Equal(t, lk.Token(), attrs["redfence.token"].AsInt64())
+	assert.Equal(t, "acquired", attrs["redfence.outcome"].AsString())
+	assert.EqualValues(t, 1, attrs["redfence.attempts"].AsInt64())
+	assert.False(t, attrs["redfence.reentrant"].AsBool())
+	assert.Contains(t, attrs, "redfence.wait")
+	assert.Less(t, attrs["redfence.wait"].AsFloat64(), 5.0, "redfence.wait is in seconds")
+	for _, ss := range spans {
+		for _, s := range ss {
+			assert.Equal(t, trace.SpanKindInternal, s.SpanKind(), s.Name())
+			assert.Equal(t, "github.com/redfence/redfence/mutex", s.InstrumentationScope().Name, s.Name())
+			assert.NotEmpty(t, s.InstrumentationScope().Version, s.Name())
+		}
+	}
+	assert.True(t, attrMap(spans["redfence.Lock"][1].Attributes())["redfence.reentrant"].AsBool())
+	require.Len(t, spans["redfence.TryLock"], 1)
+	assert.Equal(t, "contended", attrMap(spans["redfence.TryLock"][0].Attributes())["redfence.outcome"].AsString())
+	require.Len(t, spans["redfence.LockLost"], 1)
+	assert.Equal(t, lk.Token(), attrMap(spans["redfence.LockLost"][0].Attributes())["redfence.token"].AsInt64())
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(ctx, &rm))
+	sums := map[string]int64{}
+	hist := map[string]uint64{}
+	units := map[string]string{}
+	for _, sm := range rm.ScopeMetrics {
+		assert.Equal(t, "github.com/redfence/redfence/mutex", sm.Scope.Name)
+		assert.NotEmpty(t, sm.Scope.Version)
+		for _, m := range sm.Metrics {
+			units[m.Name] = m.Unit
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					sums[m.Name] += p.Value
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					hist[m.Name] += p.Count
+				}
+			}
+		}
+	}
+	assert.EqualValues(t, 3, sums["redfence.lock.acquisitions"], "acquired, reentered, contended")
+	assert.EqualValues(t, 1, sums["redfence.lock.contention"])
+	assert.EqualValues(t, 1, sums["redfence.lock.losses"])
+	assert.EqualValues(t, 0, sums["redfence.lock.held"], "nothing held at the end")
+	assert.EqualValues(t, 3, hist["redfence.lock.acquire.duration"])
+	assert.EqualValues(t, 1, hist["redfence.lock.hold.duration"])
+	assert.Equal(t, map[string]string{
+		"redfence.lock.acquire.duration": "s",
+		"redfence.lock.acquisitions":     "{acquisition}",
+		"redfence.lock.contention":       "{attempt}",
+		"redfence.lock.losses":           "{lock}",
+		"redfence.lock.hold.duration":    "s",
+		"redfence.lock.held":             "{lock}",
+	}, units)
+}
+
+func attrMap(kvs []attribute.KeyValue) map[string]attribute.Value {
+	m := map[string]attribute.Value{}
+	for _, kv := range kvs {
+		m[string(kv.Key)] = kv.Value
+	}
+	return m
+}
+
+// A Locker on the global TracerProvider (no WithTracerProvider) starts no
+// spans while nothing is installed (otel's default makes only non-recording
+// ones), and records them once a program installs an SDK, even after the
+// Locker was built. otel's default delegates to the first provider set, once
+// per process, so the test runs in a fresh process of its own (this binary
+// again): repeatable under -count, and the package's other tests never see a
+// global provider.
+func TestSpansOnceAGlobalProviderIsSet(t *testing.T) {
+	const env = "REDFENCE_SPANS_CHILD"
+	if os.Getenv(env) == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSpansOnceAGlobalProviderIsSet$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), env+"=1")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "child process:\n%s", out)
+		require.Contains(t, string(out), "--- PASS: TestSpansOnceAGlobalProviderIsSet", "child process:\n%s", out)
+		return
+	}
+	require.True(t, mutex.IsUnsetGlobal(otel.GetTracerProvider()), "the child process starts with otel's default provider")
+	c, _ := testutil.Redis(t)
+	l := newLocker(t, c)
+	ctx := context.Background()
+	cycle := func(key string) {
+		t.Helper()
+		lk, err := l.Lock(ctx, key)
+		require.NoError(t, err)
+		require.NoError(t, lk.Release(ctx))
+	}
+	cycle("before")
+	assert.False(t, mutex.StartsSpans(l), "a span started while no provider is installed: three allocations for nothing")
+
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	otel.SetTracerProvider(tp)
+	cycle("after")
+
+	var names []string
+	for _, s := range rec.Ended() {
+		names = append(names, s.Name())
+		var key string
+		for _, a := range s.Attributes() {
+			if a.Key == "redfence.key" {
+				key = a.Value.AsString()
+			}
+		}
+		assert.Equal(t, "after", key, s.Name())
+	}
+	assert.ElementsMatch(t, []string{"redfence.Lock", "redfence.Release"}, names)
+	assert.True(t, mutex.StartsSpans(l), "no span once a provider is installed")
+}
