@@ -133,8 +133,9 @@ func New(locker *mutex.Locker, opts ...Option) (*Runner, error) {
 }
 
 // Add registers a job run every interval. Slots are aligned to multiples of
-// every since the Unix epoch on the Redis server's clock, so all replicas
-// agree on them: a 24 h job runs at 00:00 UTC unless WithOffset and
+// every since the Unix epoch on the backend's clock (Redis's; the
+// replica's own over etcd, see the package doc), so all replicas agree on
+// them: a 24 h job runs at 00:00 UTC unless WithOffset and
 // WithLocation place it elsewhere. Add fails, wrapping ErrInvalid and
 // registering nothing, on an empty name or one longer than MaxNameLen
 // bytes, a duplicate name, an interval outside [MinInterval, MaxInterval]

@@ -22,7 +22,7 @@ const (
 	// (github.com/jackc/pgx/v5/stdlib). It sends fenced's SQL and shares
 	// fenced's fence table.
 	Postgres Dialect = iota + 1
-	// MySQL is MySQL 8 or MariaDB 10.11 and later, InnoDB tables, through
+	// MySQL is MySQL 8.0.16 (which enforces CHECK) or MariaDB 10.11 and later, InnoDB tables, through
 	// github.com/go-sql-driver/mysql.
 	MySQL
 	// SQLite is SQLite 3.35 or later (RETURNING), through modernc.org/sqlite.

@@ -13,7 +13,7 @@ import (
 // Call runs fn, and returns by ctx's deadline whatever the client does. A
 // client that applies ctx deadlines to its sockets (go-redis's
 // ContextTimeoutEnabled; aware) ends the call then itself; any other waits
-// its ReadTimeout on a hung server (go-redis's default: 5s), however near
+// its ReadTimeout on a hung server, however near
 // the deadline. With such a client fn runs on a goroutine of its own, which
 // Call stops waiting for at the deadline: the goroutine ends when the
 // client ends the call (its ReadTimeout, or Close), its result is dropped,

@@ -299,8 +299,8 @@ func RetryDelayFunc(fallback asynq.RetryDelayFunc) asynq.RetryDelayFunc {
 
 // Config returns cfg with what the middleware needs of the server: IsFailure
 // and RetryDelayFunc that treat ErrLocked as contention (wrapping cfg's own,
-// if set), and DelayedTaskCheckInterval 1 s when unset (asynq's default is
-// 5 s).
+// if set), and DelayedTaskCheckInterval 1 s when unset, so that a task
+// retried after contention waits less than asynq's default check.
 func Config(cfg asynq.Config) asynq.Config {
 	if own := cfg.IsFailure; own != nil {
 		cfg.IsFailure = func(err error) bool { return !errors.Is(err, ErrLocked) && own(err) }
