@@ -108,7 +108,6 @@ func TestBadInput(t *testing.T) {
 		{"middleware: nil *ServeMux", wrap(nilMux), idempotency.ErrInvalid},
 		{"middleware: handler", wrap(okHandler), nil},
 
-		{"nil route", with(idempotency.WithRoute(nil)), idempotency.ErrInvalid},
 		{"no methods", with(idempotency.WithMethods()), idempotency.ErrInvalid},
 		{"method with a space", with(idempotency.WithMethods("PO ST")), idempotency.ErrInvalid},
 		{"methods", with(idempotency.WithMethods("POST", "PUT")), nil},

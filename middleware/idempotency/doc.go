@@ -15,23 +15,24 @@
 //
 // # The key, and who shares a record
 //
-// Idempotency-Key is an RFC 8941 String (Idempotency-Key: "8e03978e-40d5")
-// of 1 to 255 printable ASCII characters (WithMaxKeyLen), in one field,
-// without parameters; a bare token only with WithBareToken. A key's record
-// is kept WithExpiry (24 h) after its first request, a stored response as
-// long after it was stored; then the key is new again.
+// Idempotency-Key is 1 to 255 visible ASCII characters (WithMaxKeyLen), in
+// one field: bare, as client SDKs send a UUID, or as the RFC 8941 String
+// the draft defines ("8e03978e-40d5"), without parameters; both forms name
+// the same key. A key's record is kept WithExpiry (24 h) after its first
+// request, a stored response as long after it was stored; then the key is
+// new again.
 //
 // A record is keyed by the request's scope (the principal or tenant New's
-// scope function names), its method, its route and its key: a response is
-// replayed only to a request equal in all four. Keys are never shared
+// scope function names) and its key: a key names one operation of one
+// client, so the key reused in that scope with another method, path, query
+// or payload is refused (422), never run again. Keys are never shared
 // across scopes, so a key guessed or reused by another client runs that
 // client's request, with no hint the key exists elsewhere; a scope of "" is
-// refused (403). The route is r.Pattern from a ServeMux (kept with what
-// http.StripPrefix removed), else the path the client sent, or WithRoute's.
-// The record holds the first request's fingerprint, a SHA-256 of its method,
-// path as sent, query, WithFingerprintHeaders' headers (default
-// Content-Type) and, unless WithFingerprintBody(false), its body (read up to
-// WithMaxRequestBody before the handler, which gets it back whole).
+// refused (403). The record holds the first request's fingerprint, a
+// SHA-256 of its method, path as sent, query, WithFingerprintHeaders'
+// headers (default Content-Type) and, unless WithFingerprintBody(false), its
+// body (read up to WithMaxRequestBody before the handler, which gets it
+// back whole).
 //
 // # Decisions
 //
@@ -52,9 +53,8 @@
 //
 // Every refusal is application/problem+json (RFC 9457), its type a Problem
 // constant, and leaves nothing in Redis. 422 wins over 409: the fingerprint
-// is recorded before any handler runs. docs/idempotency.md explains how a
-// request runs once, what is stored and replayed, Redis outages, the keys
-// in Redis and the telemetry.
+// is recorded before any handler runs. docs/idempotency.md explains running
+// once, what is stored and replayed, outages, keys and telemetry.
 //
 // # Guarantees
 //
@@ -85,12 +85,12 @@
 //
 // # Errors
 //
-// New reports every mistake in the configuration, wrapping ErrInvalid
-// (mutex.ErrInvalid), before any I/O; each option states its default and
-// range, and nil options are ignored. Serving returns no error:
+// New reports every mistake in the configuration, wrapping ErrInvalid,
+// before any I/O; each option states its default and range, and nil
+// options are ignored. Serving returns no error:
 //
 //	situation                                            error
-//	nil locker or scope, a bad option                    ErrInvalid (New)
+//	nil locker or scope, a bad option                    ErrInvalid (mutex.ErrInvalid; New)
 //	a Locker whose backend lends no Redis client         ErrNeedsRedis and ErrInvalid (New)
 //	  (Redlock's, or one over etcd)
 //	a Locker whose client is a *redis.Ring               ErrInvalid (New): it cannot fence

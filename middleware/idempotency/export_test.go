@@ -8,7 +8,7 @@ import "net/http"
 func WaitCalls(h http.Handler) { h.(*handler).calls.Wait() }
 
 // RecordKey is the Redis key of the record of a handler New's middleware
-// made, for scope, method, route and key.
-func RecordKey(h http.Handler, scope, method, route, key string) string {
-	return h.(*handler).recordKey(recordID(scope, method, route, key))
+// made, for scope and key.
+func RecordKey(h http.Handler, scope, key string) string {
+	return h.(*handler).recordKey(recordID(scope, key))
 }

@@ -153,7 +153,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request) string {
 		h.callNext(w, r)
 		return OutcomeSkipped
 	}
-	key, present, err := parseKey(r.Header.Values(HeaderName), h.cfg.bareToken, h.cfg.maxKeyLen)
+	key, present, err := parseKey(r.Header.Values(HeaderName), h.cfg.maxKeyLen)
 	switch {
 	case err != nil:
 		writeProblem(w, http.StatusBadRequest, ProblemKeyInvalid, err.Error(), 0)
@@ -180,7 +180,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request) string {
 			return OutcomeBadRequest
 		}
 	}
-	id := recordID(scope, r.Method, h.cfg.route(r), key)
+	id := recordID(scope, key)
 	trace.SpanFromContext(r.Context()).SetAttributes(attrKey.String(LockPrefix + id))
 	return h.idempotent(w, r, id, fingerprint(r, h.cfg.fpHeaders, body, h.cfg.fpBody))
 }

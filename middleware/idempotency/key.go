@@ -11,15 +11,15 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-
-	"github.com/redfence/redfence/internal/httphdr"
 )
 
-// parseKey reads the Idempotency-Key field: one RFC 8941 sf-string (or,
-// with bareToken, a bare token), of 1 to maxLen characters. present is
-// false when there is no field. A field the parser does not take is an
-// error saying why, sent to the client in the 400's detail.
-func parseKey(values []string, bareToken bool, maxLen int) (key string, present bool, err error) {
+// parseKey reads the Idempotency-Key field: 1 to maxLen visible ASCII
+// characters, bare (a UUID as most client SDKs send it) or as the RFC 8941
+// String the draft defines, in double quotes; both forms name the same key
+// (abc and "abc"). present is false when there is no field. A field the
+// parser does not take is an error saying why and what is accepted, sent to
+// the client in the 400's detail.
+func parseKey(values []string, maxLen int) (key string, present bool, err error) {
 	if len(values) == 0 {
 		return "", false, nil
 	}
@@ -29,21 +29,30 @@ func parseKey(values []string, bareToken bool, maxLen int) (key string, present 
 	v := trimSP(values[0])
 	switch {
 	case v == "":
-		return "", true, errors.New("empty Idempotency-Key")
+		err = errors.New("empty Idempotency-Key")
 	case v[0] == '"':
 		key, err = parseString(v)
-	case bareToken:
-		key, err = parseToken(v)
 	default:
-		err = errors.New(`Idempotency-Key must be a Structured Field String (RFC 8941), in double quotes`)
+		key, err = parseBare(v)
+	}
+	if err == nil && (key == "" || len(key) > maxLen) {
+		err = fmt.Errorf("Idempotency-Key has %d characters", len(key))
 	}
 	if err != nil {
-		return "", true, err
-	}
-	if key == "" || len(key) > maxLen {
-		return "", true, fmt.Errorf("Idempotency-Key must be 1 to %d characters, not %d", maxLen, len(key))
+		return "", true, fmt.Errorf("%w; a key is 1 to %d visible ASCII characters (a UUID, say), bare or in double quotes", err, maxLen)
 	}
 	return key, true, nil
+}
+
+// parseBare takes a key sent without quotes: visible ASCII only, so that
+// no space, control byte or non-ASCII character is part of a key.
+func parseBare(v string) (string, error) {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x21 || c > 0x7e {
+			return "", fmt.Errorf("Idempotency-Key: byte 0x%02x is not visible ASCII", c)
+		}
+	}
+	return v, nil
 }
 
 // trimSP drops the spaces RFC 8941 lets surround a field value (net/http
@@ -86,21 +95,6 @@ func parseString(v string) (string, error) {
 	return "", errors.New("Idempotency-Key: no closing quote")
 }
 
-// parseToken parses an sf-token: ALPHA or "*", then tchar, ":" or "/"
-// (RFC 8941 §4.2.6).
-func parseToken(v string) (string, error) {
-	c := v[0]
-	if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '*') {
-		return "", errors.New(`Idempotency-Key: a token begins with a letter or "*"`)
-	}
-	for i := 1; i < len(v); i++ {
-		if c := v[i]; !httphdr.IsTchar(c) && c != ':' && c != '/' {
-			return "", fmt.Errorf("Idempotency-Key: byte 0x%02x may not appear in a token", c)
-		}
-	}
-	return v, nil
-}
-
 // writeParts hashes each part with its length first, so that no two lists
 // of parts hash alike ("a","bc" and "ab","c" differ).
 func writeParts(h hash.Hash, parts ...string) {
@@ -112,12 +106,15 @@ func writeParts(h hash.Hash, parts ...string) {
 	}
 }
 
-// recordID names a key's record: the SHA-256 of scope, method, route and
-// key, unambiguously joined, in hex. A client can choose the key, never
-// the scope, so a guessed key never reaches another scope's record.
-func recordID(scope, method, route, key string) string {
+// recordID names a key's record: the SHA-256 of scope and key,
+// unambiguously joined, in hex. A key names one operation of one client
+// (the draft's rule): reused with another method, path or payload it meets
+// the first request's fingerprint and is refused, never a second run. A
+// client can choose the key, never the scope, so a guessed key never
+// reaches another scope's record.
+func recordID(scope, key string) string {
 	h := sha256.New()
-	writeParts(h, "redfence/idempotency/v1", scope, method, route, key)
+	writeParts(h, "redfence/idempotency/v2", scope, key)
 	return hex.EncodeToString(h.Sum(nil))
 }
 

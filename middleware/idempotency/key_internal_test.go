@@ -8,29 +8,42 @@ import (
 )
 
 // TestParseKey covers what a client cannot send through net/http (bytes
-// its transport refuses) besides the grammar the HTTP tests cover.
+// its transport refuses) besides the grammar the HTTP tests cover: a key
+// is visible ASCII, bare or quoted, and both forms name the same key.
 func TestParseKey(t *testing.T) {
+	uuid := "8e03978e-40d5-43e8-bc93-6894a57f9324"
 	for _, tc := range []struct {
 		in   string
-		bare bool
 		want string // "" for an error
 	}{
-		{`"abc"`, false, "abc"},
-		{`"a\"b\\c"`, false, `a"b\c`},
-		{"\"a\x7fb\"", false, ""},
-		{"\"a\x1fb\"", false, ""},
-		{"\"a\tb\"", false, ""},
-		{`"a\`, false, ""},
-		{`"a"b"`, false, ""},
-		{`*tok`, true, "*tok"},
-		{`tok en`, true, ""},
-		{`"` + strings.Repeat("x", 255) + `"`, false, strings.Repeat("x", 255)},
-		{`"` + strings.Repeat("x", 256) + `"`, false, ""},
+		{`"abc"`, "abc"},
+		{`abc`, "abc"},
+		{uuid, uuid},
+		{`"` + uuid + `"`, uuid},
+		{`"a\"b\\c"`, `a"b\c`},
+		{`a"b\c`, `a"b\c`},
+		{"\"a\x7fb\"", ""},
+		{"a\x7fb", ""},
+		{"\"a\x1fb\"", ""},
+		{"\"a\tb\"", ""},
+		{"a\tb", ""},
+		{`tok en`, ""},
+		{"é", ""},
+		{`"a\`, ""},
+		{`"a"b"`, ""},
+		{`*tok`, "*tok"},
+		{`"` + strings.Repeat("x", 255) + `"`, strings.Repeat("x", 255)},
+		{strings.Repeat("x", 255), strings.Repeat("x", 255)},
+		{`"` + strings.Repeat("x", 256) + `"`, ""},
+		{strings.Repeat("x", 256), ""},
+		{`""`, ""},
 	} {
-		got, present, err := parseKey([]string{tc.in}, tc.bare, DefaultMaxKeyLen)
+		got, present, err := parseKey([]string{tc.in}, DefaultMaxKeyLen)
 		assert.True(t, present)
 		if tc.want == "" {
-			assert.Error(t, err, "%q", tc.in)
+			if assert.Error(t, err, "%q", tc.in) {
+				assert.Contains(t, err.Error(), "visible ASCII characters (a UUID, say), bare or in double quotes", "the 400 says what is accepted")
+			}
 			continue
 		}
 		if assert.NoError(t, err, "%q", tc.in) {
@@ -39,15 +52,14 @@ func TestParseKey(t *testing.T) {
 	}
 }
 
-// TestRecordIDParts: no two lists of parts share an id, however their
-// bytes are split between scope, method, route and key.
+// TestRecordIDParts: no two scope and key pairs share an id, however their
+// bytes are split between them.
 func TestRecordIDParts(t *testing.T) {
 	ids := map[string]bool{}
-	for _, p := range [][4]string{
-		{"ab", "POST", "c", "k"}, {"a", "POST", "bc", "k"}, {"abPOST", "", "c", "k"},
-		{"ab", "POST", "ck", ""}, {"ab", "POST", "", "ck"}, {"", "abPOST", "c", "k"},
+	for _, p := range [][2]string{
+		{"ab", "ck"}, {"a", "bck"}, {"abc", "k"}, {"abck", ""}, {"", "abck"},
 	} {
-		id := recordID(p[0], p[1], p[2], p[3])
+		id := recordID(p[0], p[1])
 		assert.False(t, ids[id], "%q", p)
 		ids[id] = true
 	}

@@ -35,10 +35,8 @@ const (
 )
 
 type config struct {
-	route        func(*http.Request) string
 	methods      []string
 	optional     bool
-	bareToken    bool
 	maxKeyLen    int
 	fpHeaders    []string // canonical
 	fpBody       bool
@@ -83,7 +81,6 @@ const (
 
 func newConfig(opts []Option) config {
 	c := config{
-		route:        defaultRoute,
 		methods:      []string{http.MethodPost, http.MethodPatch},
 		maxKeyLen:    DefaultMaxKeyLen,
 		fpHeaders:    []string{"Content-Type"},
@@ -111,41 +108,6 @@ func (c *config) fail(format string, args ...any) {
 	c.errs = append(c.errs, fmt.Errorf(format, args...))
 }
 
-// defaultRoute is the request's ServeMux pattern (Go 1.22), set when the
-// middleware wraps a handler registered on a ServeMux, after what
-// http.StripPrefix (or another rewrite) removed from the path; else the
-// path the client sent. Behind StripPrefix("/billing"), the pattern
-// "POST /orders" is "/billing POST /orders", never shipping's.
-func defaultRoute(r *http.Request) string {
-	sent := sentPath(r)
-	if r.Pattern == "" {
-		return sent
-	}
-	prefix := sent
-	if cut, ok := strings.CutSuffix(sent, r.URL.EscapedPath()); ok {
-		prefix = cut
-	}
-	if prefix == "" {
-		return r.Pattern
-	}
-	return prefix + " " + r.Pattern // a path has no space: unambiguous
-}
-
-// WithRoute sets the route a record is keyed by, so that one key sent to
-// two endpoints makes two records: a route pattern ("POST /payments"),
-// never anything a client chooses freely. Default: r.Pattern when the
-// middleware wraps a handler of a ServeMux (with the prefix
-// http.StripPrefix removed, if any), else the path the client sent
-// (r.RequestURI's, which StripPrefix leaves as it was). nil is an error.
-func WithRoute(fn func(r *http.Request) string) Option {
-	return optionFunc(func(c *config) {
-		if fn == nil {
-			c.fail("nil route function")
-		}
-		c.route = fn
-	})
-}
-
 // WithMethods sets the methods the middleware applies to; others pass
 // through untouched. Default POST and PATCH (PUT and DELETE are idempotent
 // by definition). Each must be a token; at least one.
@@ -168,13 +130,6 @@ func WithMethods(methods ...string) Option {
 // unprotected. Default false: a request without one is answered 400.
 func WithKeyOptional(on bool) Option {
 	return optionFunc(func(c *config) { c.optional = on })
-}
-
-// WithBareToken accepts a key sent as a bare RFC 8941 token
-// (Idempotency-Key: abc-123), as older clients send it, besides the
-// String the draft defines ("abc-123"). Default false.
-func WithBareToken(on bool) Option {
-	return optionFunc(func(c *config) { c.bareToken = on })
 }
 
 // WithMaxKeyLen sets the longest key accepted, in characters. Default 255;

@@ -12,7 +12,7 @@ import (
 const (
 	ProblemBase        = "https://pkg.go.dev/github.com/redfence/redfence/middleware/idempotency#"
 	ProblemKeyMissing  = ProblemBase + "ProblemKeyMissing"  // 400: the route requires an Idempotency-Key
-	ProblemKeyInvalid  = ProblemBase + "ProblemKeyInvalid"  // 400: not an RFC 8941 String (or token) of 1-255 characters
+	ProblemKeyInvalid  = ProblemBase + "ProblemKeyInvalid"  // 400: not 1-255 visible ASCII characters, bare or an RFC 8941 String
 	ProblemBody        = ProblemBase + "ProblemBody"        // 400: the request body could not be read
 	ProblemNoScope     = ProblemBase + "ProblemNoScope"     // 403: the scope function found no principal
 	ProblemTooLarge    = ProblemBase + "ProblemTooLarge"    // 413: the body is past WithMaxRequestBody

@@ -25,32 +25,30 @@ import (
 // what record a key gets (none, its own, the same for every retry) and
 // what its clients are answered.
 
-// TestScopeKeyConcatenation: scope, route and key that concatenate
-// alike ("/p"+"xy", "/px"+"y"), keys that differ only by an escape, and
-// quotes or backslashes in the scope never share a record; a bare token is
-// its String's key.
+// TestScopeKeyConcatenation: scope and key that concatenate alike
+// ("a"+"bxy", "ab"+"xy"), keys that differ only by an escape, and quotes or
+// backslashes in the scope never share a record; a bare key is its
+// String's key.
 func TestScopeKeyConcatenation(t *testing.T) {
 	_, srv := testutil.Redis(t)
 	h := &charge{}
-	route := idempotency.WithRoute(func(r *http.Request) string { return r.Header.Get("X-Test-Route") })
-	rep := replicasOn(t, srv, 1, h, nil, idempotency.WithBareToken(true), route)[0]
+	rep := replicasOn(t, srv, 1, h, nil)[0]
 	c := client(t)
-	at := func(tenant, route, key string) req {
-		return req{tenant: tenant, key: key, body: "{}", hdr: http.Header{"X-Test-Route": {route}}}
-	}
+	at := func(tenant, key string) req { return req{tenant: tenant, key: key, body: "{}"} }
 	for i, rq := range []req{
-		at("ab", "/p", `"xy"`),
-		at("ab", "/px", `"y"`),
-		at("ab", "/p", `"x\\y"`),
-		at(`ab"`, "/p", `"xy"`),
-		at("ab\\", "/p", `"xy"`),
-		at("ab", "/p", `"xy\""`),
+		at("ab", `"xy"`),
+		at("a", `"bxy"`),
+		at("abx", `"y"`),
+		at("ab", `"x\\y"`),
+		at(`ab"`, `"xy"`),
+		at("ab\\", `"xy"`),
+		at("ab", `"xy\""`),
 	} {
 		res := mustPost(t, c, rep.URL, rq)
 		assert.Equal(t, http.StatusCreated, res.status, "%d %+v", i, rq)
 		assert.False(t, res.replayed(), "%d %+v", i, rq)
 	}
-	assert.True(t, mustPost(t, c, rep.URL, at("ab", "/p", "xy")).replayed(), "the bare token is the String's key")
+	assert.True(t, mustPost(t, c, rep.URL, at("ab", "xy")).replayed(), "the bare key is the String's key")
 }
 
 // TestKeyBytes: control characters, non-ASCII and a 256th character

@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -14,15 +15,15 @@ import (
 	"github.com/redfence/redfence/middleware/idempotency"
 )
 
-// TestKeyFormat: the key is an RFC 8941 String of 1 to 255 characters; a
-// bare token only with WithBareToken; anything else, or none where the key
-// is required, is answered 400 problem+json before the handler, and leaves
-// nothing in Redis.
+// TestKeyFormat: the key is 1 to 255 visible ASCII characters, bare (a
+// UUID, as client SDKs send it) or as an RFC 8941 String; anything else,
+// or none where the key is required, is answered 400 problem+json before
+// the handler, and leaves nothing in Redis.
 func TestKeyFormat(t *testing.T) {
 	rdb, srv := testutil.Redis(t)
 	h := &charge{}
 	strict := replicasOn(t, srv, 1, h, nil)[0]
-	lenient := replicasOn(t, srv, 1, h, nil, idempotency.WithBareToken(true), idempotency.WithMaxKeyLen(8))[0]
+	short := replicasOn(t, srv, 1, h, nil, idempotency.WithMaxKeyLen(8))[0]
 	c := client(t)
 	long := strings.Repeat("k", 255)
 	for _, tc := range []struct {
@@ -36,22 +37,25 @@ func TestKeyFormat(t *testing.T) {
 		{"255 characters", strict, []string{`"` + long + `"`}, http.StatusCreated, ""},
 		{"escapes", strict, []string{`"a\"b\\c"`}, http.StatusCreated, ""},
 		{"spaces around", strict, []string{` "sp" `}, http.StatusCreated, ""},
+		{"bare UUID", strict, []string{`8e03978e-40d5-43e8-bc93-6894a57f9324`}, http.StatusCreated, ""},
+		{"bare, a digit first", strict, []string{`1abc`}, http.StatusCreated, ""},
+		{"bare, a quote inside", strict, []string{`ab"c`}, http.StatusCreated, ""},
 		{"missing", strict, nil, http.StatusBadRequest, idempotency.ProblemKeyMissing},
 		{"256 characters", strict, []string{`"` + long + `k"`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"256 bare characters", strict, []string{long + `k`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
 		{"empty string", strict, []string{`""`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
 		{"empty field", strict, []string{``}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
-		{"bare token refused", strict, []string{`abc-123`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
 		{"two fields", strict, []string{`"a"`, `"b"`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
 		{"list", strict, []string{`"a", "b"`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"bare with a space", strict, []string{`a b`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
 		{"parameters", strict, []string{`"a";v=1`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
 		{"no closing quote", strict, []string{`"abc`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
 		{"bad escape", strict, []string{`"a\nb"`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
 		{"not ASCII", strict, []string{`"clé"`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
-		{"bare token accepted", lenient, []string{`tok:a/b`}, http.StatusCreated, ""},
-		{"string still accepted", lenient, []string{`"s t r"`}, http.StatusCreated, ""},
-		{"token starting with a digit", lenient, []string{`1abc`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
-		{"token with a quote", lenient, []string{`ab"c`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
-		{"past WithMaxKeyLen", lenient, []string{`"123456789"`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"bare, not ASCII", strict, []string{`clé`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"past WithMaxKeyLen", short, []string{`"123456789"`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"bare, past WithMaxKeyLen", short, []string{`123456789`}, http.StatusBadRequest, idempotency.ProblemKeyInvalid},
+		{"at WithMaxKeyLen", short, []string{`12345678`}, http.StatusCreated, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := h.calls.Load()
@@ -65,7 +69,7 @@ func TestKeyFormat(t *testing.T) {
 	}
 	keys, err := rdb.Keys(t.Context(), idempotency.DefaultPrefix+"*").Result()
 	require.NoError(t, err)
-	assert.Len(t, keys, 6, "one record per accepted key, none for a refused one")
+	assert.Len(t, keys, 8, "one record per accepted key, none for a refused one")
 }
 
 // TestNotCovered: other methods, and requests without a key where it is
@@ -162,4 +166,50 @@ func TestPanickingHandler(t *testing.T) {
 	assert.Error(t, post(t.Context(), c, rep.URL, rq).err, "net/http aborts the connection")
 	assert.Equal(t, http.StatusCreated, mustPost(t, c, rep.URL, rq).status)
 	assert.EqualValues(t, 2, calls.Load())
+}
+
+// TestKeyReusedWithAnotherMethodIs422: a key names one operation of one
+// client. POST /items/1 then PATCH /items/1 with the same key and body is
+// the key reused: 422 while the POST runs and after it finished, and the
+// handler runs once.
+func TestKeyReusedWithAnotherMethodIs422(t *testing.T) {
+	_, srv := testutil.Redis(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			close(started)
+			<-release
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "%s done", r.Method)
+	})
+	rep := replicasOn(t, srv, 1, h, nil)[0]
+	c := client(t)
+	send := func(method string) result {
+		r, err := http.NewRequest(method, rep.URL+"/items/1", strings.NewReader("{}"))
+		require.NoError(t, err)
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set(scopeHeader, "acme")
+		r.Header.Set(idempotency.HeaderName, "8e03978e-40d5-43e8-bc93-6894a57f9324")
+		resp, err := c.Do(r)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return result{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	}
+	first := make(chan result, 1)
+	go func() { first <- send(http.MethodPost) }()
+	<-started
+	while := send(http.MethodPatch)
+	assert.Equal(t, http.StatusUnprocessableEntity, while.status, "while the POST runs: %s", while.body)
+	assert.Equal(t, idempotency.ProblemMismatch, problemType(t, while))
+	close(release)
+	res := <-first
+	require.Equal(t, http.StatusCreated, res.status)
+	assert.Equal(t, "POST done", res.body)
+	after := send(http.MethodPatch)
+	assert.Equal(t, http.StatusUnprocessableEntity, after.status, "after the POST: %s", after.body)
+	assert.True(t, send(http.MethodPost).replayed(), "the POST again is replayed")
+	assert.EqualValues(t, 1, calls.Load(), "the handler ran once")
 }

@@ -15,34 +15,35 @@ import (
 	"github.com/redfence/redfence/middleware/idempotency"
 )
 
-// TestRouteKeepsStrippedPrefix: a record is keyed by the route, so
-// that one key sent to two endpoints makes two records. Behind
-// http.StripPrefix, POST /billing/orders and POST /shipping/orders are
-// both "POST /orders" to the inner mux; the default route keeps the
-// stripped prefix, so a key a client derives from an order id, sent to
-// both, runs shipping's handler rather than replaying billing's response.
-func TestRouteKeepsStrippedPrefix(t *testing.T) {
-	billing, shipping := strippedPair(t)
-	require.Equal(t, "billing order created", billing.body)
-	assert.False(t, shipping.replayed(), "another endpoint's stored response was replayed: %q", shipping.body)
-	assert.Equal(t, "shipping order created", shipping.body)
-}
-
-// TestFingerprintKeepsStrippedPrefix: with one route for both (WithRoute),
-// the fingerprint's path is still the one the client sent: the key reused
-// on the other endpoint is 422, not billing's replay.
-func TestFingerprintKeepsStrippedPrefix(t *testing.T) {
-	billing, shipping := strippedPair(t, idempotency.WithRoute(func(*http.Request) string { return "orders" }))
+// TestKeyReusedOnAnotherEndpointIs422: a key names one operation of one
+// client, so one key sent to two endpoints is the same key reused with
+// another request. Behind http.StripPrefix, POST /billing/orders and POST
+// /shipping/orders are both "POST /orders" to the inner mux, but the
+// fingerprint's path is the one the client sent: shipping's request is 422,
+// neither billing's replay nor a second run.
+func TestKeyReusedOnAnotherEndpointIs422(t *testing.T) {
+	billing, shipping := strippedPair(t, "/shipping/orders")
 	require.Equal(t, "billing order created", billing.body)
 	assert.Equal(t, http.StatusUnprocessableEntity, shipping.status, "%q", shipping.body)
+	assert.False(t, shipping.replayed(), "another endpoint's stored response was replayed: %q", shipping.body)
+	assert.NotContains(t, shipping.body, "order created")
 }
 
-// strippedPair sends one key to POST /billing/orders, then to POST
-// /shipping/orders, two services behind http.StripPrefix.
-func strippedPair(t *testing.T, opts ...idempotency.Option) (billing, shipping result) {
+// TestSameEndpointBehindStripPrefixReplays: the same request again, behind
+// StripPrefix, is its first response replayed.
+func TestSameEndpointBehindStripPrefixReplays(t *testing.T) {
+	first, again := strippedPair(t, "/billing/orders")
+	require.Equal(t, "billing order created", first.body)
+	assert.True(t, again.replayed(), "%d %q", again.status, again.body)
+	assert.Equal(t, "billing order created", again.body)
+}
+
+// strippedPair sends one key to POST /billing/orders, then to POST second,
+// of two services behind http.StripPrefix.
+func strippedPair(t *testing.T, second string) (billing, other result) {
 	_, srv := testutil.Redis(t)
 	l := testutil.Locker(t, srv.Client())
-	mw, err := idempotency.New(l, tenant, opts...)
+	mw, err := idempotency.New(l, tenant)
 	require.NoError(t, err)
 	service := func(name string) http.Handler {
 		mux := http.NewServeMux()
@@ -71,5 +72,5 @@ func strippedPair(t *testing.T, opts ...idempotency.Option) (billing, shipping r
 		b, _ := io.ReadAll(resp.Body)
 		return result{status: resp.StatusCode, header: resp.Header, body: string(b)}
 	}
-	return send("/billing/orders"), send("/shipping/orders")
+	return send("/billing/orders"), send(second)
 }
