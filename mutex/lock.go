@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/redfence/redfence/mutex/backend"
 )
 
@@ -186,23 +188,33 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	ttl = ttl.Truncate(time.Millisecond)
-	ctx, span := lk.l.tel.startSpan(ctx, "redfence.Extend", lk.key, lk.token)
+	tel := lk.l.tel
+	start := lk.l.now()
+	var span trace.Span // only with WithRenewalSpans: see telemetry.renewal
+	if tel.renewalSpans {
+		ctx, span = tel.startSpan(ctx, "redfence.Extend", lk.key, lk.token)
+	}
 	res, sent, why := lk.l.extend(ctx, []*Lock{lk}, []time.Duration{ttl})
+	outcome, err := "extended", error(nil)
 	switch res[0] {
 	case backend.Unknown:
 		if why == nil {
 			why = unavailable(errNoAnswer)
 		}
-		endSpan(span, "error", why)
-		return why
+		outcome, err = "error", why
 	case backend.Gone:
 		lk.lose("extend found the lock gone")
-		endSpan(span, "not_held", ErrNotHeld)
-		return ErrNotHeld
+		outcome, err = "not_held", ErrNotHeld
+	default:
+		lk.renewed(sent, ttl)
 	}
-	lk.renewed(sent, ttl)
-	endSpan(span, "extended", nil)
-	return nil
+	if span != nil {
+		tel.renewals.Add(ctx, 1, tel.outcomeAttrs(outcome).add...)
+		endSpan(span, outcome, err)
+	} else {
+		tel.renewal(ctx, "redfence.Extend", lk.key, lk.token, start, outcome, err, err == nil && lateRenewal(lk.l.now().Sub(sent), ttl))
+	}
+	return err
 }
 
 // TTL returns the lease left as the backend sees it; a lock no longer held

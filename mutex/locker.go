@@ -62,6 +62,7 @@ func newLocker(opts []Option) (*Locker, error) {
 	}
 	l.id = l.newOwner()
 	l.tel = newTelemetry(l.cfg.tp, l.cfg.mp)
+	l.tel.renewalSpans = l.cfg.renewSpans
 	l.renew = newRenewer(l)
 	return l, nil
 }

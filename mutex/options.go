@@ -30,6 +30,7 @@ type config struct {
 	tp          trace.TracerProvider
 	mp          metric.MeterProvider
 	info        OwnerInfo
+	renewSpans  bool
 	err         error // first bad option, reported by every call
 }
 
@@ -134,6 +135,16 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // or not): otel's global.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) { c.mp = mp })
+}
+
+// WithRenewalSpans records a span for every renewal: the renewer's
+// (redfence.Renew) and Extend's (redfence.Extend). Default false: every
+// renewal is counted (redfence.lock.renewals, by redfence.outcome) and only
+// one that failed or came late (its reply took more than a tenth of the
+// lease) is a span, so that a lock or a leader held for hours does not fill
+// the traces.
+func WithRenewalSpans(on bool) Option {
+	return optionFunc(func(c *config) { c.renewSpans = on })
 }
 
 type lockConfig struct {

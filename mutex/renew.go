@@ -291,16 +291,25 @@ func (r *renewer) renewChunk(locks []*Lock) {
 	ctx, cancel := context.WithDeadline(r.closing, deadline)
 	defer cancel()
 
-	results, sent, _ := l.extend(ctx, locks, ttls)
+	start := l.now()
+	results, sent, why := l.extend(ctx, locks, ttls)
+	rtt := l.now().Sub(sent)
 	for i, lk := range locks {
+		outcome, err := "extended", error(nil)
 		switch results[i] {
 		case backend.Renewed:
 			lk.renewed(sent, ttls[i])
 		case backend.Gone:
 			lk.lose("renewal found the lock gone")
+			outcome, err = "not_held", ErrNotHeld
 		default:
 			r.retrySoon(lk) // outcome unknown: the lease deadline decides
+			if why == nil {
+				why = unavailable(errNoAnswer)
+			}
+			outcome, err = "error", why
 		}
+		l.tel.renewal(context.Background(), "redfence.Renew", lk.key, lk.token, start, outcome, err, err == nil && lateRenewal(rtt, ttls[i]))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +34,7 @@ const (
 	attrOutcome   = attribute.Key("redfence.outcome")
 	attrReason    = attribute.Key("redfence.reason")
 	attrErrorType = attribute.Key("error.type")
+	attrLate      = attribute.Key("redfence.late") // a renewal whose reply took over a tenth of the lease
 )
 
 type telemetry struct {
@@ -47,7 +49,10 @@ type telemetry struct {
 	held        metric.Int64UpDownCounter
 	attemptErrs metric.Int64Counter
 	forcedRels  metric.Int64Counter
-	byOutcome   map[string]*outcomeOpts // lockOutcomes; read-only once built
+	renewals    metric.Int64Counter
+	byOutcome   map[string]*outcomeOpts // lockOutcomes and renewOutcomes; read-only once built
+
+	renewalSpans bool // WithRenewalSpans: a span for every renewal, not only a failed or late one
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) *telemetry {
@@ -58,7 +63,7 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) *telemetry {
 		spanOpts:  []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)},
 		byOutcome: map[string]*outcomeOpts{},
 	}
-	for _, o := range lockOutcomes {
+	for _, o := range slices.Concat(lockOutcomes, renewOutcomes) {
 		t.byOutcome[o] = newOutcomeOpts(o)
 	}
 	// Instrument creation only fails on invalid names; ours are constant and
@@ -88,7 +93,42 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) *telemetry {
 		metric.WithDescription("Acquisition attempts that failed on the way to or on the server, by error.type."))
 	t.forcedRels, _ = m.Int64Counter("redfence.lock.forced_releases", metric.WithUnit("{release}"),
 		metric.WithDescription("Locks freed by ForceRelease behind their holder's back, by redfence.reason."))
+	t.renewals, _ = m.Int64Counter("redfence.lock.renewals", metric.WithUnit("{renewal}"),
+		metric.WithDescription("Lease renewals, the renewer's and Extend's, by redfence.outcome: extended, not_held or error."))
 	return t
+}
+
+// renewOutcomes are the outcomes a renewal records.
+var renewOutcomes = []string{"extended", "not_held", "error"}
+
+// lateRenewal reports whether a renewal's reply took more than a tenth of
+// the lease: the margin the renewer retries within, so one that late is a
+// warning of a slow store or a paused process.
+func lateRenewal(rtt, lease time.Duration) bool { return rtt > lease/10 }
+
+// renewal records a renewal that ran from start without a span of its own:
+// the counter by outcome and, when it failed or came late (or
+// WithRenewalSpans asks for every one), a span over it named name.
+func (t *telemetry) renewal(ctx context.Context, name, key string, token int64, start time.Time, outcome string, err error, late bool) {
+	t.renewals.Add(ctx, 1, t.outcomeAttrs(outcome).add...)
+	if !t.renewalSpans && err == nil && !late {
+		return
+	}
+	if t.global && isUnsetGlobal(otel.GetTracerProvider()) {
+		return
+	}
+	_, span := t.tracer.Start(ctx, name, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal))
+	if span.IsRecording() {
+		span.SetAttributes(attrKey.String(key), attrToken.Int64(token), attrOutcome.String(outcome))
+		if late {
+			span.SetAttributes(attrLate.Bool(true))
+		}
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
 }
 
 // forced records a forced release: counted by reason (clipped, as a

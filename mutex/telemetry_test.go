@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -109,6 +111,7 @@ func TestTelemetry(t *testing.T) {
 		"redfence.lock.losses":           "{lock}",
 		"redfence.lock.hold.duration":    "s",
 		"redfence.lock.held":             "{lock}",
+		"redfence.lock.renewals":         "{renewal}",
 	}, units)
 }
 
@@ -169,4 +172,99 @@ func TestSpansOnceAGlobalProviderIsSet(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"redfence.Lock", "redfence.Release"}, names)
 	assert.True(t, mutex.StartsSpans(l), "no span once a provider is installed")
+}
+
+// renewalTelemetry is a Locker over c recording spans and metrics, with
+// opts, and the renewals it counted by outcome.
+func renewalTelemetry(t *testing.T, c *redis.Client, opts ...any) (*mutex.Locker, *tracetest.SpanRecorder, func() map[string]int64) {
+	rec := tracetest.NewSpanRecorder()
+	reader := sdkmetric.NewManualReader()
+	opts = append(opts,
+		mutex.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))),
+		mutex.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	l := newLocker(t, c, opts...)
+	counted := func() map[string]int64 {
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, reader.Collect(context.Background(), &rm))
+		out := map[string]int64{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if m.Name != "redfence.lock.renewals" {
+					continue
+				}
+				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+					o, _ := dp.Attributes.Value("redfence.outcome")
+					out[o.AsString()] += dp.Value
+				}
+			}
+		}
+		return out
+	}
+	return l, rec, counted
+}
+
+func spansNamed(rec *tracetest.SpanRecorder, names ...string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		for _, n := range names {
+			if s.Name() == n {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// TestRenewalsAreCountedNotSpanned: by default a renewal that succeeds in
+// time is counted (redfence.lock.renewals) and is no span, the renewer's
+// as well as Extend's; one that fails is a span with its error.
+func TestRenewalsAreCountedNotSpanned(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	l, rec, counted := renewalTelemetry(t, c)
+	ctx := context.Background()
+
+	lk, err := l.Lock(ctx, "renewed", mutex.WithTTL(10*time.Second), mutex.WithAutoRenew(false))
+	require.NoError(t, err)
+	require.NoError(t, lk.Extend(ctx, 10*time.Second))
+	require.NoError(t, lk.Extend(ctx, 10*time.Second))
+	assert.Equal(t, int64(2), counted()["extended"])
+	for _, s := range spansNamed(rec, "redfence.Extend") {
+		assert.True(t, attrMap(s.Attributes())["redfence.late"].AsBool(), "only a late renewal is a span")
+	}
+
+	// The renewer's renewals: counted, no span unless late.
+	auto, err := l.Lock(ctx, "auto", mutex.WithTTL(600*time.Millisecond))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return counted()["extended"] >= 4 }, 20*time.Second, 5*time.Millisecond, "the renewer renewed twice")
+	for _, s := range spansNamed(rec, "redfence.Renew") {
+		assert.True(t, attrMap(s.Attributes())["redfence.late"].AsBool(), "only a late renewal is a span")
+	}
+	require.NoError(t, auto.Release(ctx))
+
+	require.NoError(t, c.Del(ctx, "redfence:{renewed}").Err())
+	require.ErrorIs(t, lk.Extend(ctx, 10*time.Second), mutex.ErrNotHeld)
+	assert.Equal(t, int64(1), counted()["not_held"])
+	failed := spansNamed(rec, "redfence.Extend")
+	require.NotEmpty(t, failed, "a failed renewal is a span")
+	last := failed[len(failed)-1]
+	assert.Equal(t, "not_held", attrMap(last.Attributes())["redfence.outcome"].AsString())
+	assert.Equal(t, codes.Error, last.Status().Code)
+	assert.Equal(t, "renewed", attrMap(last.Attributes())["redfence.key"].AsString())
+}
+
+// TestRenewalSpansOption: WithRenewalSpans brings back a span for every
+// renewal, each still counted.
+func TestRenewalSpansOption(t *testing.T) {
+	c, _ := testutil.Redis(t)
+	l, rec, counted := renewalTelemetry(t, c, mutex.WithRenewalSpans(true))
+	ctx := context.Background()
+	lk, err := l.Lock(ctx, "spanned", mutex.WithTTL(10*time.Second), mutex.WithAutoRenew(false))
+	require.NoError(t, err)
+	require.NoError(t, lk.Extend(ctx, 10*time.Second))
+	require.NoError(t, lk.Extend(ctx, 10*time.Second))
+	spans := spansNamed(rec, "redfence.Extend")
+	require.Len(t, spans, 2)
+	assert.Equal(t, "extended", attrMap(spans[0].Attributes())["redfence.outcome"].AsString())
+	assert.Equal(t, lk.Token(), attrMap(spans[0].Attributes())["redfence.token"].AsInt64())
+	assert.Equal(t, int64(2), counted()["extended"])
 }
