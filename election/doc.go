@@ -27,6 +27,12 @@
 //     clock (drift margin) and its pauses; the fence is still what makes
 //     late writes harmless.
 //
+// A term that ended is not yet fenced out: its token stays the resource's
+// highest, and a fence accepts its late writes, until a newer term writes;
+// then they are refused. A leader stops writing at once by writing on
+// Term.Context (the fences check it before any round trip), as Run's fn
+// gets it.
+//
 // Campaign blocks until a candidate leads; Term.Context ends when
 // leadership does, with the cause; Term.Release gives it up. Run is the loop most
 // callers want: campaign, run fn as leader, and when leadership ends wait

@@ -18,6 +18,13 @@ import (
 // renewal succeeded within the renew deadline, or on Release; it then stops
 // renewing, so that the lock is either released (Release) or runs out
 // within a lease, whatever the leader's code still does.
+//
+// An ended term does not make its writes refused by itself. A write done
+// on the term's Context stops at once (a fence returns the context's error
+// before any round trip): that is how a leader stops writing when its term
+// ends. A write under another context still carries a token that is the
+// resource's highest, and a fence accepts it (an equal token is the same
+// holder) until a newer term writes; from then on it is refused.
 type Term struct {
 	e      *Election
 	lk     *mutex.Lock
