@@ -29,7 +29,7 @@ func (g *Guard) Raise(ctx context.Context, resource string, token int64) (highes
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("fenced: %w", err)
 	}
-	ctx, span := g.tel.tracer.Start(ctx, "redfence.fenced.Raise", trace.WithSpanKind(trace.SpanKindInternal),
+	ctx, span := g.tel.Tracer.Start(ctx, "redfence.fenced.Raise", trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attrResource.String(resource), attrToken.Int64(token)))
 	defer func() { endSpan(span, err) }()
 

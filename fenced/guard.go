@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redfence/redfence/fenced/fence"
+	"github.com/redfence/redfence/fenced/internal/fencetel"
 	"github.com/redfence/redfence/internal/cause"
 	"github.com/redfence/redfence/internal/pgfence"
 	"github.com/redfence/redfence/internal/pgfirst"
@@ -35,7 +36,7 @@ type Guard struct {
 	upsert  string
 	highest string
 	nested  bool // db is a pgx.Tx: Do's transaction is a savepoint in another
-	tel     telemetry
+	tel     fencetel.Telemetry
 }
 
 // New returns a Guard over db. A nil db, a typed nil one (a nil
@@ -261,7 +262,7 @@ func (g *Guard) check(ctx context.Context, tx pgx.Tx, claims []Claim, span trace
 			return err
 		}
 		outcome := outcomeOf(c.Token, highest)
-		g.tel.checks.Add(ctx, 1, metric.WithAttributes(attrOutcome.String(outcome)))
+		g.tel.Checks.Add(ctx, 1, metric.WithAttributes(attrOutcome.String(outcome)))
 		if outcome == "stale" {
 			span.SetAttributes(attrOutcome.String(outcome), attrResource.String(c.Resource), attrHighest.Int64(highest))
 			return &StaleTokenError{Resource: c.Resource, Token: c.Token, Highest: highest}
@@ -352,7 +353,7 @@ func (g *Guard) start(ctx context.Context, op string, claims []Claim) (context.C
 	if op == "DoAll" || op == "CheckAll" {
 		attrs = claimAttrs(claims)
 	}
-	return g.tel.tracer.Start(ctx, "redfence.fenced."+op, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	return g.tel.Tracer.Start(ctx, "redfence.fenced."+op, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 }
 
 func endSpan(span trace.Span, err error) {

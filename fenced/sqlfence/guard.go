@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redfence/redfence/fenced/fence"
+	"github.com/redfence/redfence/fenced/internal/fencetel"
 	"github.com/redfence/redfence/internal/cause"
 )
 
@@ -32,7 +33,7 @@ type Guard struct {
 	st      statements
 	first   firstSQL      // Check's, before the fence
 	storage *storageCheck // MySQL: when the engine was last found InnoDB
-	tel     telemetry
+	tel     fencetel.Telemetry
 	// record is dialect.record; tests swap in a broken one to see the
 	// concurrency test catch it (export_test.go).
 	record func(ctx context.Context, tx *sql.Tx, resource string, token int64) (int64, error)
@@ -275,11 +276,11 @@ func (g *Guard) check(ctx context.Context, tx *sql.Tx, claims []Claim, span trac
 			return fmt.Errorf("sqlfence: check %q: %w", fence.Clip(c.Resource), cause.Wrap(ctx, err))
 		}
 		if c.Token < highest {
-			g.tel.checks.Add(ctx, 1, metric.WithAttributes(attrOutcome.String("stale")))
+			g.tel.Checks.Add(ctx, 1, metric.WithAttributes(attrOutcome.String("stale")))
 			span.SetAttributes(attrOutcome.String("stale"), attrResource.String(c.Resource), attrHighest.Int64(highest))
 			return &StaleTokenError{Resource: c.Resource, Token: c.Token, Highest: highest}
 		}
-		g.tel.checks.Add(ctx, 1, metric.WithAttributes(attrOutcome.String("accepted")))
+		g.tel.Checks.Add(ctx, 1, metric.WithAttributes(attrOutcome.String("accepted")))
 	}
 	span.SetAttributes(attrOutcome.String("accepted"))
 	if len(claims) == 1 { // of several, no one highest token
@@ -312,7 +313,7 @@ func (g *Guard) start(ctx context.Context, op string, claims []Claim) (context.C
 		}
 		attrs = []attribute.KeyValue{attrResources.StringSlice(resources), attrTokens.Int64Slice(tokens)}
 	}
-	return g.tel.tracer.Start(ctx, "redfence.fenced."+op, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	return g.tel.Tracer.Start(ctx, "redfence.fenced."+op, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 }
 
 func endSpan(span trace.Span, err error) {
