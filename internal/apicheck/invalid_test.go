@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/election"
@@ -20,6 +21,7 @@ import (
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/admin"
 	"github.com/redfence/redfence/mutex/backend"
+	"github.com/redfence/redfence/mutex/backend/pgdriver"
 	"github.com/redfence/redfence/mutex/backend/redisdriver"
 	"github.com/redfence/redfence/mutex/backend/redlockdriver"
 	"github.com/redfence/redfence/runner"
@@ -35,6 +37,12 @@ func TestEveryPackagesBadInputIsErrInvalid(t *testing.T) {
 	l := testutil.Locker(t, rdb)
 	ctx := context.Background()
 	scope := func(*http.Request) string { return "tenant" }
+	// A pool that never connects: New sends nothing.
+	pool, err := pgxpool.New(ctx, "postgres://postgres@"+testutil.RefusedAddr(t)+"/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
 	CheckInvalid(t, []Case{
 		{"mutex: nil backend", mutex.ErrInvalid, func() error { _, err := mutex.New(nil); return err }},
 		{"mutex: bad option", mutex.ErrInvalid, func() error {
@@ -46,6 +54,8 @@ func TestEveryPackagesBadInputIsErrInvalid(t *testing.T) {
 		{"mutex: bad TTL", mutex.ErrInvalid, func() error { _, err := l.TryLock(ctx, "k", mutex.WithTTL(-1)); return err }},
 		{"mutex: semaphore of 0", mutex.ErrInvalid, func() error { _, err := mutex.NewSemaphore(l, "s", 0); return err }},
 		{"mutex/backend", backend.ErrInvalid, func() error { return backend.ErrInvalid }},
+		{"pgdriver: nil db", pgdriver.ErrInvalid, func() error { _, err := pgdriver.New(nil); return err }},
+		{"pgdriver: empty schema", pgdriver.ErrInvalid, func() error { _, err := pgdriver.New(pool, pgdriver.WithSchema("")); return err }},
 		{"redisdriver: nil client", nil, func() error { _, err := redisdriver.New(nil); return err }},
 		{"redisdriver: brace prefix", nil, func() error { _, err := redisdriver.New(rdb, redisdriver.WithPrefix("a{")); return err }},
 		{"redlockdriver: two nodes", nil, func() error {

@@ -1,0 +1,36 @@
+// Package pgdriver is a backend for mutex.Locker whose locks are lease rows
+// of one PostgreSQL table, for teams that run PostgreSQL and nothing else.
+//
+//	d, err := pgdriver.New(pool, pgdriver.WithSchema("redfence"))
+//	err = d.Migrate(ctx) // once per deployment; safe from many replicas at once
+//	locker, err := mutex.New(d)
+//	lk, err := locker.Lock(ctx, "account:42")
+//	tx, err := pool.Begin(ctx)
+//	err = d.Check(ctx, tx, lk) // the lock and the fence are one
+//
+// # Guarantees and assumptions
+//
+//   - A lease is timed by the database's clock (clock_timestamp()), never a
+//     client's; a token is the key's last one plus one and at least the
+//     database's time in µs, so it never goes back across restarts,
+//     client failovers and released keys (the row keeps the last token).
+//   - Acquire, Extend, Release, TTL and Abandon are each one autocommit
+//     statement comparing owner and token: they need no session state, so
+//     they work through PgBouncer in transaction mode and survive a
+//     recycled or killed connection.
+//   - Check, first in a write transaction, commits the writes only while
+//     the hold's lease is live and its token current, and row-locks the
+//     lease until the transaction ends: a competing Acquire waits for it
+//     instead of taking the key.
+//   - Waiters poll (the Driver is no backend.Watcher yet): a waiter retries
+//     at most every remaining lease.
+//
+// # Errors
+//
+//	situation                                      error
+//	nil db, a bad option (New)                     ErrInvalid (mutex.ErrInvalid)
+//	Check: nil ctx, tx or hold                     ErrInvalid
+//	Check: the hold's lease is not live            ErrNotHeld: roll back
+//	a statement fails or times out                 wraps mutex.ErrUnavailable and pgx's error
+//	the table does not exist (run Migrate)         wraps PostgreSQL's 42P01 error
+package pgdriver

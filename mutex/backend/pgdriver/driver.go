@@ -1,0 +1,150 @@
+package pgdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/redfence/redfence/internal/invalid"
+	"github.com/redfence/redfence/internal/typednil"
+	"github.com/redfence/redfence/mutex/backend"
+)
+
+// DB is what the Driver runs its statements on: a *pgxpool.Pool, or
+// anything that runs one statement at a time as autocommit (a pool behind
+// PgBouncer in transaction mode included). The Driver keeps no session
+// state on it.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Table is the lease table's name in its schema.
+const Table = "redfence_locks"
+
+// ErrInvalid is matched by the errors of bad arguments, before any
+// statement is sent; it is mutex.ErrInvalid.
+var ErrInvalid = backend.ErrInvalid
+
+// ErrNotHeld is matched by Check's error when the hold it names is not the
+// key's live lease: the lease ran out, another holder took the key, or it
+// was released. The transaction must roll back.
+var ErrNotHeld = errors.New("pgdriver: the hold's lease is not live")
+
+// Driver is a backend.Backend whose locks are rows of one PostgreSQL table,
+// timed by the database's clock.
+type Driver struct {
+	db    DB
+	table string // quoted, schema-qualified when WithSchema named one
+	cfg   config
+	sql   statements
+}
+
+var _ backend.Backend = (*Driver)(nil)
+
+// New returns a Driver over db. A nil db or a bad option returns an error
+// matching ErrInvalid; New sends nothing (Migrate creates the table).
+func New(db DB, opts ...Option) (*Driver, error) {
+	if typednil.Is(db) {
+		return nil, invalidf("nil db")
+	}
+	cfg := config{}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	if cfg.err != nil {
+		return nil, cfg.err
+	}
+	d := &Driver{db: db, cfg: cfg, table: pgx.Identifier{Table}.Sanitize()}
+	if cfg.schema != "" {
+		d.table = pgx.Identifier{cfg.schema, Table}.Sanitize()
+	}
+	d.sql = prepare(d.table)
+	return d, nil
+}
+
+// Option configures a Driver.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	schema string
+	err    error
+}
+
+// WithSchema puts the lease table in schema, which Migrate creates when it
+// does not exist. Default: none, the table is found on the connection's
+// search_path. A schema may not be empty, longer than 63 bytes, contain a
+// NUL or be invalid UTF-8.
+func WithSchema(schema string) Option {
+	return optionFunc(func(c *config) {
+		switch {
+		case schema == "", len(schema) > 63, strings.ContainsRune(schema, 0), !utf8.ValidString(schema):
+			if c.err == nil {
+				c.err = invalidf("schema %q: 1 to 63 bytes of UTF-8, no NUL", schema)
+			}
+			return
+		}
+		c.schema = schema
+	})
+}
+
+// migrateLock is the advisory lock Migrate holds for its transaction, so
+// that replicas starting together create the table once: concurrent CREATE
+// ... IF NOT EXISTS can still fail on PostgreSQL's catalogs.
+const migrateLock = 7310591337469141521
+
+// Migrate creates the schema (WithSchema) and the lease table when they do
+// not exist. Several replicas may run it at once: each waits for the
+// others' transaction, then finds the table there. It works through
+// PgBouncer in transaction mode (the lock is the transaction's).
+func (d *Driver) Migrate(ctx context.Context) error {
+	if ctx == nil {
+		return invalidf("nil context")
+	}
+	tx, err := d.db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgdriver: migrate: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	stmts := []string{"SELECT pg_advisory_xact_lock($1)"}
+	if d.cfg.schema != "" {
+		stmts = append(stmts, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{d.cfg.schema}.Sanitize())
+	}
+	// owner is NULL while the key is free; the row stays after a release,
+	// keeping the key's last token, so that tokens never go back.
+	stmts = append(stmts, `CREATE TABLE IF NOT EXISTS `+d.table+` (
+	key        text PRIMARY KEY,
+	owner      text,
+	token      bigint NOT NULL CHECK (token > 0),
+	count      bigint NOT NULL DEFAULT 0,
+	expires_at timestamptz
+)`)
+	for i, s := range stmts {
+		var args []any
+		if i == 0 {
+			args = []any{int64(migrateLock)}
+		}
+		if _, err := tx.Exec(ctx, s, args...); err != nil {
+			return fmt.Errorf("pgdriver: migrate: %w", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgdriver: migrate: %w", err)
+	}
+	return nil
+}
+
+func invalidf(format string, args ...any) error { return invalid.Errorf("pgdriver", format, args...) }

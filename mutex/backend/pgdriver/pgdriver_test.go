@@ -1,0 +1,246 @@
+package pgdriver_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/pgdriver"
+)
+
+var schemas atomic.Int64
+
+// setup returns a pool of the package database and a migrated schema of
+// the test's own.
+func setup(t *testing.T) (*pgxpool.Pool, string) {
+	t.Helper()
+	pool := testutil.Postgres(t)
+	schema := fmt.Sprintf("pgdriver_%d", schemas.Add(1))
+	d, err := pgdriver.New(pool, pgdriver.WithSchema(schema))
+	require.NoError(t, err)
+	require.NoError(t, d.Migrate(t.Context()))
+	return pool, schema
+}
+
+// locker is a Locker over a pool of its own (another process, as far as
+// the database can tell), closed at Cleanup.
+func locker(t *testing.T, schema, app string) (*mutex.Locker, *pgdriver.Driver, *pgxpool.Pool) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(testutil.PostgresURL(t))
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["application_name"] = app
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	d, err := pgdriver.New(pool, pgdriver.WithSchema(schema))
+	require.NoError(t, err)
+	l, err := mutex.New(d)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	return l, d, pool
+}
+
+// TestExclusionAndIncreasingTokens: Lockers of three processes take one
+// key in turn; never two at once, and each holder's token is above every
+// earlier one.
+func TestExclusionAndIncreasingTokens(t *testing.T) {
+	_, schema := setup(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	var inside atomic.Int64
+	var mu sync.Mutex
+	var tokens []int64
+	var wg sync.WaitGroup
+	for p := range 3 {
+		l, _, _ := locker(t, schema, fmt.Sprintf("excl-%d", p))
+		for range 2 {
+			wg.Go(func() {
+				for range 4 {
+					lk, err := l.Lock(ctx, "k", mutex.WithTTL(300*time.Millisecond))
+					if !assert.NoError(t, err) {
+						return
+					}
+					assert.EqualValues(t, 1, inside.Add(1), "two holders at once")
+					mu.Lock()
+					tokens = append(tokens, lk.Token())
+					mu.Unlock()
+					inside.Add(-1)
+					assert.NoError(t, lk.Release(ctx))
+				}
+			})
+		}
+	}
+	wg.Wait()
+	require.Len(t, tokens, 24)
+	for i := 1; i < len(tokens); i++ {
+		assert.Greater(t, tokens[i], tokens[i-1], "token %d", i)
+	}
+}
+
+// TestCheckRefusesAStalledHolder: a holder that stalled past its lease has
+// its write refused inside its own transaction; the new holder's commits.
+func TestCheckRefusesAStalledHolder(t *testing.T) {
+	pool, schema := setup(t)
+	ctx := t.Context()
+	_, err := pool.Exec(ctx, fmt.Sprintf(`CREATE TABLE %s (who text)`, pgx.Identifier{schema, "ledger"}.Sanitize()))
+	require.NoError(t, err)
+	a, da, poolA := locker(t, schema, "stalled")
+	b, db, poolB := locker(t, schema, "next")
+	stalled, err := a.Lock(ctx, "acct", mutex.WithTTL(300*time.Millisecond), mutex.WithAutoRenew(false))
+	require.NoError(t, err)
+	next, err := b.Lock(ctx, "acct") // waits for the stalled lease to run out
+	require.NoError(t, err)
+	require.Greater(t, next.Token(), stalled.Token())
+
+	write := func(pool *pgxpool.Pool, d *pgdriver.Driver, h pgdriver.Held, who string) error {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		if err := d.Check(ctx, tx, h); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s VALUES ($1)`, pgx.Identifier{schema, "ledger"}.Sanitize()), who)
+		require.NoError(t, err)
+		return tx.Commit(ctx)
+	}
+	require.ErrorIs(t, write(poolA, da, stalled, "stalled"), pgdriver.ErrNotHeld)
+	require.NoError(t, write(poolB, db, next, "next"))
+	var who []string
+	rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT who FROM %s`, pgx.Identifier{schema, "ledger"}.Sanitize()))
+	require.NoError(t, err)
+	who, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	assert.Equal(t, []string{"next"}, who)
+	require.NoError(t, next.Release(ctx))
+}
+
+// TestAcquireWaitsForACheckedTransaction: while a transaction that checked
+// a hold is open, a competing acquisition waits for it, even once the
+// lease ran out on the database's clock, and takes the key only after the
+// commit.
+func TestAcquireWaitsForACheckedTransaction(t *testing.T) {
+	pool, schema := setup(t)
+	ctx := t.Context()
+	a, da, poolA := locker(t, schema, "checker")
+	b, _, _ := locker(t, schema, "competitor")
+	lk, err := a.Lock(ctx, "row", mutex.WithTTL(300*time.Millisecond), mutex.WithAutoRenew(false))
+	require.NoError(t, err)
+	tx, err := poolA.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	require.NoError(t, da.Check(ctx, tx, lk))
+
+	table := pgx.Identifier{schema, pgdriver.Table}.Sanitize()
+	require.Eventually(t, func() bool {
+		var over bool
+		return pool.QueryRow(ctx, `SELECT expires_at < clock_timestamp() FROM `+table+` WHERE key = 'row'`).Scan(&over) == nil && over
+	}, 10*time.Second, time.Millisecond, "the lease ran out on the database's clock")
+
+	got := make(chan *mutex.Lock, 1)
+	go func() {
+		lk2, err := b.TryLock(ctx, "row")
+		assert.NoError(t, err)
+		got <- lk2
+	}()
+	require.Eventually(t, func() bool {
+		var n int
+		return pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'competitor' AND wait_event_type = 'Lock'`).Scan(&n) == nil && n == 1
+	}, 10*time.Second, time.Millisecond, "the competitor waits on the checked row")
+	select {
+	case <-got:
+		t.Fatal("the competitor took the key under an open checked transaction")
+	default:
+	}
+	require.NoError(t, tx.Commit(ctx))
+	lk2 := <-got
+	require.NotNil(t, lk2)
+	assert.Greater(t, lk2.Token(), lk.Token())
+	require.NoError(t, lk2.Release(ctx))
+}
+
+// TestHolderConnectionKilled: the holder's connections killed
+// (pg_terminate_backend) leave its lock held: no session state carries it,
+// so it renews and releases over new connections, and another takes the
+// key only after the release.
+func TestHolderConnectionKilled(t *testing.T) {
+	pool, schema := setup(t)
+	ctx := t.Context()
+	a, _, _ := locker(t, schema, "killed")
+	b, _, _ := locker(t, schema, "other")
+	lk, err := a.Lock(ctx, "job")
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'killed'`).Scan(&n))
+	require.Positive(t, n, "the holder's connections were killed")
+	_, err = b.TryLock(ctx, "job")
+	require.ErrorIs(t, err, mutex.ErrNotAcquired, "still held")
+	require.Eventually(t, func() bool { return lk.Extend(ctx, 10*time.Second) == nil }, 10*time.Second, time.Millisecond,
+		"it renews over a new connection")
+	require.NoError(t, lk.Context().Err())
+	require.NoError(t, lk.Release(ctx))
+	lk2, err := b.TryLock(ctx, "job")
+	require.NoError(t, err)
+	assert.Greater(t, lk2.Token(), lk.Token())
+	require.NoError(t, lk2.Release(ctx))
+}
+
+// TestMigrateConcurrently: replicas starting together may all run
+// Migrate: every call succeeds and the table works.
+func TestMigrateConcurrently(t *testing.T) {
+	pool := testutil.Postgres(t)
+	schema := fmt.Sprintf("pgdriver_m%d", schemas.Add(1))
+	d, err := pgdriver.New(pool, pgdriver.WithSchema(schema))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() { errs[i] = d.Migrate(t.Context()) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		assert.NoError(t, err, "replica %d", i)
+	}
+	l, err := mutex.New(d)
+	require.NoError(t, err)
+	defer l.Close()
+	lk, err := l.TryLock(t.Context(), "after")
+	require.NoError(t, err)
+	require.NoError(t, lk.Release(t.Context()))
+}
+
+// TestBadInput: refused before any statement, matching mutex.ErrInvalid.
+func TestBadInput(t *testing.T) {
+	var nilPool *pgxpool.Pool
+	for _, tc := range []struct {
+		name string
+		err  func() error
+	}{
+		{"nil db", func() error { _, err := pgdriver.New(nil); return err }},
+		{"typed nil db", func() error { _, err := pgdriver.New(nilPool); return err }},
+		{"empty schema", func() error { _, err := pgdriver.New(testutil.Postgres(t), pgdriver.WithSchema("")); return err }},
+		{"NUL in schema", func() error { _, err := pgdriver.New(testutil.Postgres(t), pgdriver.WithSchema("a\x00b")); return err }},
+		{"Check: nil hold", func() error {
+			d, err := pgdriver.New(testutil.Postgres(t))
+			require.NoError(t, err)
+			tx, err := testutil.Postgres(t).Begin(t.Context())
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(t.Context()) }()
+			return d.Check(t.Context(), tx, nil)
+		}},
+	} {
+		err := tc.err()
+		assert.ErrorIs(t, err, mutex.ErrInvalid, tc.name)
+		assert.True(t, errors.Is(err, pgdriver.ErrInvalid), tc.name)
+	}
+}
