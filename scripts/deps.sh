@@ -10,6 +10,8 @@ have_pg_bin() {
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 have_pg_bin || missing+=(postgresql)
+# pgbouncer: pgdriver's tests run it on loopback, in transaction mode.
+command -v pgbouncer >/dev/null 2>&1 || [[ -x /usr/sbin/pgbouncer ]] || missing+=(pgbouncer)
 
 if ((${#missing[@]})); then
   if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
@@ -53,4 +55,4 @@ if [[ -z "${REDFENCE_TEST_MYSQL_DSN:-}" ]] && ! mysql_up; then
     exit 1
   fi
 fi
-echo "deps: redis-server $(redis-server --version | awk '{print $3}'), postgresql ok, mysql ok"
+echo "deps: redis-server $(redis-server --version | awk '{print $3}'), postgresql ok, pgbouncer ok, mysql ok"

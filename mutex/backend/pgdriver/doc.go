@@ -17,7 +17,9 @@
 //   - Acquire, Extend, Release, TTL and Abandon are each one autocommit
 //     statement comparing owner and token: they need no session state, so
 //     they work through PgBouncer in transaction mode and survive a
-//     recycled or killed connection.
+//     recycled or killed connection. Behind PgBouncer before 1.21, give pgx
+//     default_query_exec_mode=exec (or simple_protocol): no prepared
+//     statement outlives a transaction there.
 //   - Check, first in a write transaction, commits the writes only while
 //     the hold's lease is live and its token current, and row-locks the
 //     lease until the transaction ends: a competing Acquire waits for it

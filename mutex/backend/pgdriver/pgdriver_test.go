@@ -37,7 +37,13 @@ func setup(t *testing.T) (*pgxpool.Pool, string) {
 // the database can tell), closed at Cleanup.
 func locker(t *testing.T, schema, app string) (*mutex.Locker, *pgdriver.Driver, *pgxpool.Pool) {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testutil.PostgresURL(t))
+	return lockerAt(t, testutil.PostgresURL(t), schema, app)
+}
+
+// lockerAt is locker over the server at url.
+func lockerAt(t *testing.T, url, schema, app string) (*mutex.Locker, *pgdriver.Driver, *pgxpool.Pool) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
 	require.NoError(t, err)
 	cfg.ConnConfig.RuntimeParams["application_name"] = app
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
@@ -243,4 +249,70 @@ func TestBadInput(t *testing.T) {
 		assert.ErrorIs(t, err, mutex.ErrInvalid, tc.name)
 		assert.True(t, errors.Is(err, pgdriver.ErrInvalid), tc.name)
 	}
+}
+
+// TestThroughPgBouncer: behind PgBouncer in transaction mode, where no
+// session outlives a transaction, Lockers of three processes still exclude
+// each other with increasing tokens, and Check still refuses a stalled
+// holder inside its own transaction while the new holder's commits.
+func TestThroughPgBouncer(t *testing.T) {
+	pool, schema := setup(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	url := testutil.PgBouncer(t, testutil.PostgresURL(t))
+	var inside atomic.Int64
+	var mu sync.Mutex
+	var tokens []int64
+	var wg sync.WaitGroup
+	for p := range 3 {
+		l, _, _ := lockerAt(t, url, schema, fmt.Sprintf("bouncer-%d", p))
+		wg.Go(func() {
+			for range 4 {
+				lk, err := l.Lock(ctx, "k", mutex.WithTTL(300*time.Millisecond))
+				if !assert.NoError(t, err) {
+					return
+				}
+				assert.EqualValues(t, 1, inside.Add(1), "two holders at once")
+				mu.Lock()
+				tokens = append(tokens, lk.Token())
+				mu.Unlock()
+				inside.Add(-1)
+				assert.NoError(t, lk.Release(ctx))
+			}
+		})
+	}
+	wg.Wait()
+	require.Len(t, tokens, 12)
+	for i := 1; i < len(tokens); i++ {
+		assert.Greater(t, tokens[i], tokens[i-1], "token %d", i)
+	}
+
+	ledger := pgx.Identifier{schema, "bounced"}.Sanitize()
+	_, err := pool.Exec(ctx, `CREATE TABLE `+ledger+` (who text)`)
+	require.NoError(t, err)
+	a, da, poolA := lockerAt(t, url, schema, "bouncer-stalled")
+	b, db, poolB := lockerAt(t, url, schema, "bouncer-next")
+	stalled, err := a.Lock(ctx, "acct", mutex.WithTTL(300*time.Millisecond), mutex.WithAutoRenew(false))
+	require.NoError(t, err)
+	next, err := b.Lock(ctx, "acct")
+	require.NoError(t, err)
+	write := func(pool *pgxpool.Pool, d *pgdriver.Driver, h pgdriver.Held, who string) error {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		if err := d.Check(ctx, tx, h); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO `+ledger+` VALUES ($1)`, who)
+		require.NoError(t, err)
+		return tx.Commit(ctx)
+	}
+	require.ErrorIs(t, write(poolA, da, stalled, "stalled"), pgdriver.ErrNotHeld)
+	require.NoError(t, write(poolB, db, next, "next"))
+	rows, err := pool.Query(ctx, `SELECT who FROM `+ledger)
+	require.NoError(t, err)
+	who, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	assert.Equal(t, []string{"next"}, who)
+	require.NoError(t, next.Release(ctx))
 }
