@@ -30,6 +30,9 @@ type driver struct {
 func newDriver(b backend.Backend) driver {
 	d := driver{b: b}
 	d.w, _ = b.(backend.Watcher)
+	if cw, ok := b.(backend.ConditionalWatcher); ok && !cw.Watching() {
+		d.w = nil
+	}
 	d.ho, _ = b.(backend.HandOffer)
 	d.q, _ = b.(backend.Queuer)
 	d.ra, _ = b.(backend.ReplicaAcker)

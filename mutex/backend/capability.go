@@ -19,6 +19,14 @@ type Watcher interface {
 	Watch(key string, wake func()) (ready <-chan struct{}, stop func())
 }
 
+// ConditionalWatcher is a Watcher that can watch only as it was built (a
+// PostgreSQL driver with a session to LISTEN on): the Locker uses its
+// Watch only when Watching reports true, and polls otherwise.
+type ConditionalWatcher interface {
+	Watcher
+	Watching() bool
+}
+
 // HandOffer is optional: a Backend that can release a lock and grant it to
 // the next owner in one step. The Locker hands a lock to its own next
 // waiter for the key this way (FIFO, at most a few times in a row before a

@@ -24,8 +24,10 @@
 //     the hold's lease is live and its token current, and row-locks the
 //     lease until the transaction ends: a competing Acquire waits for it
 //     instead of taking the key.
-//   - Waiters poll (the Driver is no backend.Watcher yet): a waiter retries
-//     at most every remaining lease.
+//   - A release NOTIFYs. With WithListener (a session to PostgreSQL itself,
+//     one connection per Driver) waiters LISTEN and take a freed key at
+//     once; without it, as behind PgBouncer's transaction mode, they poll,
+//     each at most every lease the holder has left.
 //
 // # Errors
 //

@@ -41,13 +41,17 @@ var ErrNotHeld = errors.New("pgdriver: the hold's lease is not live")
 // Driver is a backend.Backend whose locks are rows of one PostgreSQL table,
 // timed by the database's clock.
 type Driver struct {
-	db    DB
-	table string // quoted, schema-qualified when WithSchema named one
-	cfg   config
-	sql   statements
+	db     DB
+	table  string // quoted, schema-qualified when WithSchema named one
+	cfg    config
+	sql    statements
+	listen *listener // nil without WithListener: waiters poll
 }
 
-var _ backend.Backend = (*Driver)(nil)
+var (
+	_ backend.Backend            = (*Driver)(nil)
+	_ backend.ConditionalWatcher = (*Driver)(nil)
+)
 
 // New returns a Driver over db. A nil db or a bad option returns an error
 // matching ErrInvalid; New sends nothing (Migrate creates the table).
@@ -68,8 +72,37 @@ func New(db DB, opts ...Option) (*Driver, error) {
 	if cfg.schema != "" {
 		d.table = pgx.Identifier{cfg.schema, Table}.Sanitize()
 	}
-	d.sql = prepare(d.table)
+	channel := Table
+	if cfg.schema != "" {
+		channel = cfg.schema + "." + Table
+	}
+	d.sql = prepare(d.table, channel)
+	if cfg.listenURL != "" {
+		d.listen = newListener(cfg.listenURL, channel)
+	}
 	return d, nil
+}
+
+// Watch wakes wake each time key may have been released (backend.Watcher),
+// from the session WithListener names; Watching says whether there is one.
+func (d *Driver) Watch(key string, wake func()) (<-chan struct{}, func()) {
+	if d.listen == nil {
+		return make(chan struct{}), func() {}
+	}
+	return d.listen.watch(key, wake)
+}
+
+// Watching reports whether the Driver watches releases (WithListener):
+// the Locker's waiters poll otherwise.
+func (d *Driver) Watching() bool { return d.listen != nil }
+
+// Close ends the listening session, if any. The Locker closes its Driver;
+// db stays the caller's.
+func (d *Driver) Close() error {
+	if d.listen != nil {
+		d.listen.close()
+	}
+	return nil
 }
 
 // Option configures a Driver.
@@ -80,8 +113,27 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	schema string
-	err    error
+	schema    string
+	listenURL string
+	err       error
+}
+
+// WithListener names a session's connection string (pgx's), on which the
+// Driver LISTENs for releases, so that a waiter takes a freed key at once:
+// one connection per Driver, opened at the first wait. It must reach
+// PostgreSQL itself, not PgBouncer in transaction mode, where no session
+// outlives a transaction. Default: none, and waiters poll, each at most
+// every lease the holder has left; releases are NOTIFYed either way.
+func WithListener(connString string) Option {
+	return optionFunc(func(c *config) {
+		if _, err := pgx.ParseConfig(connString); err != nil {
+			if c.err == nil {
+				c.err = invalidf("listener connection string: %v", err)
+			}
+			return
+		}
+		c.listenURL = connString
+	})
 }
 
 // WithSchema puts the lease table in schema, which Migrate creates when it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,7 +22,7 @@ type statements struct {
 // a replica that missed it), as long as the database's clock does not.
 // Every statement times the lease on clock_timestamp(), the database's
 // clock at that statement, never a client's.
-func prepare(t string) statements {
+func prepare(t, channel string) statements {
 	const live = `l.expires_at > clock_timestamp()`
 	return statements{
 		// ON CONFLICT locks the key's row even when its WHERE refuses the
@@ -44,11 +45,15 @@ SELECT token, count, 0::bigint FROM up
 UNION ALL
 SELECT 0, 0, greatest(0, (extract(epoch FROM (l.expires_at - clock_timestamp())) * 1000)::bigint)
 FROM ` + t + ` AS l WHERE l.key = $1 AND NOT EXISTS (SELECT 1 FROM up)`,
-		release: `UPDATE ` + t + ` AS l SET count = l.count - 1,
+		// A release that frees the key tells listeners (WithListener), at
+		// commit: the payload is the key, unless past NOTIFY's 8000 bytes,
+		// whose waiters poll.
+		release: `WITH r AS (UPDATE ` + t + ` AS l SET count = l.count - 1,
 	owner = CASE WHEN l.count > 1 THEN l.owner END,
 	expires_at = CASE WHEN l.count > 1 THEN l.expires_at END
 WHERE l.key = $1 AND l.owner = $2 AND l.token = $3 AND ` + live + `
-RETURNING l.count`,
+RETURNING l.key, l.count)
+SELECT r.count, CASE WHEN r.count = 0 AND octet_length(r.key) < 8000 THEN pg_notify(` + quoteLiteral(channel) + `, r.key)::text END FROM r`,
 		extend: `UPDATE ` + t + ` AS l SET expires_at = clock_timestamp() + v.ttl * interval '1 millisecond'
 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS v(key, owner, token, ttl)
 WHERE l.key = v.key AND l.owner = v.owner AND l.token = v.token AND ` + live + `
@@ -56,8 +61,10 @@ RETURNING l.key, l.token`,
 		ttl: `SELECT CASE WHEN l.owner = $2 AND l.token = $3 AND ` + live + `
 	THEN (extract(epoch FROM (l.expires_at - clock_timestamp())) * 1000)::bigint ELSE -1 END
 FROM ` + t + ` AS l WHERE l.key = $1`,
-		abandon: `UPDATE ` + t + ` AS l SET owner = NULL, count = 0, expires_at = NULL WHERE l.key = $1 AND l.owner = $2`,
-		check:   `SELECT 1 FROM ` + t + ` AS l WHERE l.key = $1 AND l.token = $2 AND l.owner IS NOT NULL AND ` + live + ` FOR UPDATE`,
+		abandon: `WITH r AS (UPDATE ` + t + ` AS l SET owner = NULL, count = 0, expires_at = NULL
+WHERE l.key = $1 AND l.owner = $2 RETURNING l.key)
+SELECT CASE WHEN octet_length(r.key) < 8000 THEN pg_notify(` + quoteLiteral(channel) + `, r.key)::text END FROM r`,
+		check: `SELECT 1 FROM ` + t + ` AS l WHERE l.key = $1 AND l.token = $2 AND l.owner IS NOT NULL AND ` + live + ` FOR UPDATE`,
 	}
 }
 
@@ -82,7 +89,8 @@ func (d *Driver) Acquire(ctx context.Context, a backend.Attempt) (backend.Grant,
 // Release takes one count; -1 when owner and token do not hold the key.
 func (d *Driver) Release(ctx context.Context, l backend.Lease) (int64, error) {
 	var left int64
-	err := d.db.QueryRow(ctx, d.sql.release, l.Key, l.Owner, l.Token).Scan(&left)
+	var notified *string
+	err := d.db.QueryRow(ctx, d.sql.release, l.Key, l.Owner, l.Token).Scan(&left, &notified)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return -1, nil
@@ -145,7 +153,12 @@ func (d *Driver) TTL(ctx context.Context, l backend.Lease) (time.Duration, error
 
 // Abandon frees key if owner holds it, whatever the count.
 func (d *Driver) Abandon(ctx context.Context, key, owner string) error {
-	if _, err := d.db.Exec(ctx, d.sql.abandon, key, owner); err != nil {
+	rows, err := d.db.Query(ctx, d.sql.abandon, key, owner)
+	if err != nil {
+		return failed("abandon", err)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
 		return failed("abandon", err)
 	}
 	return nil
@@ -188,3 +201,7 @@ func (d *Driver) Check(ctx context.Context, tx pgx.Tx, h Held) error {
 func failed(op string, err error) error {
 	return fmt.Errorf("pgdriver: %s: %w: %w", op, backend.ErrUnavailable, err)
 }
+
+// quoteLiteral quotes s as an SQL string literal: the channel's name is the
+// Driver's own, but a schema may hold a quote.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

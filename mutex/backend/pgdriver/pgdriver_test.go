@@ -316,3 +316,47 @@ func TestThroughPgBouncer(t *testing.T) {
 	assert.Equal(t, []string{"next"}, who)
 	require.NoError(t, next.Release(ctx))
 }
+
+// TestListenerWakesAWaiter: with WithListener, a waiter of another process
+// takes a released key at once, long before the poll the holder's lease
+// would set (its Lock's deadline is half that lease); without it, the
+// Driver is no Watcher and waiters poll.
+func TestListenerWakesAWaiter(t *testing.T) {
+	pool, schema := setup(t)
+	ctx := t.Context()
+	url := testutil.PostgresURL(t)
+	holder, _, _ := locker(t, schema, "holder")
+	wpool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(wpool.Close)
+	d, err := pgdriver.New(wpool, pgdriver.WithSchema(schema), pgdriver.WithListener(url))
+	require.NoError(t, err)
+	assert.True(t, d.Watching())
+	waiter, err := mutex.New(d)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = waiter.Close() })
+
+	const lease = 20 * time.Second
+	lk, err := holder.Lock(ctx, "woken", mutex.WithTTL(lease))
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, lease/2)
+		defer cancel()
+		lk2, err := waiter.Lock(wctx, "woken")
+		if err == nil {
+			err = lk2.Release(ctx)
+		}
+		got <- err
+	}()
+	require.Eventually(t, func() bool {
+		var n int
+		return pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'`).Scan(&n) == nil && n >= 1
+	}, 10*time.Second, time.Millisecond, "the waiter's Driver listens")
+	require.NoError(t, lk.Release(ctx))
+	require.NoError(t, <-got, "woken by the release, not by a poll after the lease")
+
+	plain, err := pgdriver.New(wpool)
+	require.NoError(t, err)
+	assert.False(t, plain.Watching(), "no listener: the Locker polls")
+}
