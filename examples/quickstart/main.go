@@ -27,12 +27,10 @@ func main() {
 }
 
 func run(ctx context.Context, url string) error {
-	opt, err := redis.ParseURL(url)
+	rdb, err := newClient(url)
 	if err != nil {
 		return err
 	}
-	opt.ContextTimeoutEnabled = true
-	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 
 	d, err := redisdriver.New(rdb)
@@ -57,4 +55,20 @@ func run(ctx context.Context, url string) error {
 	// the resource (package fenced) so that it refuses a stale holder.
 	fmt.Println("holding invoice:42 with token", lk.Token())
 	return lk.Context().Err()
+}
+
+// newClient returns a client for locks. Its calls end at their ctx's
+// deadline, and while Redis refuses connections each fails at once, not
+// after go-redis's dial and command retries: redfence retries where that
+// is safe, and a script go-redis resends after a lost reply may run twice.
+func newClient(url string) (*redis.Client, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	opt.ContextTimeoutEnabled = true
+	opt.DialTimeout = time.Second // a connection not made by then is down
+	opt.DialerRetries = 1         // a refused dial is an answer
+	opt.MaxRetries = -1           // no resends
+	return redis.NewClient(opt), nil
 }
