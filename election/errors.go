@@ -14,6 +14,7 @@ import (
 //	Campaign when ctx ended                  ctx.Err(), joined with mutex.ErrNotAcquired
 //	Campaign on a closed Locker              mutex.ErrClosed
 //	Leader/Observe without inspection        an error matching errors.ErrUnsupported
+//	Leader with the store down               an error matching mutex.ErrUnavailable
 //	context.Cause(t.Context()) after:
 //	  Term.Release                           ErrResigned
 //	  a lost lock                            ErrLost and mutex.ErrLockLost
