@@ -31,6 +31,9 @@ type Server struct {
 	port   int
 	cmd    *exec.Cmd
 	exited chan struct{}
+
+	bin, data string // to start it again (Restart)
+	cred      *syscall.Credential
 }
 
 // URL is a connection string for the postgres database as user postgres.
@@ -48,6 +51,19 @@ func (s *Server) Stop() {
 		<-s.exited
 	}
 	_ = os.RemoveAll(s.dir)
+}
+
+// Restart stops the server (a fast shutdown: sessions are cut, what was
+// committed stays) and starts it again on the same port and data.
+func (s *Server) Restart(ctx context.Context) error {
+	_ = s.cmd.Process.Signal(syscall.SIGINT)
+	<-s.exited
+	n, err := run(ctx, s.bin, s.dir, s.data, s.port, s.cred)
+	if err != nil {
+		return err
+	}
+	s.cmd, s.exited = n.cmd, n.exited
+	return nil
 }
 
 // Bin finds a PostgreSQL server program (initdb, postgres) or returns an
@@ -132,7 +148,7 @@ func run(ctx context.Context, bin, dir, data string, port int, cred *syscall.Cre
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	s := &Server{dir: dir, port: port, cmd: cmd, exited: make(chan struct{})}
+	s := &Server{dir: dir, port: port, cmd: cmd, exited: make(chan struct{}), bin: bin, data: data, cred: cred}
 	go func() { _ = cmd.Wait(); close(s.exited) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

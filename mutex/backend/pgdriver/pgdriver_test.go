@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redfence/redfence/internal/localpg"
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/backend/pgdriver"
@@ -359,4 +360,64 @@ func TestListenerWakesAWaiter(t *testing.T) {
 	plain, err := pgdriver.New(wpool)
 	require.NoError(t, err)
 	assert.False(t, plain.Watching(), "no listener: the Locker polls")
+}
+
+// TestPostgresRestart: PostgreSQL restarted while a lock is held and
+// contended. The lease is in a committed row, so the holder keeps its lock
+// (or, if the restart outlasts it, loses it and says so); the waiter gets
+// the key only once the holder released or lost it, with a higher token.
+func TestPostgresRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	srv, err := localpg.Start(ctx)
+	require.NoError(t, err, localpg.Install)
+	t.Cleanup(srv.Stop)
+	pools := make([]*pgxpool.Pool, 2)
+	lockers := make([]*mutex.Locker, 2)
+	for i := range pools {
+		cfg, err := pgxpool.ParseConfig(srv.URL())
+		require.NoError(t, err)
+		cfg.ConnConfig.ConnectTimeout = time.Second
+		pools[i], err = pgxpool.NewWithConfig(ctx, cfg)
+		require.NoError(t, err)
+		t.Cleanup(pools[i].Close)
+		d, err := pgdriver.New(pools[i])
+		require.NoError(t, err)
+		require.NoError(t, d.Migrate(ctx))
+		lockers[i], err = mutex.New(d)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = lockers[i].Close() })
+	}
+	lk, err := lockers[0].Lock(ctx, "k", mutex.WithTTL(3*time.Second))
+	require.NoError(t, err)
+	var released atomic.Bool
+	type got struct {
+		token    int64
+		holderOK bool // the holder had released or lost the lock by then
+		err      error
+	}
+	waiter := make(chan got, 1)
+	go func() {
+		lk2, err := lockers[1].Lock(ctx, "k")
+		if err != nil {
+			waiter <- got{err: err}
+			return
+		}
+		waiter <- got{token: lk2.Token(), holderOK: released.Load() || lk.Context().Err() != nil}
+		_ = lk2.Release(ctx)
+	}()
+	require.NoError(t, srv.Restart(ctx))
+	// The holder's lease is the row's: a renewal after the restart finds it
+	// held unless the lease ran out meanwhile.
+	require.Eventually(t, func() bool {
+		return lk.Context().Err() != nil || lk.Extend(ctx, 3*time.Second) == nil
+	}, 30*time.Second, 10*time.Millisecond, "the holder renews again or knows it lost the lock")
+	released.Store(true)
+	if err := lk.Release(ctx); err != nil {
+		require.ErrorIs(t, err, mutex.ErrNotHeld)
+	}
+	g := <-waiter
+	require.NoError(t, g.err)
+	assert.True(t, g.holderOK, "the waiter took the key while the holder still held it")
+	assert.Greater(t, g.token, lk.Token())
 }
