@@ -29,6 +29,9 @@
 //     once; without it, as behind PgBouncer's transaction mode, they poll,
 //     each at most every lease the holder has left.
 //
+// docs/pgdriver.md explains the table, the check, waking waiters and
+// PgBouncer.
+//
 // # Errors
 //
 //	situation                                      error

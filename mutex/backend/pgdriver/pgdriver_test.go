@@ -421,3 +421,14 @@ func TestPostgresRestart(t *testing.T) {
 	assert.True(t, g.holderOK, "the waiter took the key while the holder still held it")
 	assert.Greater(t, g.token, lk.Token())
 }
+
+// TestNotYetSupported: what the driver does not carry yet is refused as
+// unsupported, never run half-way.
+func TestNotYetSupported(t *testing.T) {
+	_, schema := setup(t)
+	l, _, _ := locker(t, schema, "unsupported")
+	_, err := mutex.NewSemaphore(l, "s", 3)
+	assert.ErrorIs(t, err, errors.ErrUnsupported)
+	_, err = mutex.NewRWMutex(l, "rw")
+	assert.ErrorIs(t, err, errors.ErrUnsupported)
+}
