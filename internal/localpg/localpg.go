@@ -43,6 +43,7 @@ func (s *Server) URL() string {
 
 // Stop ends the server and removes its directory.
 func (s *Server) Stop() {
+	s.Resume()
 	_ = s.cmd.Process.Signal(syscall.SIGINT) // fast shutdown
 	select {
 	case <-s.exited:
@@ -53,9 +54,21 @@ func (s *Server) Stop() {
 	_ = os.RemoveAll(s.dir)
 }
 
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// Pause stops every process of the server (SIGSTOP to its process group):
+// connections stay open and nothing answers, as a server stalled by its
+// host. Resume continues it.
+func (s *Server) Pause() { _ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGSTOP) }
+
+// Resume continues a paused server.
+func (s *Server) Resume() { _ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGCONT) }
+
 // Restart stops the server (a fast shutdown: sessions are cut, what was
 // committed stays) and starts it again on the same port and data.
 func (s *Server) Restart(ctx context.Context) error {
+	s.Resume() // a paused server cannot shut down
 	_ = s.cmd.Process.Signal(syscall.SIGINT)
 	<-s.exited
 	n, err := run(ctx, s.bin, s.dir, s.data, s.port, s.cred)
@@ -144,7 +157,8 @@ func run(ctx context.Context, bin, dir, data string, port int, cred *syscall.Cre
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "max_connections=200")
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
+	// A process group of its own, so that Pause reaches every backend.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
