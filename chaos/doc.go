@@ -48,10 +48,14 @@
 // stores fenced supports: MySQL/MariaDB and SQLite (sqlfence) and Redis
 // (redisfence).
 //
+// TestChaosPGLock runs the register workload with the lock itself on
+// PostgreSQL (pgdriver, a throwaway server): killed client connections,
+// server pauses past the lease and restarts, latency, partitions, stalls.
+//
 // The harness (the client loop, the fault loop, the PostgreSQL register, the
 // checks and the failure artefacts) is internal/chaoskit, which the etcd
 // module's suite (etcddriver/internal/chaos) shares; this package holds the Redis
-// setups.
+// and PostgreSQL-lock setups.
 //
 // `make test` runs a bounded version; `make chaos` runs it for
 // CHAOS_DURATION per setup (go test ./chaos -chaos.duration=10m).
