@@ -67,6 +67,9 @@ type ledgerSide struct {
 	lockers []*mutex.Locker
 	meter   *ledgerCPU
 	global  bool
+	// xfer, when set, is the side's transfer for worker w instead of the
+	// Redis-locked one (the PostgreSQL-only sides).
+	xfer func(ctx context.Context, w, from, to int) (time.Duration, error)
 
 	mu    sync.Mutex
 	lats  []time.Duration
@@ -92,7 +95,13 @@ func (s *ledgerSide) block(ctx context.Context, b *testing.B) time.Duration {
 				from := rng.IntN(ledgerAccounts)
 				to := (from + 1 + rng.IntN(ledgerAccounts-1)) % ledgerAccounts
 				t0 := time.Now()
-				wait, err := s.transfer(ctx, l, from, to)
+				var wait time.Duration
+				var err error
+				if s.xfer != nil {
+					wait, err = s.xfer(ctx, w, from, to)
+				} else {
+					wait, err = s.transfer(ctx, l, from, to)
+				}
 				if err != nil {
 					b.Error(err)
 					return

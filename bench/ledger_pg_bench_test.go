@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/redfence/redfence/internal/benchkit"
+	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/backend/pgdriver"
+)
+
+// BenchmarkLedgerPGPaired is BenchmarkLedgerPaired's transfer on
+// PostgreSQL alone: per-account locks on pgdriver (LockAll of both
+// accounts), both holds checked first in the transfer's own transaction
+// (pgdriver.Check), read both balances, write both back. It is paired with
+// the same transfer with no lock at all (the accounts' rows locked FOR
+// UPDATE in id order, the floor), and with the Redis lock and the
+// PostgreSQL fence of BenchmarkLedgerPaired; each worker has its own pool
+// and Locker, listening for releases (WithListener).
+func BenchmarkLedgerPGPaired(b *testing.B) {
+	ctx := context.Background()
+	pool, guard, lockers, meter := ledgerSetup(ctx, b)
+	url := testutil.PostgresURL(b)
+	d0, err := pgdriver.New(pool)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := d0.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	pools := make([]*pgxpool.Pool, ledgerWorkers)
+	drivers := make([]*pgdriver.Driver, ledgerWorkers)
+	pgLockers := make([]*mutex.Locker, ledgerWorkers)
+	for i := range pools {
+		pools[i], err = pgxpool.New(ctx, url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(pools[i].Close)
+		if drivers[i], err = pgdriver.New(pools[i], pgdriver.WithListener(url)); err != nil {
+			b.Fatal(err)
+		}
+		if pgLockers[i], err = mutex.New(drivers[i]); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = pgLockers[i].Close() })
+	}
+	pgLock := func(ctx context.Context, w, from, to int) (wait time.Duration, err error) {
+		keys := []string{fmt.Sprint("account:", from), fmt.Sprint("account:", to)}
+		t0 := time.Now()
+		err = pgLockers[w].DoAll(ctx, keys, func(ctx context.Context, ls *mutex.Locks) error {
+			wait = time.Since(t0)
+			return pgx.BeginFunc(ctx, pools[w], func(tx pgx.Tx) error {
+				for _, k := range ls.Keys() {
+					if err := drivers[w].Check(ctx, tx, held{k, ls.TokenOf(k)}); err != nil {
+						return err
+					}
+				}
+				return moveOne(ctx, tx, from, to, "")
+			})
+		})
+		return wait, err
+	}
+	noLock := func(ctx context.Context, w, from, to int) (time.Duration, error) {
+		return 0, pgx.BeginFunc(ctx, pools[w], func(tx pgx.Tx) error {
+			return moveOne(ctx, tx, from, to, " ORDER BY id FOR UPDATE")
+		})
+	}
+	pair := func(name string, sub, ref *ledgerSide) {
+		b.Run(fmt.Sprintf("w%d-a%d/%s", ledgerWorkers, ledgerAccounts, name), func(b *testing.B) {
+			cycles := benchkit.Alternate(b, ledgerWorkers*ledgerPerWorker,
+				func() time.Duration { return sub.block(ctx, b) },
+				func() time.Duration { return ref.block(ctx, b) })
+			sub.report(b, cycles, "")
+			ref.report(b, cycles, "ref-")
+		})
+	}
+	side := func(xfer func(context.Context, int, int, int) (time.Duration, error)) *ledgerSide {
+		return &ledgerSide{pool: pool, guard: guard, lockers: lockers, meter: meter, xfer: xfer}
+	}
+	pair("pglock-vs-nolock", side(pgLock), side(noLock))
+	pair("pglock-vs-redis-fence", side(pgLock), &ledgerSide{pool: pool, guard: guard, lockers: lockers, meter: meter})
+}
+
+// moveOne reads both balances in tx (with lock, the rows' locking clause)
+// and writes both back, one moved from from to to.
+func moveOne(ctx context.Context, tx pgx.Tx, from, to int, lock string) error {
+	rows, err := tx.Query(ctx, `SELECT id, balance FROM bench_ledger WHERE id IN ($1, $2)`+lock, from, to)
+	if err != nil {
+		return err
+	}
+	bal := map[int]int64{}
+	for rows.Next() {
+		var id int
+		var v int64
+		if err := rows.Scan(&id, &v); err != nil {
+			rows.Close()
+			return err
+		}
+		bal[id] = v
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `UPDATE bench_ledger SET balance = CASE id WHEN $1 THEN $2::bigint ELSE $3::bigint END WHERE id IN ($1, $4)`,
+		from, bal[from]-1, bal[to]+1, to)
+	return err
+}
+
+// held is a hold's key and token, as Check takes them.
+type held struct {
+	key   string
+	token int64
+}
+
+func (h held) Key() string  { return h.key }
+func (h held) Token() int64 { return h.token }
