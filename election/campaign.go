@@ -31,11 +31,11 @@ import (
 // is retried every retry period; bad input and a closed Locker return at
 // once.
 //
-// The lock's owner id is "election.", a random part, "." and value (an
-// explicit owner, mutex.WithOwner, so the Locker's OwnerInfo is not in it):
-// inspection reads the value there. An acquisition whose outcome is unknown
-// is therefore not abandoned: what it may have taken runs out within a
-// lease.
+// The lock's owner id is "election.", a random part, "." and value, then
+// the Locker's OwnerInfo as admin.OwnerID appends it: inspection reads the
+// value and the leader's host and pid there. It is an explicit owner
+// (mutex.WithOwner), so an acquisition whose outcome is unknown is not
+// abandoned: what it may have taken runs out within a lease.
 func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 	if err := e.checkCall(ctx, value); err != nil {
 		return nil, err
@@ -63,7 +63,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 // attempt takes the lock once (waiting while it is held) and begins a term
 // under it.
 func (e *Election) attempt(ctx context.Context, value string) (*Term, error) {
-	owner := newOwner(value)
+	owner := e.newOwner(value)
 	lk, err := e.l.Lock(ctx, e.key,
 		mutex.WithTTL(e.cfg.lease),
 		mutex.WithAutoRenew(false), // the term renews it, and stops when the term ends

@@ -149,19 +149,23 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 }
 
 // ownerTag begins the owner id of an election's lock: a random part, so
-// that no other acquisition re-enters it, and the candidate's value, so
-// that inspection from outside the process reads who leads.
+// that no other acquisition re-enters it, the candidate's value, so that
+// inspection from outside the process reads who leads, and the Locker's
+// OwnerInfo (admin.OwnerID), so that it shows the leader's host and pid
+// as it shows every other holder's.
 const ownerTag = "election."
 
-func newOwner(value string) string {
+func (e *Election) newOwner(value string) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return ownerTag + hex.EncodeToString(b[:]) + "." + value
+	return admin.OwnerID(e.l, ownerTag+hex.EncodeToString(b[:])+"."+value)
 }
 
-// parseOwner reads the value back from an owner id newOwner made; ok is
-// false for another id.
+// parseOwner reads the value back from an owner id newOwner made, with
+// the Locker's OwnerInfo or without it (a longest value's, or an older
+// candidate's); ok is false for another id.
 func parseOwner(owner string) (value string, ok bool) {
+	owner, _, _ = admin.SplitOwnerID(owner)
 	rest, ok := strings.CutPrefix(owner, ownerTag)
 	if !ok || len(rest) < 25 || rest[24] != '.' {
 		return "", false

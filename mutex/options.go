@@ -85,7 +85,8 @@ const maxOwnerInfo = 256
 // WithOwnerInfo sets what inspection shows about this Locker's process.
 // Empty Host and zero PID are filled in with the defaults. Default: host
 // and pid only. Its encoded form is limited to 256 bytes. Locks taken
-// WithOwner keep the caller's id as it is and show no OwnerInfo.
+// WithOwner keep the caller's id as it is and show no OwnerInfo, unless
+// the id was made with admin.OwnerID (as election's are).
 func WithOwnerInfo(info OwnerInfo) Option {
 	return optionFunc(func(c *config) {
 		if info.PID < 0 {

@@ -2,11 +2,11 @@
 // what, since when, and who waits; a forced release that is safe; and the
 // fences of package fenced.
 //
-//	redfence locks [PATTERN]       a table of the locks whose keys match PATTERN
+//	redfence locks [PATTERN]       the locks, semaphores and read-write locks whose keys match PATTERN
 //	redfence inspect KEY           everything about one key, in words, and its release line
 //	redfence watch [PATTERN]       the table, redrawn every --interval until Ctrl-C
 //	redfence release --token N --force --reason TEXT [--fence RESOURCE] -- KEY
-//	redfence elections [PATTERN]   who leads each election (package election): value, term, since
+//	redfence elections [PATTERN]   who leads each election (package election): value, term, since, host
 //	redfence fences [PREFIX]       the highest token per resource (DATABASE_URL)
 //	redfence help [COMMAND | json]
 //

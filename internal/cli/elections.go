@@ -12,6 +12,7 @@ import (
 
 	"github.com/redfence/redfence/election"
 	"github.com/redfence/redfence/internal/lockview"
+	"github.com/redfence/redfence/mutex"
 )
 
 // electionRow is one election as the command shows it.
@@ -19,6 +20,10 @@ type electionRow struct {
 	name   string
 	leader election.Leader
 	err    error // election.ErrNoLeader: held, but nobody leads
+	// holder is the OwnerInfo of the Locker that holds the election's
+	// lock under the leader's term, as the listing read it: zero when it
+	// carries none (an older candidate) or the term changed since.
+	holder mutex.OwnerInfo
 }
 
 func setupElections(*flag.FlagSet) runFunc {
@@ -54,6 +59,9 @@ func setupElections(*flag.FlagSet) runFunc {
 				return explain(c, err, elapsed)
 			}
 			row.err = err
+			if err == nil && row.leader.Term == in.Token {
+				row.holder = in.Info
+			}
 			rows = append(rows, row)
 		}
 		if err := writeElections(inv.stdout, rows, pattern); err != nil {
@@ -70,14 +78,14 @@ func writeElections(w io.Writer, rows []electionRow, pattern string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ELECTION\tLEADER\tTERM\tSINCE")
+	fmt.Fprintln(tw, "ELECTION\tLEADER\tTERM\tSINCE\tHELD BY")
 	for _, r := range rows {
 		if r.err != nil {
-			fmt.Fprintf(tw, "%s\t(none: the lock is held, no term began)\t-\t-\n", lockview.Visible(r.name))
+			fmt.Fprintf(tw, "%s\t(none: the lock is held, no term began)\t-\t-\t-\n", lockview.Visible(r.name))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", lockview.Visible(r.name), lockview.Visible(r.leader.Value),
-			tokenText(r.leader.Term), r.leader.Since.UTC().Format(time.RFC3339Nano))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", lockview.Visible(r.name), lockview.Visible(r.leader.Value),
+			tokenText(r.leader.Term), r.leader.Since.UTC().Format(time.RFC3339Nano), lockview.Visible(ownerText("", r.holder)))
 	}
 	return tw.Flush()
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -12,10 +13,12 @@ import (
 
 	"github.com/redfence/redfence/election"
 	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/mutex"
 )
 
 // elections shows the leader of each election from outside its process:
-// value, term and since; a pattern narrows the list.
+// value, term, since and the owner info of the Locker that holds its lock;
+// a pattern narrows the list.
 func TestElections(t *testing.T) {
 	c, srv := testutil.Redis(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -41,7 +44,8 @@ func TestElections(t *testing.T) {
 	out := elections()
 	for _, term := range terms {
 		assert.Regexp(t, `\n`+term.Value()[5:]+` +`+term.Value()+` +`+strconv.FormatInt(term.Token(), 10)+` +`+
-			term.Since().UTC().Format("2006-01-02T15:04:05"), out)
+			term.Since().UTC().Format("2006-01-02T15:04:05")+`\S* +`+regexp.QuoteMeta(printed(mutex.OwnerInfo{}))+`\n`, out,
+			"the Locker that holds the term's lock: its host and pid")
 	}
 	assert.NotContains(t, elections("bill*"), "reports")
 	for _, term := range terms {

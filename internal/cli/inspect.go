@@ -37,35 +37,29 @@ func setupInspect(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return explain(c, err, elapsed)
 		}
-		words := func(err error) string { return Plain(err, elapsed) }
-		if *asJSON {
-			j := lockview.InspectionOf(in, words)
-			j.NoQueue = c.Traits().NoQueue
-			elapsed, err = timed(ctx, inv.g.timeout, func(ctx context.Context) (err error) {
-				if j.Semaphore, err = semaphoreOf(ctx, c.Locker(), key); err != nil {
-					return err
-				}
-				j.RWLock, err = rwLockOf(ctx, c.Locker(), key)
+		var sem *lockview.Semaphore
+		var rw *lockview.RWLock
+		elapsed, err = timed(ctx, inv.g.timeout, func(ctx context.Context) (err error) {
+			if sem, err = semaphoreOf(ctx, c.admin, key); err != nil {
 				return err
-			})
-			if err != nil {
-				return explain(c, err, elapsed)
 			}
-			return writeJSON(inv.stdout, j)
-		}
-		if err := writeInspect(inv.stdout, in, c.Traits(), inv.g.prefix, words); err != nil {
+			rw, err = rwLockOf(ctx, c.admin, key)
 			return err
-		}
-		elapsed, err = timed(ctx, inv.g.timeout, func(ctx context.Context) error {
-			if err := writeSemaphore(ctx, inv.stdout, c.Locker(), key); err != nil {
-				return err
-			}
-			return writeRWMutex(ctx, inv.stdout, c.Locker(), key)
 		})
 		if err != nil {
 			return explain(c, err, elapsed)
 		}
-		if in.State == admin.Free && !slices.ContainsFunc(in.Nodes, func(n admin.NodeInfo) bool { return n.Err != nil }) {
+		words := func(err error) string { return Plain(err, elapsed) }
+		if *asJSON {
+			j := lockview.InspectionOf(in, words)
+			j.NoQueue = c.Traits().NoQueue
+			j.Semaphore, j.RWLock, j.HeldAs = sem, rw, lockview.HeldAs(in, sem, rw)
+			return writeJSON(inv.stdout, j)
+		}
+		if err := writeInspect(inv.stdout, inspected{in, sem, rw}, c.Traits(), inv.g.prefix, words); err != nil {
+			return err
+		}
+		if len(lockview.HeldAs(in, sem, rw)) == 0 && !slices.ContainsFunc(in.Nodes, func(n admin.NodeInfo) bool { return n.Err != nil }) {
 			return hintPrefixed(ctx, inv, c, key)
 		}
 		return nil
@@ -97,10 +91,20 @@ var stateWords = map[admin.State]string{
 	admin.Reserved: "reserved: a release kept it for the Locker first in its queue, which is about to take it",
 }
 
-// writeInspect prints every field of in, in words, then its waiters, its
-// forced releases and, for Redlock, each node's view.
-func writeInspect(w io.Writer, in admin.LockInfo, t Traits, prefix string, explain func(error) string) error {
-	if err := writeFields(w, in, t, prefix); err != nil {
+// inspected is what inspect read of a key: its lock, and its semaphore and
+// read-write lock (nil: none, or a store that keeps none).
+type inspected struct {
+	lock admin.LockInfo
+	sem  *lockview.Semaphore
+	rw   *lockview.RWLock
+}
+
+// writeInspect prints every field of the lock, in words, then its waiters,
+// its forced releases, for Redlock each node's view, and the key's
+// semaphore and read-write lock.
+func writeInspect(w io.Writer, k inspected, t Traits, prefix string, explain func(error) string) error {
+	in := k.lock
+	if err := writeFields(w, k, t, prefix); err != nil {
 		return err
 	}
 	if err := writeWaiters(w, in.Waiters, t.NoQueue); err != nil {
@@ -109,15 +113,42 @@ func writeInspect(w io.Writer, in admin.LockInfo, t Traits, prefix string, expla
 	if err := writeForced(w, in.Forced); err != nil {
 		return err
 	}
-	return writeNodes(w, in.Nodes, explain)
+	if err := writeNodes(w, in.Nodes, explain); err != nil {
+		return err
+	}
+	if err := writeSemaphore(w, k.sem); err != nil {
+		return err
+	}
+	return writeRWMutex(w, k.rw)
 }
 
-func writeFields(w io.Writer, in admin.LockInfo, t Traits, prefix string) error {
+// stateLine says what holds the key: its lock's state and, when they are
+// held, its semaphore and read-write lock, so that a key is never called
+// free while a permit or a hold of its name is held.
+func stateLine(k inspected) string {
+	var also []string
+	if k.sem != nil && len(k.sem.Holders) > 0 {
+		also = append(also, fmt.Sprintf("a semaphore, %d of %d permits", len(k.sem.Holders), k.sem.Limit))
+	}
+	if k.rw != nil && (k.rw.Writer != nil || len(k.rw.Readers) > 0) {
+		also = append(also, "a read-write lock, "+rwWords(k.rw))
+	}
+	switch {
+	case len(also) == 0:
+		return stateWords[k.lock.State]
+	case k.lock.State == admin.Free:
+		return "held as " + strings.Join(also, " and as ") + " (below); its lock is free"
+	}
+	return stateWords[k.lock.State] + "; also as " + strings.Join(also, " and as ") + " (below)"
+}
+
+func writeFields(w io.Writer, k inspected, t Traits, prefix string) error {
+	in := k.lock
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	line := func(name, format string, args ...any) { fmt.Fprintf(tw, name+"\t"+format+"\n", args...) }
 	line("key", "%s", lockview.Visible(in.Key))
 	line(strings.ToLower(t.Store)+" key", "%s", lockview.Visible(in.Name))
-	state := stateWords[in.State]
+	state := stateLine(k)
 	if t.Nodes > 1 {
 		state += " (the quorum's view; each node's is below)"
 	}

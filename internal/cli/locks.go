@@ -19,7 +19,7 @@ import (
 func setupLocks(fs *flag.FlagSet) runFunc {
 	asJSON := fs.Bool("json", false, "print JSON (redfence help json has its schema)")
 	free := fs.Bool("free", false, "include free keys that still keep their last token")
-	limit := fs.Int("limit", 0, "stop after `N` locks are found (default: all)")
+	limit := fs.Int("limit", 0, "stop after `N` are found, locks, semaphores and read-write locks together (default: all)")
 	return func(ctx context.Context, inv *invocation, args []string) error {
 		if *limit < 0 {
 			return usagef("locks", "--limit must be positive, got %d", *limit)
@@ -67,17 +67,24 @@ type listQuery struct {
 	limit   int // 0: no limit
 }
 
-// listing is what a listing found: its locks by key, each once.
+// listing is what a listing found: its locks, semaphores and read-write
+// locks, each by key and once.
 type listing struct {
 	listQuery
-	locks     []admin.LockInfo
-	skipped   []error // partial: what could not be read
-	truncated bool    // stopped at the limit: more may match
+	locks       []admin.LockInfo
+	sems        []admin.SemaphoreInfo
+	rws         []admin.RWLockInfo
+	holdsListed bool    // the store lists semaphores and read-write locks (admin.Page.HoldsListed)
+	skipped     []error // partial: what could not be read
+	truncated   bool    // stopped at the limit: more may match
 }
 
-// listLocks reads the locks whose keys match q.pattern, page after page,
-// each page under its own --timeout, until the listing ends or q.limit
-// locks were found.
+// found is how many locks, semaphores and read-write locks ls holds.
+func (ls listing) found() int { return len(ls.locks) + len(ls.sems) + len(ls.rws) }
+
+// listLocks reads the locks, semaphores and read-write locks whose keys
+// match q.pattern, page after page, each page under its own --timeout,
+// until the listing ends or q.limit of them were found.
 func listLocks(ctx context.Context, c *session, g globals, q listQuery) (listing, error) {
 	ls := listing{listQuery: q}
 	o := admin.ListOptions{Match: q.pattern, Free: q.free}
@@ -96,26 +103,40 @@ func listLocks(ctx context.Context, c *session, g globals, q listQuery) (listing
 			return ls, explain(c, err, elapsed)
 		}
 		ls.locks = append(ls.locks, page.Locks...)
+		ls.sems = append(ls.sems, page.Semaphores...)
+		ls.rws = append(ls.rws, page.RWLocks...)
+		ls.holdsListed = page.HoldsListed
 		if q.limit > 0 {
-			o.Limit = max(q.limit-len(ls.locks), 1)
+			o.Limit = max(q.limit-ls.found(), 1)
 		}
 		ls.skipped = append(ls.skipped, page.Skipped...)
 		if page.Cursor == "" {
 			break
 		}
-		if q.limit > 0 && len(ls.locks) >= q.limit {
+		if q.limit > 0 && ls.found() >= q.limit {
 			ls.truncated = true
 			break
 		}
 		o.Cursor = page.Cursor
 	}
-	slices.SortStableFunc(ls.locks, func(a, b admin.LockInfo) int { return strings.Compare(a.Key, b.Key) })
 	// SCAN may return a key twice.
-	ls.locks = slices.CompactFunc(ls.locks, func(a, b admin.LockInfo) bool { return a.Key == b.Key })
-	if q.limit > 0 && len(ls.locks) > q.limit {
-		ls.locks, ls.truncated = ls.locks[:q.limit], true
+	ls.locks = byKey(ls.locks, func(in admin.LockInfo) string { return in.Key })
+	ls.sems = byKey(ls.sems, func(s admin.SemaphoreInfo) string { return s.Key })
+	ls.rws = byKey(ls.rws, func(rw admin.RWLockInfo) string { return rw.Key })
+	if q.limit > 0 && ls.found() > q.limit {
+		// The first q.limit: locks, then semaphores, then read-write locks.
+		ls.truncated = true
+		ls.locks = ls.locks[:min(len(ls.locks), q.limit)]
+		ls.sems = ls.sems[:min(len(ls.sems), q.limit-len(ls.locks))]
+		ls.rws = ls.rws[:min(len(ls.rws), q.limit-len(ls.locks)-len(ls.sems))]
 	}
 	return ls, nil
+}
+
+// byKey sorts xs by key and keeps one of each key.
+func byKey[T any](xs []T, key func(T) string) []T {
+	slices.SortStableFunc(xs, func(a, b T) int { return strings.Compare(key(a), key(b)) })
+	return slices.CompactFunc(xs, func(a, b T) bool { return key(a) == key(b) })
 }
 
 // incomplete is the error of a partial listing: the servers it could not
@@ -143,12 +164,14 @@ func (ls listing) json(noQueue string) lockview.Listing {
 		j.NoQueue = noQueue
 		out.Locks = append(out.Locks, j)
 	}
+	lockview.ListingHolds(&out, ls.holdsListed, ls.sems, ls.rws)
 	return out
 }
 
-// writeLocks prints the locks table, and what it leaves out.
+// writeLocks prints the locks table, the semaphores' and the read-write
+// locks' (each when it has rows), and what they leave out.
 func writeLocks(w io.Writer, ls listing) error {
-	if len(ls.locks) == 0 {
+	if ls.found() == 0 {
 		what := "no locks are held"
 		if ls.free {
 			what = "no lock keys"
@@ -162,6 +185,36 @@ func writeLocks(w io.Writer, ls listing) error {
 		_, err := fmt.Fprintln(w, what)
 		return err
 	}
+	sections := []struct {
+		rows  int
+		write func(io.Writer, listing) error
+	}{{len(ls.locks), writeLockRows}, {len(ls.sems), writeSemaphoreRows}, {len(ls.rws), writeRWRows}}
+	printed := false
+	for _, sec := range sections {
+		if sec.rows == 0 {
+			continue
+		}
+		if printed {
+			fmt.Fprintln(w)
+		}
+		if err := sec.write(w, ls); err != nil {
+			return err
+		}
+		printed = true
+	}
+	if ls.truncated {
+		what := "locks shown"
+		if len(ls.sems)+len(ls.rws) > 0 {
+			what = "shown, locks, semaphores and read-write locks together"
+		}
+		_, err := fmt.Fprintf(w, "(%d %s: the listing stopped at --limit; more may match)\n", ls.found(), what)
+		return err
+	}
+	return nil
+}
+
+// writeLockRows prints the locks table.
+func writeLockRows(w io.Writer, ls listing) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tSTATE\tTOKEN\tOWNER\tHELD FOR\tLEASE LEFT\tCOUNT\tWAITERS")
 	for _, in := range ls.locks {
@@ -175,12 +228,44 @@ func writeLocks(w io.Writer, ls listing) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", lockview.Visible(in.Key), in.State, tokenText(in.Token),
 			lockview.Visible(ownerText(in.Owner, in.Info)), held, lease, count, len(in.Waiters))
 	}
-	if err := tw.Flush(); err != nil {
-		return err
+	return tw.Flush()
+}
+
+// writeSemaphoreRows prints a row per permit held, and one for a semaphore
+// that none is (--free).
+func writeSemaphoreRows(w io.Writer, ls listing) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEMAPHORE\tPERMITS HELD\tTOKEN\tOWNER\tLEASE LEFT")
+	for _, s := range ls.sems {
+		held := fmt.Sprintf("%d of %d", len(s.Holders), s.Limit)
+		if len(s.Holders) == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\n", lockview.Visible(s.Key), held)
+		}
+		for _, h := range s.Holders {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", lockview.Visible(s.Key), held, tokenText(h.Token),
+				lockview.Visible(ownerText(h.Owner, h.Info)), human(h.Lease))
+		}
 	}
-	if ls.truncated {
-		_, err := fmt.Fprintf(w, "(%d locks shown: the listing stopped at --limit; more may match)\n", len(ls.locks))
-		return err
+	return tw.Flush()
+}
+
+// writeRWRows prints a row per hold of a read-write lock, and one for a
+// read-write lock that none is (waiting writers, or --free).
+func writeRWRows(w io.Writer, ls listing) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "READ-WRITE LOCK\tHOLD\tTOKEN\tOWNER\tLEASE LEFT\tWRITERS WAITING")
+	for _, rw := range ls.rws {
+		holds, kind := rw.Readers, "read"
+		if rw.Writer != nil {
+			holds, kind = []admin.Holder{*rw.Writer}, "write"
+		}
+		if len(holds) == 0 {
+			fmt.Fprintf(tw, "%s\tnone\t-\t-\t-\t%d\n", lockview.Visible(rw.Key), rw.Waiting)
+		}
+		for _, h := range holds {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", lockview.Visible(rw.Key), kind, tokenText(h.Token),
+				lockview.Visible(ownerText(h.Owner, h.Info)), human(h.Lease), rw.Waiting)
+		}
 	}
-	return nil
+	return tw.Flush()
 }

@@ -9,40 +9,34 @@ import (
 	"time"
 
 	"github.com/redfence/redfence/internal/lockview"
-	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 )
 
 // rwLockOf is the read-write lock of key as inspect shows it: nil when the
 // store keeps none or key's has nothing to show, as semaphoreOf.
-func rwLockOf(ctx context.Context, l *mutex.Locker, key string) (*lockview.RWLock, error) {
-	rw, err := mutex.NewRWMutex(l, key)
+func rwLockOf(ctx context.Context, a *admin.Admin, key string) (*lockview.RWLock, error) {
+	rw, err := a.InspectRWLock(ctx, key)
 	if errors.Is(err, errors.ErrUnsupported) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	st, err := rw.State(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return lockview.RWLockOf(st), nil
+	return lockview.RWLockOf(rw), nil
 }
 
-// writeRWMutex prints the holds of the read-write lock of key, when the
-// store keeps read-write locks and key's has a writer, readers, waiting
-// writers or a write's token: inspect's text after the semaphore's. A store
-// without read-write locks prints nothing.
-func writeRWMutex(ctx context.Context, w io.Writer, l *mutex.Locker, key string) error {
-	rw, err := rwLockOf(ctx, l, key)
-	if err != nil || rw == nil {
-		return err
+// writeRWMutex prints the holds of rw, the read-write lock of an inspected
+// key (nil: none, or a store without read-write locks, which prints
+// nothing): inspect's text after the semaphore's.
+func writeRWMutex(w io.Writer, rw *lockview.RWLock) error {
+	if rw == nil {
+		return nil
 	}
-	holds, kind, state := rw.Readers, "read", fmt.Sprintf("%d readers", len(rw.Readers))
+	fmt.Fprintf(w, "\nread-write lock: %s, %d writers waiting, last write's token %d\n", rwWords(rw), rw.Waiting, rw.LastWrite)
+	holds, kind := rw.Readers, "read"
 	if rw.Writer != nil {
-		holds, kind, state = []lockview.Permit{*rw.Writer}, "write", "held for writing"
+		holds, kind = []lockview.Permit{*rw.Writer}, "write"
 	}
-	fmt.Fprintf(w, "\nread-write lock: %s, %d writers waiting, last write's token %d\n", state, rw.Waiting, rw.LastWrite)
 	if len(holds) == 0 {
 		return nil
 	}
@@ -52,4 +46,12 @@ func writeRWMutex(ctx context.Context, w io.Writer, l *mutex.Locker, key string)
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\n", kind, lockview.Visible(h.Who()), human(time.Duration(h.LeaseMs)), h.Token, lockview.Visible(h.Owner))
 	}
 	return tw.Flush()
+}
+
+// rwWords says who holds rw: "held for writing" or "N readers".
+func rwWords(rw *lockview.RWLock) string {
+	if rw.Writer != nil {
+		return "held for writing"
+	}
+	return fmt.Sprintf("%d readers", len(rw.Readers))
 }

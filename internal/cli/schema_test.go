@@ -3,11 +3,39 @@ package cli
 // The JSON schema that `redfence help json` documents, spelt out here on
 // its own so that a change to the types that breaks it fails the test.
 type listingSchema struct {
-	Schema    int          `json:"schema"`
-	Complete  bool         `json:"complete"`
-	Skipped   []string     `json:"skipped"`
-	Truncated bool         `json:"truncated"`
-	Locks     []lockSchema `json:"locks"`
+	Schema     int                      `json:"schema"`
+	Complete   bool                     `json:"complete"`
+	Skipped    []string                 `json:"skipped"`
+	Truncated  bool                     `json:"truncated"`
+	Locks      []lockSchema             `json:"locks"`
+	Semaphores *[]listedSemaphoreSchema `json:"semaphores"` // nil: absent
+	RWLocks    *[]listedRWLockSchema    `json:"rwlocks"`
+}
+
+type listedSemaphoreSchema struct {
+	Key    string  `json:"key"`
+	KeyHex *string `json:"key_hex"`
+	semaphoreSchema
+}
+
+type listedRWLockSchema struct {
+	Key    string  `json:"key"`
+	KeyHex *string `json:"key_hex"`
+	rwLockSchema
+}
+
+type rwLockSchema struct {
+	Writer    *permitSchema  `json:"writer"`
+	Readers   []permitSchema `json:"readers"`
+	Waiting   int            `json:"writers_waiting"`
+	LastWrite int64          `json:"last_write_token"`
+}
+
+type permitSchema struct {
+	Owner     string       `json:"owner"`
+	OwnerInfo *ownerSchema `json:"owner_info"`
+	LeaseMs   float64      `json:"lease_ms"`
+	Token     int64        `json:"token"`
 }
 
 type lockSchema struct {
@@ -40,16 +68,13 @@ type inspectSchema struct {
 		Lock  *lockSchema `json:"lock"`
 	} `json:"nodes"`
 	Semaphore *semaphoreSchema `json:"semaphore"`
+	RWLock    *rwLockSchema    `json:"rwlock"`
+	HeldAs    []string         `json:"held_as"`
 }
 
 type semaphoreSchema struct {
-	Limit   int `json:"limit"`
-	Holders []struct {
-		Owner     string       `json:"owner"`
-		OwnerInfo *ownerSchema `json:"owner_info"`
-		LeaseMs   float64      `json:"lease_ms"`
-		Token     int64        `json:"token"`
-	} `json:"holders"`
+	Limit   int            `json:"limit"`
+	Holders []permitSchema `json:"holders"`
 }
 
 type ownerSchema struct {

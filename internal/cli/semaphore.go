@@ -9,34 +9,29 @@ import (
 	"time"
 
 	"github.com/redfence/redfence/internal/lockview"
-	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/mutex/admin"
 )
 
 // semaphoreOf is the semaphore of key as inspect shows it: nil when the
 // store keeps no semaphores or key's has neither a limit nor holders, so
 // that neither view claims "none" of a store it could not look at.
-func semaphoreOf(ctx context.Context, l *mutex.Locker, key string) (*lockview.Semaphore, error) {
-	s, err := mutex.NewSemaphore(l, key, 1) // a handle: the limit is the store's
+func semaphoreOf(ctx context.Context, a *admin.Admin, key string) (*lockview.Semaphore, error) {
+	s, err := a.InspectSemaphore(ctx, key)
 	if errors.Is(err, errors.ErrUnsupported) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	limit, holders, err := s.Holders(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return lockview.SemaphoreOf(limit, holders), nil
+	return lockview.SemaphoreOf(s), nil
 }
 
-// writeSemaphore prints the permits of the semaphore of key, when the
-// store keeps semaphores and key's has a limit or holders: inspect's text
-// after the lock's. A store without semaphores prints nothing.
-func writeSemaphore(ctx context.Context, w io.Writer, l *mutex.Locker, key string) error {
-	sem, err := semaphoreOf(ctx, l, key)
-	if err != nil || sem == nil {
-		return err
+// writeSemaphore prints the permits of sem, the semaphore of an inspected
+// key (nil: none, or a store without semaphores, which prints nothing):
+// inspect's text after the lock's.
+func writeSemaphore(w io.Writer, sem *lockview.Semaphore) error {
+	if sem == nil {
+		return nil
 	}
 	fmt.Fprintf(w, "\nsemaphore: limit %d, %d permits held, by lease end\n", sem.Limit, len(sem.Holders))
 	if len(sem.Holders) == 0 {

@@ -105,12 +105,14 @@ func TestInspectJSONShowsSemaphore(t *testing.T) {
 		assert.LessOrEqual(t, h.LeaseMs, float64(ttl.Milliseconds()), "holder %d", i)
 	}
 
-	// The fields a lock's inspection wrote before: none added.
+	// The fields a lock's inspection wrote before semaphores were shown,
+	// and held_as: no semaphore's.
 	plain := inspect("report:1")
 	assert.ElementsMatch(t, []string{
 		"schema", "key", "redis_key", "state", "token", "owner", "owner_info", "count", "acquired_at",
-		"renewed_at", "held_ms", "lease_ms", "waited", "waiters", "server_time", "forced_releases",
+		"renewed_at", "held_ms", "lease_ms", "waited", "waiters", "server_time", "forced_releases", "held_as",
 	}, slices.Collect(maps.Keys(plain)))
+	assert.JSONEq(t, `["lock"]`, string(plain["held_as"]))
 	var token int64
 	require.NoError(t, json.Unmarshal(plain["token"], &token))
 	assert.Equal(t, lk.Token(), token)

@@ -29,9 +29,11 @@ type runFunc func(ctx context.Context, inv *invocation, args []string) error
 var commands = []command{
 	{
 		name: "locks", synopsis: "[--json] [--free] [--limit N] [PATTERN]", maxArgs: 1, setup: setupLocks,
-		summary: "list the locks whose keys match PATTERN (a Redis glob, default *)",
+		summary: "list the locks, semaphores and read-write locks matching PATTERN (a Redis glob, default *)",
 		about: `Lists the held and reserved locks whose keys (as given to Lock) match
-PATTERN, a Redis glob: * any run, ? one byte, [abc], \ quotes. Every master
+PATTERN, a Redis glob: * any run, ? one byte, [abc], \ quotes, then the
+semaphores' permits held and the read-write locks' holds, a row for each
+holder (where the store keeps them: not Redlock, not etcd). Every master
 of a Cluster and every Redlock node is scanned, page after page, each page
 under its own --timeout. HELD FOR and LEASE LEFT are by the Redis server's
 clock. Keys and owners that hold control, invisible or non-UTF-8 bytes, or
@@ -47,9 +49,12 @@ what it found, says it is partial, and exits 1.`,
 		about: `Shows one key as its servers hold it: state, holder and its owner info,
 token, when it was acquired and renewed, lease left, re-entries, the
 Lockers queued for it, the latest forced releases, and for Redlock each
-node's view. A free key shows the last token issued, and the held keys
-that differ from it by an adapter's prefix (asynqlock locks "asynq:KEY").
-A held key shows the release line that ends this holder and no other:
+node's view; then the semaphore and the read-write lock of the same name,
+with their holders. A key is called free only when none of them holds
+it. A free lock shows the last token issued; a key nothing holds, the
+held keys that differ from it by an adapter's prefix (asynqlock locks
+"asynq:KEY"). A held lock shows the release line that ends this holder
+and no other:
 
   redfence release --token N --force --reason REASON -- 'KEY'`,
 	},
@@ -85,11 +90,12 @@ pass until the fence is raised.`,
 	},
 	{
 		name: "elections", synopsis: "[PATTERN]", maxArgs: 1, setup: setupElections,
-		summary: "who leads each election (package election): leader, term, since",
+		summary: "who leads each election (package election): leader, term, since, held by",
 		about: `Lists the elections (package election) whose names match PATTERN, a
 Redis glob (default *), that a candidate holds the lock of: the leader's
-value, its term (the fencing token its writes carry) and when the term
-began, or that the lock is held but no term began (a new leader in its
+value, its term (the fencing token its writes carry), when the term began
+and the owner info (host, pid) of the Locker that holds the lock, or that
+the lock is held but no term began (a new leader in its
 lock-delay, or resigning). An election NAME is the lock "election:NAME",
 which inspect shows in full.`,
 	},

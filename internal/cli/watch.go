@@ -23,7 +23,7 @@ const watchRows = 40
 func setupWatch(fs *flag.FlagSet) runFunc {
 	interval := fs.Duration("interval", time.Second, "time `D` between redraws, at least "+minInterval.String())
 	free := fs.Bool("free", false, "include free keys that still keep their last token")
-	limit := fs.Int("limit", 0, fmt.Sprintf("show at most `N` locks (default: what fits the terminal, else %d); the listing stops there", watchRows))
+	limit := fs.Int("limit", 0, fmt.Sprintf("show at most `N` locks, semaphores and read-write locks (default: what fits the terminal, else %d); the listing stops there", watchRows))
 	return func(ctx context.Context, inv *invocation, args []string) error {
 		if *interval < minInterval {
 			return usagef("watch", "--interval must be at least %v, got %v: each redraw reads every lock it shows", minInterval, *interval)

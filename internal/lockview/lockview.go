@@ -58,6 +58,10 @@ type Inspection struct {
 	// RWLock is the read-write lock of the key, nil and absent as
 	// Semaphore is.
 	RWLock *RWLock `json:"rwlock,omitempty"`
+	// HeldAs is what holds the key: "lock" (held or reserved),
+	// "semaphore" (a permit), "rwlock" (a read or the write); empty when
+	// nothing does. State is the lock's alone.
+	HeldAs []string `json:"held_as"`
 }
 
 // RWLock is the read-write lock of an inspected key: its writer or its
@@ -85,7 +89,8 @@ type Permit struct {
 	Token     int64  `json:"token"`
 }
 
-// Listing is a listing's locks, and whether every server answered.
+// Listing is a listing's locks, semaphores and read-write locks, and
+// whether every server answered.
 type Listing struct {
 	Schema int `json:"schema"`
 	// Complete is false when servers were skipped (Skipped says which and
@@ -94,6 +99,27 @@ type Listing struct {
 	Skipped   []string `json:"skipped"`
 	Truncated bool     `json:"truncated"`
 	Locks     []Lock   `json:"locks"`
+	// Semaphores and RWLocks are nil, and absent, over a store whose
+	// listing does not show them (admin.Page.HoldsListed): absence claims
+	// nothing, as Inspection's Semaphore.
+	Semaphores []ListedSemaphore `json:"semaphores,omitzero"`
+	RWLocks    []ListedRWLock    `json:"rwlocks,omitzero"`
+}
+
+// ListedSemaphore is a semaphore of a listing: its key and its
+// Semaphore's fields.
+type ListedSemaphore struct {
+	Key    string `json:"key"`
+	KeyHex string `json:"key_hex,omitempty"`
+	Semaphore
+}
+
+// ListedRWLock is a read-write lock of a listing: its key and its
+// RWLock's fields.
+type ListedRWLock struct {
+	Key    string `json:"key"`
+	KeyHex string `json:"key_hex,omitempty"`
+	RWLock
 }
 
 // Owner is a Locker's mutex.OwnerInfo.
@@ -142,9 +168,7 @@ func LockOf(in admin.LockInfo) Lock {
 		LeaseMs: Millis(max(in.Lease, 0)), Waited: in.Waited,
 		Waiters: []Waiter{}, ServerTime: Time(in.ServerTime),
 	}
-	if !utf8.ValidString(in.Key) {
-		j.KeyHex = hex.EncodeToString([]byte(in.Key))
-	}
+	j.KeyHex = keyHex(in.Key)
 	if d, ok := HeldFor(in); ok {
 		ms := Millis(d)
 		j.HeldMs = &ms
@@ -157,7 +181,7 @@ func LockOf(in admin.LockInfo) Lock {
 
 // InspectionOf is in as inspect writes it; explain words a node's error.
 func InspectionOf(in admin.LockInfo, explain func(error) string) Inspection {
-	j := Inspection{Schema: Schema, Lock: LockOf(in), Forced: []Forced{}}
+	j := Inspection{Schema: Schema, Lock: LockOf(in), Forced: []Forced{}, HeldAs: HeldAs(in, nil, nil)}
 	for _, f := range in.Forced {
 		j.Forced = append(j.Forced, Forced{
 			ID: f.ID, At: Time(f.At), By: f.By, Reason: f.Reason, Token: f.Token, Floor: f.Floor,
@@ -178,36 +202,83 @@ func InspectionOf(in admin.LockInfo, explain func(error) string) Inspection {
 	return j
 }
 
-// SemaphoreOf is a semaphore's limit and holders (mutex.Semaphore.Holders)
-// as the schema writes them; nil when it has neither, as the text shows
-// none.
-func SemaphoreOf(limit int, holders []mutex.PermitHolder) *Semaphore {
-	if limit == 0 && len(holders) == 0 {
+// SemaphoreOf is a semaphore (admin.Admin.InspectSemaphore) as the schema
+// writes it; nil when it has neither a limit nor holders, as the text
+// shows none.
+func SemaphoreOf(s admin.SemaphoreInfo) *Semaphore {
+	if s.Limit == 0 && len(s.Holders) == 0 {
 		return nil
 	}
-	return &Semaphore{Limit: limit, Holders: permitsOf(holders)}
+	return &Semaphore{Limit: s.Limit, Holders: permitsOf(s.Holders)}
 }
 
-// RWLockOf is a read-write lock's state (mutex.RWMutex.State) as the schema
+// RWLockOf is a read-write lock (admin.Admin.InspectRWLock) as the schema
 // writes it; nil when it has no hold, no waiting writer and no write's
 // token, as the text shows none.
-func RWLockOf(st mutex.RWState) *RWLock {
-	if st.Writer == nil && len(st.Readers) == 0 && st.Waiting == 0 && st.LastWrite == 0 {
+func RWLockOf(rw admin.RWLockInfo) *RWLock {
+	if !rw.Held() && rw.Waiting == 0 && rw.LastWrite == 0 {
 		return nil
 	}
-	j := &RWLock{Readers: permitsOf(st.Readers), Waiting: st.Waiting, LastWrite: st.LastWrite}
-	if st.Writer != nil {
-		j.Writer = &permitsOf([]mutex.PermitHolder{*st.Writer})[0]
+	j := rwLockOf(rw)
+	return &j
+}
+
+func rwLockOf(rw admin.RWLockInfo) RWLock {
+	j := RWLock{Readers: permitsOf(rw.Readers), Waiting: rw.Waiting, LastWrite: rw.LastWrite}
+	if rw.Writer != nil {
+		j.Writer = &permitsOf([]admin.Holder{*rw.Writer})[0]
 	}
 	return j
 }
 
-func permitsOf(holders []mutex.PermitHolder) []Permit {
-	out := make([]Permit, 0, len(holders))
-	for _, h := range holders {
-		out = append(out, Permit{Owner: h.Owner, OwnerInfo: OwnerOf(h.OwnerInfo), LeaseMs: Millis(max(h.Lease, 0)), Token: h.Token})
+// HeldAs is Inspection.HeldAs of a key whose lock is in, and whose
+// semaphore and read-write lock are sem and rw (nil: none, or not shown).
+func HeldAs(in admin.LockInfo, sem *Semaphore, rw *RWLock) []string {
+	out := []string{}
+	if in.State != admin.Free {
+		out = append(out, "lock")
+	}
+	if sem != nil && len(sem.Holders) > 0 {
+		out = append(out, "semaphore")
+	}
+	if rw != nil && (rw.Writer != nil || len(rw.Readers) > 0) {
+		out = append(out, "rwlock")
 	}
 	return out
+}
+
+// ListingHolds fills in ls's semaphores and read-write locks from a
+// listing's (admin.Page's): nil, and absent, unless listed (HoldsListed).
+func ListingHolds(ls *Listing, listed bool, sems []admin.SemaphoreInfo, rws []admin.RWLockInfo) {
+	if !listed {
+		return
+	}
+	ls.Semaphores, ls.RWLocks = make([]ListedSemaphore, 0, len(sems)), make([]ListedRWLock, 0, len(rws))
+	for _, s := range sems {
+		ls.Semaphores = append(ls.Semaphores, ListedSemaphore{
+			Key: s.Key, KeyHex: keyHex(s.Key), Semaphore: Semaphore{Limit: s.Limit, Holders: permitsOf(s.Holders)},
+		})
+	}
+	for _, rw := range rws {
+		ls.RWLocks = append(ls.RWLocks, ListedRWLock{Key: rw.Key, KeyHex: keyHex(rw.Key), RWLock: rwLockOf(rw)})
+	}
+}
+
+func permitsOf(holders []admin.Holder) []Permit {
+	out := make([]Permit, 0, len(holders))
+	for _, h := range holders {
+		out = append(out, Permit{Owner: h.Owner, OwnerInfo: OwnerOf(h.Info), LeaseMs: Millis(max(h.Lease, 0)), Token: h.Token})
+	}
+	return out
+}
+
+// keyHex is a key's key_hex: its bytes in hex when it is not UTF-8, else
+// "".
+func keyHex(key string) string {
+	if utf8.ValidString(key) {
+		return ""
+	}
+	return hex.EncodeToString([]byte(key))
 }
 
 // OwnerOf is nil for an owner without info (a WithOwner id, or none).

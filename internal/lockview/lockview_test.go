@@ -91,3 +91,60 @@ func JSONFields(t reflect.Type) []string {
 	}
 	return names
 }
+
+// A listing's semaphores and rwlocks are absent unless the store lists
+// them, and [] when it listed none: absence claims nothing. A key that is
+// not UTF-8 keeps its bytes in key_hex, as a lock's does.
+func TestListingHolds(t *testing.T) {
+	fields := func(ls lockview.Listing) map[string]json.RawMessage {
+		b, err := json.Marshal(ls)
+		require.NoError(t, err)
+		var doc map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(b, &doc))
+		return doc
+	}
+	var ls lockview.Listing
+	lockview.ListingHolds(&ls, false, []admin.SemaphoreInfo{{Key: "s"}}, nil)
+	doc := fields(ls)
+	assert.NotContains(t, doc, "semaphores")
+	assert.NotContains(t, doc, "rwlocks")
+
+	lockview.ListingHolds(&ls, true, nil, nil)
+	doc = fields(ls)
+	assert.JSONEq(t, `[]`, string(doc["semaphores"]))
+	assert.JSONEq(t, `[]`, string(doc["rwlocks"]))
+
+	writer := admin.Holder{Owner: "w", Token: 7, Lease: 1500 * time.Microsecond}
+	lockview.ListingHolds(&ls, true,
+		[]admin.SemaphoreInfo{{Key: "p\xff", Limit: 2, Holders: []admin.Holder{{Owner: "o", Token: 5, Lease: time.Second}}}},
+		[]admin.RWLockInfo{{Key: "rw", Writer: &writer, LastWrite: 7}})
+	doc = fields(ls)
+	assert.JSONEq(t, `[{"key": "p\ufffd", "key_hex": "70ff", "limit": 2,
+		"holders": [{"owner": "o", "owner_info": null, "lease_ms": 1000, "token": 5}]}]`, string(doc["semaphores"]))
+	assert.JSONEq(t, `[{"key": "rw", "writer": {"owner": "w", "owner_info": null, "lease_ms": 1.5, "token": 7},
+		"readers": [], "writers_waiting": 0, "last_write_token": 7}]`, string(doc["rwlocks"]))
+}
+
+// held_as names what holds a key: its lock (held or reserved), a permit
+// of its semaphore, a hold of its read-write lock; [] when nothing does,
+// a waiting writer alone included.
+func TestHeldAs(t *testing.T) {
+	permit := []lockview.Permit{{Owner: "o"}}
+	for _, c := range []struct {
+		name string
+		in   admin.LockInfo
+		sem  *lockview.Semaphore
+		rw   *lockview.RWLock
+		want []string
+	}{
+		{"nothing", admin.LockInfo{}, nil, nil, []string{}},
+		{"a limit, no permit", admin.LockInfo{}, &lockview.Semaphore{Limit: 3}, &lockview.RWLock{Waiting: 1}, []string{}},
+		{"reserved", admin.LockInfo{State: admin.Reserved}, nil, nil, []string{"lock"}},
+		{"permits", admin.LockInfo{}, &lockview.Semaphore{Limit: 3, Holders: permit}, nil, []string{"semaphore"}},
+		{"readers", admin.LockInfo{}, nil, &lockview.RWLock{Readers: permit}, []string{"rwlock"}},
+		{"all", admin.LockInfo{State: admin.Held}, &lockview.Semaphore{Holders: permit}, &lockview.RWLock{Writer: &permit[0]},
+			[]string{"lock", "semaphore", "rwlock"}},
+	} {
+		assert.Equal(t, c.want, lockview.HeldAs(c.in, c.sem, c.rw), c.name)
+	}
+}

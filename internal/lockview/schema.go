@@ -14,10 +14,13 @@ lock (an element of a listing's locks; the head of an inspection):
   key          string   the key as given to Lock
   key_hex      string   the key's bytes in hex; present only when key is not valid UTF-8
   redis_key    string   the Redis key that holds it
-  state        string   "held", "reserved" (kept for the first waiter) or "free"
+  state        string   the lock's: "held", "reserved" (kept for the first waiter) or "free";
+                        a semaphore or read-write lock of the same key is apart (inspection's
+                        held_as, semaphore and rwlock; a listing's semaphores and rwlocks)
   token        int      the holder's fencing token; when free, the last one issued (0: none)
   owner        string   the holder's owner id ("" when free)
   owner_info   object   {service, host, pid, label} of the holder's Locker; null for a WithOwner id
+                        that does not carry it (an election's does: admin.OwnerID)
   count        int      re-entries in Redis, plus one
   acquired_at  time     when the token was issued (server clock); null when unknown
   renewed_at   time     when the current lease began
@@ -35,8 +38,17 @@ listing (redfence locks --json; the page's "listing" has these fields too):
   skipped      array    of strings: each server or key the listing could not read, and why
   truncated    bool     the listing stopped at --limit: more locks may match
   locks        array    of lock, by key
+  semaphores   array    the semaphores with a permit held (all with --free), by key: {key,
+                        key_hex, limit, holders}, as an inspection's semaphore. Absent over a
+                        store whose listing shows none (etcd, Redlock): absence says nothing
+  rwlocks      array    the read-write locks with a hold or a waiting writer (all with --free),
+                        by key: {key, key_hex, writer, readers, writers_waiting,
+                        last_write_token}, as an inspection's rwlock; absent as semaphores
 
 inspection (redfence inspect --json): schema, the lock's fields, and
+  held_as          array  of strings, what holds the key: "lock" (held or reserved),
+                   "semaphore" (a permit), "rwlock" (a read or the write); [] when
+                   nothing does
   forced_releases  array  {id, at, by, reason, token, floor, owner, owner_info, count}, latest first
   nodes            array  Redlock only: {node, addr, error, lock}, each node's view
   semaphore        object the semaphore of the key, when it has a limit or holders:

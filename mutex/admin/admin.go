@@ -9,7 +9,6 @@ import (
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/backend"
 	"github.com/redfence/redfence/mutex/internal/hostlink"
-	"github.com/redfence/redfence/mutex/internal/ownerid"
 )
 
 // ErrPartial is matched by ListAll's error when a quorum of Redlock nodes
@@ -22,8 +21,11 @@ var ErrPartial = backend.ErrPartial
 // what the Locker itself holds (Held). It is safe for concurrent use and
 // owns nothing: the Locker stays the caller's.
 type Admin struct {
-	l  *mutex.Locker
-	in backend.Inspector // nil: the backend shows nothing
+	l     *mutex.Locker
+	in    backend.Inspector  // nil: the backend shows nothing
+	holds backend.HoldLister // nil: its listing shows locks alone
+	sem   backend.Semaphorer // nil: it keeps no semaphores
+	rw    backend.RWLocker   // nil: it keeps no read-write locks
 }
 
 // New returns an Admin over l. A nil l returns an error matching
@@ -35,7 +37,14 @@ func New(l *mutex.Locker) (*Admin, error) {
 		return nil, invalid("nil Locker")
 	}
 	a := &Admin{l: l}
-	a.in, _ = l.Backend().(backend.Inspector)
+	b := l.Backend()
+	a.in, _ = b.(backend.Inspector)
+	a.holds, _ = b.(backend.HoldLister)
+	a.sem, _ = b.(backend.Semaphorer)
+	a.rw, _ = b.(backend.RWLocker)
+	if a.in == nil || a.sem == nil && a.rw == nil {
+		a.holds = nil // nothing to list beside the locks, or no listing
+	}
 	return a, nil
 }
 
@@ -106,11 +115,6 @@ func (a *Admin) check(ctx context.Context, key string) error {
 		return invalid("key of %d bytes exceeds %d", len(key), mutex.MaxKeyLen)
 	}
 	return nil
-}
-
-func parseOwner(owner string) (mutex.OwnerInfo, bool) {
-	info, ok := ownerid.Parse(owner)
-	return mutex.OwnerInfo(info), ok
 }
 
 func invalid(format string, args ...any) error {

@@ -55,10 +55,14 @@ func infoOf(key string, st backend.KeyState) LockInfo {
 // matched against o.Match again (a backend may only narrow its reads by
 // it).
 func (a *Admin) list(ctx context.Context, o ListOptions) (Page, error) {
-	r, err := a.in.List(ctx, backend.ListRequest{
-		Cursor: o.Cursor, Match: o.Match,
-		Count: o.Count, Scans: o.Scans, Limit: o.Limit,
-	})
+	req := backend.ListRequest{Cursor: o.Cursor, Match: o.Match, Count: o.Count, Scans: o.Scans, Limit: o.Limit}
+	var r backend.ListPage
+	var err error
+	if a.holds != nil {
+		r, err = a.holds.ListHolds(ctx, req)
+	} else {
+		r, err = a.in.List(ctx, req)
+	}
 	switch {
 	case errors.Is(err, backend.ErrBadCursor):
 		return Page{RoundTrips: r.RoundTrips}, invalid("cursor %q is not one List returned: %v", o.Cursor, err)
@@ -75,6 +79,20 @@ func (a *Admin) list(ctx context.Context, o ListOptions) (Page, error) {
 		in.Forced = nil // Inspect shows them
 		if in.State != Free || o.Free {
 			page.Locks = append(page.Locks, in)
+		}
+	}
+	if a.holds == nil {
+		return page, nil
+	}
+	page.HoldsListed = true
+	for _, k := range r.Semaphores {
+		if s := semaphoreOf(k.Key, k.SemaphoreState); glob.Match(o.Match, k.Key) && (s.Held() || o.Free) {
+			page.Semaphores = append(page.Semaphores, s)
+		}
+	}
+	for _, k := range r.RWLocks {
+		if rw := rwLockOf(k.Key, k.RWState); glob.Match(o.Match, k.Key) && (rw.Held() || rw.Waiting > 0 || o.Free) {
+			page.RWLocks = append(page.RWLocks, rw)
 		}
 	}
 	return page, nil

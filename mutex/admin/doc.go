@@ -1,5 +1,7 @@
 // Package admin is the operator's API over a mutex.Locker: what its
-// backend holds (Inspect a key, List and ListAll keys by pattern), a
+// backend holds (Inspect a key, InspectSemaphore and InspectRWLock the
+// semaphore and read-write lock of one, List and ListAll keys by
+// pattern, each holder with its Locker's OwnerInfo), a
 // forced release that fences the old holder out (ForceRelease), and what
 // the Locker's own process holds (Held). The redfence command and the
 // debug page (mutex/lockdebug) are built on it; a service's own code
@@ -17,7 +19,8 @@
 //
 //	situation                                            error
 //	bad argument, nil Locker or context                  mutex.ErrInvalid (nothing is sent)
-//	a backend without backend.Inspector                  errors.ErrUnsupported
+//	a backend without backend.Inspector (for             errors.ErrUnsupported
+//	  InspectSemaphore, Semaphorer; InspectRWLock, RWLocker)
 //	no answer (Redlock: fewer than a quorum of nodes)    mutex.ErrUnavailable, node by node; never
 //	                                                       an empty listing or a free key
 //	ListAll: a quorum answered, not every node           ErrPartial, with the locks found

@@ -46,8 +46,9 @@ type LockInfo struct {
 	Token int64
 	// Owner is the holder's owner id, or the Locker a reserved key is kept
 	// for; Info is what that Locker was given with WithOwnerInfo, read back
-	// from the id for display (zero for an id of another shape, as
-	// WithOwner's usually are).
+	// from the id for display: from an id the Locker made or one OwnerID
+	// made (an election's), zero for an id of another shape, as WithOwner's
+	// usually are.
 	Owner string
 	Info  mutex.OwnerInfo
 	Count int // re-entries in Redis (WithOwner), plus one

@@ -49,11 +49,20 @@ type Page struct {
 	// skipped node may be missing from the page or shown free. Empty for
 	// a whole page.
 	Skipped []error
+	// Semaphores and RWLocks are the semaphores with a permit held and the
+	// read-write locks with a hold or a waiting writer that this call found
+	// (with Free, all it found), in the order found. HoldsListed says
+	// whether the backend lists them (backend.HoldLister, over a backend
+	// that keeps them): when false they are empty, which says nothing.
+	Semaphores  []SemaphoreInfo
+	RWLocks     []RWLockInfo
+	HoldsListed bool
 }
 
 // List scans the servers for lock keys that match o.Match and inspects
-// them: every master of a Cluster, every Redlock node, one shard after
-// another. One call makes at most o.Scans SCAN round trips and one more to
+// them, and with them the semaphores and read-write locks of matching keys
+// where the backend lists them (Page.HoldsListed): every master of a
+// Cluster, every Redlock node, one shard after another. One call makes at most o.Scans SCAN round trips and one more to
 // read the locks it found (on every Redlock node at once), so a listing of
 // K keys costs about K/o.Count SCANs plus one read per call, whatever
 // share of them are locks; pass Page.Cursor back for the next part. A
@@ -109,7 +118,8 @@ func (a *Admin) checkList(ctx context.Context, o ListOptions) (ListOptions, erro
 }
 
 // ListAll walks a whole listing (List, page after page) and returns every
-// lock found, or the first error. When a page was partial (Page.Skipped),
+// lock found (the semaphores and read-write locks are List's), or the
+// first error. When a page was partial (Page.Skipped),
 // it returns the locks found with an error matching ErrPartial that says
 // why: a caller that stops at any error never takes a partial listing for a
 // whole one.

@@ -35,6 +35,20 @@ type Inspector interface {
 	ForceRelease(ctx context.Context, key string, f Force) (Forced, error)
 }
 
+// HoldLister is optional: an Inspector whose listing also shows the
+// semaphores (Semaphorer) and read-write locks (RWLocker) it keeps, found
+// by the same reads. admin.List uses it when the backend has it; without
+// it a listing shows locks alone, and says that it looked for nothing else.
+type HoldLister interface {
+	// ListHolds is List, with ListPage.Semaphores and ListPage.RWLocks
+	// filled in: every semaphore and read-write lock whose key matches
+	// r.Match, held or not, as InspectSemaphore and InspectRW read them,
+	// under List's guarantees (a key present for the whole listing is
+	// returned at least once) and List's cursors. Limit counts them with
+	// the locks.
+	ListHolds(ctx context.Context, r ListRequest) (ListPage, error)
+}
+
 // ListRequest bounds one List call.
 type ListRequest struct {
 	Cursor string // "" starts a listing; else a ListPage.Cursor
@@ -56,6 +70,22 @@ type ListPage struct {
 	// Skipped says why the page is partial: the servers it could not read
 	// while enough others answered. Empty for a whole page.
 	Skipped []error
+	// Semaphores and RWLocks are what HoldLister.ListHolds found beside
+	// the locks; List leaves them empty.
+	Semaphores []SemaphoreKey
+	RWLocks    []RWKey
+}
+
+// SemaphoreKey is a semaphore a listing found.
+type SemaphoreKey struct {
+	Key string // as the Locker's caller names it
+	SemaphoreState
+}
+
+// RWKey is a read-write lock a listing found.
+type RWKey struct {
+	Key string // as the Locker's caller names it
+	RWState
 }
 
 // KeyState is a key as its backend holds it, at Now (the backend's clock).

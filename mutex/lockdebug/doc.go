@@ -35,10 +35,11 @@
 // token, owner (its OwnerInfo, or the raw owner id of a WithOwner lock),
 // held for (the server's time since the token was issued), lease left,
 // count, and the Lockers queued for the key with the longest wait, a
-// page's locks sorted by key. A page
-// costs what one List call costs with its default bounds (10 SCANs of
-// COUNT 1000, then one read) and shows its round trips; the next-page link
-// carries the cursor.
+// page's locks sorted by key; then a row per permit of a semaphore and per
+// hold of a read-write lock, with its holder's owner info. A page costs
+// what one List call costs with its default bounds (10 SCANs of COUNT
+// 1000, then a read of each kind found) and shows its round trips; the
+// next-page link carries the cursor.
 //
 // # Parameters
 //
@@ -80,9 +81,11 @@
 //	    "last_renewal_ms": ..., "local_waiters": ...}]}],
 //	 "listing": {"locker": ..., "match": ..., "cursor": ..., "next_cursor": ...,
 //	   "round_trips": ..., "error": ..., "schema": 2, "complete": ...,
-//	   "skipped": [...], "truncated": false, "locks": [lock, ...]}}
+//	   "skipped": [...], "truncated": false, "locks": [lock, ...],
+//	   "semaphores": [...], "rwlocks": [...]}}
 //
-// where a lock has the fields of `redfence locks --json`'s. A listing that
+// where a lock, a semaphore and a read-write lock have the fields of
+// `redfence locks --json`'s. A listing that
 // a quorum of Redlock nodes answered but not every node is shown with
 // complete false, skipped saying which and why, and a banner in HTML; one
 // that fewer answered is a 502, never an empty listing.

@@ -163,6 +163,9 @@ func (h *handler) list(ctx context.Context, q query) (*listingView, int) {
 		lv.Locks = append(lv.Locks, j)
 	}
 	slices.SortStableFunc(lv.Locks, func(a, b lockview.Lock) int { return strings.Compare(a.Key, b.Key) })
+	lockview.ListingHolds(&lv.Listing, pg.HoldsListed, pg.Semaphores, pg.RWLocks)
+	slices.SortStableFunc(lv.Semaphores, func(a, b lockview.ListedSemaphore) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortStableFunc(lv.RWLocks, func(a, b lockview.ListedRWLock) int { return strings.Compare(a.Key, b.Key) })
 	if pg.Cursor != "" {
 		next := q
 		next.cursor = pg.Cursor

@@ -3,11 +3,11 @@ package redisdriver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/redfence/redfence/mutex/backend"
+	"github.com/redfence/redfence/mutex/internal/redisinspect"
 	"github.com/redfence/redfence/mutex/internal/redisproto"
 )
 
@@ -126,42 +126,7 @@ func (d *Driver) InspectRW(ctx context.Context, key string) (backend.RWState, er
 	if err != nil {
 		return backend.RWState{}, err
 	}
-	return parseRW(reply)
-}
-
-// parseRW reads rw_inspect.lua's {c, waiting, writer, µs, reader, token,
-// µs, ...}.
-func parseRW(r []any) (backend.RWState, error) {
-	var st backend.RWState
-	if len(r) < 4 || len(r)%3 != 1 {
-		return st, errUnexpectedRW
-	}
-	num := func(v any) (int64, error) {
-		if s, _ := v.(string); s != "" {
-			return strconv.ParseInt(s, 10, 64)
-		}
-		return 0, nil
-	}
-	waiting, _ := r[1].(int64)
-	st.Waiting = int(waiting)
-	c, err1 := num(r[0])
-	left, err2 := num(r[3])
-	st.LastWrite = c
-	if w, _ := r[2].(string); w != "" {
-		st.Writer = &backend.RWHolder{Owner: w, Token: c, Left: time.Duration(left) * time.Microsecond}
-	}
-	errs := []error{err1, err2}
-	for i := 4; i < len(r); i += 3 {
-		owner, _ := r[i].(string)
-		tok, err1 := num(r[i+1])
-		left, err2 := num(r[i+2])
-		errs = append(errs, err1, err2)
-		st.Readers = append(st.Readers, backend.RWHolder{Owner: owner, Token: tok, Left: time.Duration(left) * time.Microsecond})
-	}
-	if err := errors.Join(errs...); err != nil {
-		return backend.RWState{}, fmt.Errorf("%w: %w", errUnexpectedRW, err)
-	}
-	return st, nil
+	return redisinspect.ParseRW(reply)
 }
 
 // WatchRW subscribes to key's read-write lock channel, as Watch does to its

@@ -3,13 +3,13 @@ package redisdriver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/mutex/backend"
+	"github.com/redfence/redfence/mutex/internal/redisinspect"
 	"github.com/redfence/redfence/mutex/internal/redisproto"
 	"github.com/redfence/redfence/mutex/internal/redisrt"
 )
@@ -178,7 +178,7 @@ func (d *Driver) InspectSemaphore(ctx context.Context, key string) (backend.Sema
 	if err != nil {
 		return backend.SemaphoreState{}, err
 	}
-	return parseSemaphore(reply)
+	return redisinspect.ParseSemaphore(reply)
 }
 
 // inspectRO runs an inspect script once, read-only (EVALSHA_RO, so that it
@@ -195,33 +195,6 @@ func (d *Driver) inspectRO(ctx context.Context, script *redis.Script, keys []str
 	})
 	d.reload.NoAnswer(err)
 	return reply, err
-}
-
-// parseSemaphore reads sem_inspect.lua's {limit, holder, token, µs, ...}.
-func parseSemaphore(r []any) (backend.SemaphoreState, error) {
-	var st backend.SemaphoreState
-	if len(r)%3 != 1 {
-		return st, errUnexpectedPermit
-	}
-	if s, _ := r[0].(string); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return st, errUnexpectedPermit
-		}
-		st.Limit = n
-	}
-	for i := 1; i < len(r); i += 3 {
-		owner, _ := r[i].(string)
-		ts, _ := r[i+1].(string)
-		us, _ := r[i+2].(string)
-		tok, err1 := strconv.ParseInt(ts, 10, 64)
-		left, err2 := strconv.ParseInt(us, 10, 64)
-		if err := errors.Join(err1, err2); err != nil {
-			return st, fmt.Errorf("%w: %w", errUnexpectedPermit, err)
-		}
-		st.Holders = append(st.Holders, backend.PermitHolder{Owner: owner, Token: tok, Left: time.Duration(left) * time.Microsecond})
-	}
-	return st, nil
 }
 
 // WatchPermits subscribes to key's semaphore channel, as Watch does to its

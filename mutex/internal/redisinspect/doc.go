@@ -1,7 +1,8 @@
 // Package redisinspect is backend.Inspector over Redis: inspection,
 // listing and forced release of the lock keys redisproto writes, on one
 // deployment (standalone, Sentinel or Cluster) or on Redlock's independent
-// nodes deciding by quorum. The Redis drivers (redisdriver, redlockdriver)
+// nodes deciding by quorum, and backend.HoldLister: the listing of the
+// semaphores and read-write locks beside them. The Redis drivers (redisdriver, redlockdriver)
 // embed an Inspector; the Locker knows no Redis.
 //
 // Every read is a read-only script (EVALSHA_RO where the server has it),

@@ -32,6 +32,11 @@ import (
 // SCAN hangs gets its share of ctx's deadline, so that it is skipped
 // rather than the whole page. A failed call's page has only its RoundTrips.
 func (in *Inspector) List(ctx context.Context, r backend.ListRequest) (backend.ListPage, error) {
+	return in.list(ctx, r, false)
+}
+
+// list is List, and with holds ListHolds.
+func (in *Inspector) list(ctx context.Context, r backend.ListRequest, holds bool) (backend.ListPage, error) {
 	r, err := in.checkList(ctx, r)
 	if err != nil {
 		return backend.ListPage{}, err
@@ -49,15 +54,21 @@ func (in *Inspector) List(ctx context.Context, r backend.ListRequest) (backend.L
 	}
 	var page backend.ListPage
 	first := at.shard
-	found, err := in.scanPage(ctx, &page, shards, &at, r)
+	found, err := in.scanPage(ctx, &page, shards, &at, r, holds)
 	if err != nil {
 		return backend.ListPage{RoundTrips: page.RoundTrips}, err
 	}
 	if at.shard < len(shards) {
 		page.Cursor = at.String(shards)
 	}
-	if err := in.readPage(ctx, &page, found, at.skipped, first); err != nil {
+	locks, sems, rws := byKind(found)
+	if err := in.readPage(ctx, &page, locks, at.skipped, first); err != nil {
 		return backend.ListPage{RoundTrips: page.RoundTrips}, err
+	}
+	if len(sems)+len(rws) > 0 {
+		if err := in.readHolds(ctx, &page, sems, rws); err != nil {
+			return backend.ListPage{RoundTrips: page.RoundTrips}, err
+		}
 	}
 	return page, nil
 }
@@ -82,18 +93,38 @@ func (in *Inspector) checkList(ctx context.Context, r backend.ListRequest) (back
 	return r, nil
 }
 
-// foundKey is a lock key a SCAN found, and the shard it was found on.
+// foundKey is a key a SCAN found, and the shard it was found on.
 type foundKey struct {
-	key, name string // key: as the caller names it, name: in Redis
+	// key: as the caller names it; name: its lock key in Redis, which a
+	// semaphore's or a read-write lock's keys are named after
+	key, name string
 	shard     int
+	kind      keyKind
+}
+
+// byKind splits found into its locks, semaphores and read-write locks.
+func byKind(found []foundKey) (locks, sems, rws []foundKey) {
+	for _, f := range found {
+		switch f.kind {
+		case semaphoreKind:
+			sems = append(sems, f)
+		case rwKind:
+			rws = append(rws, f)
+		default:
+			locks = append(locks, f)
+		}
+	}
+	return locks, sems, rws
 }
 
 // scanPage makes up to r.Scans SCAN calls from at on, moving at along, and
-// returns the lock keys found that match r.Match. A Redlock node that fails
+// returns the lock keys found that match r.Match, and with holds the
+// semaphores and read-write locks, each once. A Redlock node that fails
 // is skipped (the listing goes on without it, and says so); any other
 // server's failure ends the call.
-func (in *Inspector) scanPage(ctx context.Context, page *backend.ListPage, shards []scanShard, at *listCursor, r backend.ListRequest) ([]foundKey, error) {
+func (in *Inspector) scanPage(ctx context.Context, page *backend.ListPage, shards []scanShard, at *listCursor, r backend.ListRequest, holds bool) ([]foundKey, error) {
 	var found []foundKey
+	seen := map[foundKey]bool{} // by key and kind: a semaphore has several keys
 	match := glob.Escape(in.cfg.Prefix) + "{*"
 	for scans := 0; scans < r.Scans && at.shard < len(shards) && (r.Limit == 0 || len(found) < r.Limit); scans++ {
 		// The call's own variables: one the caller stopped waiting for
@@ -103,7 +134,13 @@ func (in *Inspector) scanPage(ctx context.Context, page *backend.ListPage, shard
 		sh, from := shards[at.shard], at.cursor
 		callCtx, cancel := in.nodeShare(ctx, len(shards)-at.shard)
 		pending, err := in.interruptible(callCtx, func(ctx context.Context) error {
-			k, n, err := sh.c.ScanType(ctx, from, match, int64(r.Count), "string").Result()
+			var scan *redis.ScanCmd
+			if holds {
+				scan = sh.c.Scan(ctx, from, match, int64(r.Count))
+			} else {
+				scan = sh.c.ScanType(ctx, from, match, int64(r.Count), "string")
+			}
+			k, n, err := scan.Result()
 			got, next = k, n
 			return err
 		})
@@ -122,8 +159,10 @@ func (in *Inspector) scanPage(ctx context.Context, page *backend.ListPage, shard
 			at.cursor = next
 		}
 		for _, name := range got {
-			if key, ok := redisproto.KeyOf(in.cfg.Prefix, name); ok && glob.Match(r.Match, key) {
-				found = append(found, foundKey{key, name, at.shard})
+			key, lockName, kind, ok := kindOf(in.cfg.Prefix, name, holds)
+			if once := (foundKey{key: key, kind: kind}); ok && glob.Match(r.Match, key) && !seen[once] {
+				seen[once] = true
+				found = append(found, foundKey{key: key, name: lockName, shard: at.shard, kind: kind})
 			}
 		}
 		if at.cursor == 0 {
@@ -165,7 +204,7 @@ func (in *Inspector) readPage(ctx context.Context, page *backend.ListPage, found
 		if len(calls) == 0 {
 			return nil, c.Ping(ctx).Err()
 		}
-		return redisproto.RunScriptsRO(ctx, c, redisproto.InspectScript, calls)
+		return readScripts(ctx, c, redisproto.InspectScript, calls)
 	})
 	page.RoundTrips++
 	if err := in.quorumAnswered(serverErrs); err != nil {
@@ -184,6 +223,9 @@ func (in *Inspector) readPage(ctx context.Context, page *backend.ListPage, found
 		st, err := in.viewOf(n.key, n.name, views[i])
 		if err != nil {
 			if !in.redlock() {
+				if wrongType(err) {
+					continue // a key of another type under a lock's name: not a lock
+				}
 				return err
 			}
 			page.Skipped = append(page.Skipped, fmt.Errorf("read %q: %w", n.key, err))
