@@ -11,9 +11,8 @@ var (
 	// ErrNotAcquired: TryLock found the lock held by another owner, or Lock
 	// gave up (then joined with ctx.Err()). It is backend.ErrNotAcquired.
 	ErrNotAcquired = backend.ErrNotAcquired
-	// ErrUnavailable is matched by an acquisition's error when the store
-	// gave no answer (refused, failed, silent) rather than a busy lock: an
-	// outage, not contention. It is backend.ErrUnavailable.
+	// ErrUnavailable: the store gave no answer (refused, failed, silent),
+	// an outage rather than a busy lock. It is backend.ErrUnavailable.
 	ErrUnavailable = backend.ErrUnavailable
 	// ErrNotHeld: Release, Extend or TTL by a caller that no longer holds
 	// it (released, lease run out, or taken by another). Nothing changed.
@@ -25,9 +24,8 @@ var (
 	ErrReleased = errors.New("mutex: released")
 	// ErrClosed is returned by a Locker after Close.
 	ErrClosed = errors.New("mutex: locker closed")
-	// ErrInvalid is matched (errors.Is) by every bad-input error of every
-	// redfence package; the error itself says what is wrong. Bad input
-	// never reaches a server. It is backend.ErrInvalid, which drivers use.
+	// ErrInvalid is matched by every bad-input error of every redfence
+	// package, refused before any server is asked. It is backend.ErrInvalid.
 	ErrInvalid = backend.ErrInvalid
 )
 

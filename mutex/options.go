@@ -138,12 +138,8 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) { c.mp = mp })
 }
 
-// WithRenewalSpans records a span for every renewal: the renewer's
-// (redfence.Renew) and Extend's (redfence.Extend). Default false: every
-// renewal is counted (redfence.lock.renewals, by redfence.outcome) and only
-// one that failed or came late (its reply took more than a tenth of the
-// lease) is a span, so that a lock or a leader held for hours does not fill
-// the traces.
+// WithRenewalSpans makes every renewal a span. Default false: renewals are
+// counted (redfence.lock.renewals) and only a failed or late one is a span.
 func WithRenewalSpans(on bool) Option {
 	return optionFunc(func(c *config) { c.renewSpans = on })
 }

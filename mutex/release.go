@@ -6,13 +6,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Release takes one count of the lock: an inner Release (after a re-entry
-// through the context) only counts down; the last releases the lock in the
-// store, wakes waiters and ends the context with ErrReleased. A lock lost
-// or released already returns ErrNotHeld and changes nothing. On a store
-// error the lock is given up locally all the same (its lease runs out
-// within one TTL), one more release is tried in the background, and the
-// error is returned.
+// Release takes one count: an inner Release (after a re-entry) only counts
+// down; the last frees the lock, wakes waiters and ends the context with
+// ErrReleased. A lock lost or released returns ErrNotHeld. On a store error
+// the lock is given up locally (its lease runs out within one TTL), a retry
+// runs in the background, and the error is returned.
 func (lk *Lock) Release(ctx context.Context) error {
 	if err := lk.usable(ctx); err != nil {
 		return err

@@ -8,10 +8,8 @@ import (
 	"github.com/redfence/redfence/mutex/backend"
 )
 
-// ErrUpgrade is returned at once by RWMutex.Lock and TryLock through a
-// context that carries a read hold of the same RWMutex: a reader waiting to
-// write would wait for itself. Release the read, then Lock; or take the
-// write first and Downgrade.
+// ErrUpgrade: RWMutex.Lock or TryLock through a context holding a read of
+// the same RWMutex, which would wait for itself. Release it, or Downgrade.
 var ErrUpgrade = errors.New("mutex: read-write lock: a reader cannot upgrade to writing")
 
 // RWMutex is a read-write lock on one key across every Locker of the

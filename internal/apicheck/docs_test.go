@@ -3,6 +3,7 @@ package apicheck
 import (
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -76,4 +77,17 @@ func TestDocLinksResolve(t *testing.T) {
 		}
 	}
 	assert.Greater(t, checked, 20, "the links were found")
+}
+
+// TestMutexIsSmall: package mutex reads in one sitting (go doc -all at most
+// 600 lines) and *Locker keeps at most 10 methods; the operator calls live
+// in mutex/admin.
+func TestMutexIsSmall(t *testing.T) {
+	out, err := exec.Command("go", "doc", "-all", "github.com/redfence/redfence/mutex").Output()
+	require.NoError(t, err, "go doc")
+	doc := string(out)
+	assert.LessOrEqual(t, strings.Count(doc, "\n"), 600, "go doc -all ./mutex lines")
+	methods := regexp.MustCompile(`(?m)^func \(l \*Locker\) `).FindAllString(doc, -1)
+	assert.NotEmpty(t, methods)
+	assert.LessOrEqual(t, len(methods), 10, "*Locker's methods")
 }
