@@ -3,7 +3,7 @@
 // fencing token lower than the highest one recorded for its resource.
 //
 //	g, err := fenced.New(pool)
-//	err = g.Migrate(ctx) // once: creates redfence_fences
+//	err = g.Migrate(ctx) // at start-up: creates redfence_fences if missing
 //	err = g.Do(ctx, "account:42", lk.Token(), func(ctx context.Context, tx pgx.Tx) error {
 //		_, err := tx.Exec(ctx, "UPDATE accounts SET balance = $1 WHERE id = 42", balance)
 //		return err

@@ -41,9 +41,10 @@ type Guard struct {
 
 // New returns a Guard over db. A nil db, a typed nil one (a nil
 // *pgxpool.Pool or *pgx.Conn in the interface) or a bad option returns an
-// error matching ErrInvalid, without a round trip. Call Migrate once (at
-// start-up or from your migrations) before Do; until then the other
-// methods return an error matching ErrNotMigrated.
+// error matching ErrInvalid, without a round trip. Call Migrate before Do
+// (at start-up, from every replica at once if need be, or from your
+// migrations); until then the other methods return an error matching
+// ErrNotMigrated.
 func New(db Beginner, opts ...Option) (*Guard, error) {
 	cfg := config{table: DefaultTable}
 	for _, o := range opts {
@@ -65,12 +66,21 @@ func New(db Beginner, opts ...Option) (*Guard, error) {
 	return g, nil
 }
 
-// Migrate creates the fence table if it does not exist. It is idempotent and
-// safe to run from several processes at once (a transaction-scoped advisory
-// lock serialises them). It does not alter an existing table, nor create
-// its schema. A nil ctx or an unusable Guard returns an error matching
-// ErrInvalid, and a ctx already done returns ctx.Err() (wrapped), both
-// without a round trip; errors from PostgreSQL come back wrapped with %w.
+// Migrate creates the fence table if it does not exist. It is idempotent,
+// and replicas starting together may all run it at once: each returns nil
+// and one table is made. Two concurrent CREATE TABLE IF NOT EXISTS of one
+// name can both miss the table and one then fail on the catalog (23505 on
+// pg_type's unique index), so Migrate first takes a transaction-scoped
+// advisory lock, one per database, and the calls take turns; being
+// transaction-scoped, it holds through PgBouncer in transaction mode.
+//
+// It does not alter an existing table, nor create its schema. PostgreSQL
+// checks the CREATE privilege on the schema even when the table exists: a
+// role without it gets that error from every call, so run Migrate from
+// your migrations, as the owner, instead. A nil ctx or an unusable Guard
+// returns an error matching ErrInvalid, and a ctx already done returns
+// ctx.Err() (wrapped), both without a round trip; errors from PostgreSQL
+// come back wrapped with %w.
 func (g *Guard) Migrate(ctx context.Context) error {
 	if err := g.usable(ctx); err != nil {
 		return err

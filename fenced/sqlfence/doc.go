@@ -4,7 +4,7 @@
 // PostgreSQL, MySQL (and MariaDB) or SQLite.
 //
 //	g, err := sqlfence.New(db, sqlfence.MySQL) // db from sql.Open, with the driver of your choice
-//	err = g.Migrate(ctx)                       // once: creates redfence_fences
+//	err = g.Migrate(ctx)                       // at start-up: creates redfence_fences if missing
 //	err = g.Do(ctx, "account:42", lk.Token(), func(ctx context.Context, tx *sql.Tx) error {
 //		_, err := tx.ExecContext(ctx, "UPDATE accounts SET balance = ? WHERE id = 42", balance)
 //		return err

@@ -43,9 +43,9 @@ type Guard struct {
 // open, configure or close db; the package doc says what each dialect
 // needs of it. A nil db, a typed nil one (a nil *sql.DB in the interface),
 // an unknown dialect or a bad option returns an error matching ErrInvalid,
-// without a round trip. Call Migrate once (at start-up or from your
-// migrations) before Do; until then Do and Check return an error matching
-// ErrNotMigrated.
+// without a round trip. Call Migrate before Do (at start-up, from every
+// replica at once if need be, or from your migrations); until then Do and
+// Check return an error matching ErrNotMigrated.
 func New(db Beginner, d Dialect, opts ...Option) (*Guard, error) {
 	cfg := config{table: DefaultTable}
 	for _, o := range opts {
@@ -73,16 +73,24 @@ func New(db Beginner, d Dialect, opts ...Option) (*Guard, error) {
 	return g, nil
 }
 
-// Migrate creates the fence table if it does not exist. It is idempotent and
-// safe to run from several processes at once (PostgreSQL: a
-// transaction-scoped advisory lock serialises them; MySQL and SQLite create
-// a table atomically). It does not alter an existing table, nor create its
-// schema. It then checks that the table can fence: on MySQL, that it is
-// InnoDB's, whose row locks and transactions the fence needs; on SQLite,
-// that its database is a file, not in memory (":memory:", mode=memory, a
-// shared cache of either, or temp), which each connection sees apart.
-// Another table is reported as ErrUnsafeStorage, and Migrate commits
-// nothing.
+// Migrate creates the fence table if it does not exist. It is idempotent,
+// and replicas starting together may all run it at once: each returns nil
+// and one table is made. On PostgreSQL, two concurrent CREATE TABLE IF NOT
+// EXISTS of one name can fail on the catalog, so Migrate first takes
+// fenced's transaction-scoped advisory lock (it holds through PgBouncer in
+// transaction mode); MySQL and MariaDB serialise them on the table name's
+// metadata lock; SQLite on its write lock, waited for up to the DSN's busy
+// timeout.
+//
+// It does not alter an existing table, nor create its schema. It then
+// checks that the table can fence: on MySQL, that it is InnoDB's, whose row
+// locks and transactions the fence needs; on SQLite, that its database is
+// a file, not in memory (":memory:", mode=memory, a shared cache of either,
+// or temp), which each connection sees apart. Another table is reported as
+// ErrUnsafeStorage, and Migrate commits nothing. PostgreSQL, MySQL and
+// MariaDB check the CREATE privilege even when the table exists: a role
+// without it gets that error from every call, so run Migrate from your
+// migrations, as the owner, instead.
 //
 // A nil ctx or an unusable Guard returns an error matching ErrInvalid, and a
 // ctx already done returns ctx.Err() (wrapped), both without a round trip;

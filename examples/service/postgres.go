@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// newPostgres returns url (DATABASE_URL), checked, or, when url is empty,
+// the URL of a throwaway local PostgreSQL that stop ends and removes. where
+// says which, for the start-up log. Nothing of this is redfence's: it
+// only finds the service a database.
+func newPostgres(ctx context.Context, url string) (connString, where string, stop func(), err error) {
+	if url != "" {
+		cfg, err := pgx.ParseConfig(url)
+		if err != nil {
+			return "", "", nil, fmt.Errorf("DATABASE_URL: %w", err)
+		}
+		addr := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+		if err := pingPostgres(ctx, cfg); err != nil {
+			return "", "", nil, fmt.Errorf("cannot reach PostgreSQL at %s: %w (unset DATABASE_URL to use a throwaway local PostgreSQL)", addr, err)
+		}
+		return url, "DATABASE_URL (" + addr + ")", func() {}, nil
+	}
+	url, stop, err = throwawayPostgres(ctx)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("no DATABASE_URL and no throwaway PostgreSQL: %w (install PostgreSQL, apt-get install postgresql, or set DATABASE_URL)", err)
+	}
+	return url, "a throwaway local cluster (set DATABASE_URL to use yours)", stop, nil
+}
+
+// pingPostgres connects and pings once, within checkTimeout.
+func pingPostgres(ctx context.Context, cfg *pgx.ConnConfig) error {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err == nil {
+		defer conn.Close(context.WithoutCancel(ctx))
+		err = conn.Ping(ctx)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("no answer within %v: %w", checkTimeout, err)
+	}
+	return err
+}
+
+// throwawayPostgres runs initdb and postgres (from PATH or
+// /usr/lib/postgresql/*/bin) in a temporary directory, on a free loopback
+// port, with trust authentication and no durability; as root, as the
+// postgres user, since PostgreSQL refuses root. The server gets SIGKILL if
+// this process dies.
+func throwawayPostgres(ctx context.Context) (url string, stop func(), err error) {
+	initdb, err1 := pgBin("initdb")
+	postgres, err2 := pgBin("postgres")
+	if err := errors.Join(err1, err2); err != nil {
+		return "", nil, err
+	}
+	dir, err := os.MkdirTemp("", "redfence-service-pg-")
+	if err != nil {
+		return "", nil, err
+	}
+	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return "", nil, fmt.Errorf("running as root needs a postgres user: %w", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		attr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		_ = os.Chown(dir, uid, gid)
+	}
+	data := filepath.Join(dir, "data")
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, initdb, "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+	cmd.Stdout, cmd.Stderr, cmd.SysProcAttr = &out, &out, attr
+	if err := cmd.Run(); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("initdb: %w\n%s", err, out.String())
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // a free port, for postgres to bind
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	srv := exec.Command(postgres, "-D", data, "-p", strconv.Itoa(port), "-k", dir,
+		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "full_page_writes=off")
+	srv.Stdout, srv.Stderr, srv.SysProcAttr = &out, &out, attr
+	if err := srv.Start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, err
+	}
+	exited := make(chan struct{})
+	go func() { _ = srv.Wait(); close(exited) }()
+	stop = func() {
+		_ = srv.Process.Signal(syscall.SIGINT) // fast shutdown
+		<-exited
+		_ = os.RemoveAll(dir)
+	}
+	url = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	if err := awaitPostgres(ctx, url, exited); err != nil {
+		stop()
+		return "", nil, fmt.Errorf("%w\n%s", err, out.String())
+	}
+	return url, stop, nil
+}
+
+// awaitPostgres waits until the server at url answers, for up to 30 s.
+func awaitPostgres(ctx context.Context, url string, exited <-chan struct{}) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		conn, err := pgx.Connect(cctx, url)
+		cancel()
+		if err == nil {
+			return conn.Close(ctx)
+		}
+		select {
+		case <-exited:
+			return errors.New("postgres exited")
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("postgres not ready: %w", err)
+		}
+	}
+}
+
+// pgBin finds a PostgreSQL server program.
+func pgBin(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/" + name)
+	if len(matches) == 0 {
+		return "", fmt.Errorf("%s not found", name)
+	}
+	sort.Strings(matches)
+	return matches[len(matches)-1], nil
+}
