@@ -29,8 +29,8 @@
 // DATABASE_URL and REDIS_URL select real servers; the demo then works in its
 // own schema, redfence_ledger_demo, which it drops and recreates.
 //
-// The lock and the fence are in this file (transfer); redis.go and
-// postgres.go only find the demo its servers.
+// The lock and the fence are in this file (transfer); package
+// examples/embedded only finds the demo its servers.
 package main
 
 import (
@@ -52,6 +52,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redfence/redfence/examples/embedded"
 	"github.com/redfence/redfence/fenced"
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/backend/redisdriver"
@@ -112,12 +113,12 @@ func run(ctx context.Context, out io.Writer, o options) (result, error) {
 		return result{}, errors.New("need at least 2 workers, 2 accounts, 1 transfer, and 1 to workers-1 stalls")
 	}
 	// Redis first: its check takes milliseconds, a throwaway PostgreSQL seconds.
-	newClient, redisWhere, stopRedis, err := newRedis(ctx, o.redisURL)
+	newClient, redisWhere, stopRedis, err := embedded.Redis(ctx, o.redisURL)
 	if err != nil {
 		return result{}, err
 	}
 	defer stopRedis()
-	dbURL, dbWhere, stopDB, err := newPostgres(ctx, o.dbURL)
+	dbURL, dbWhere, stopDB, err := embedded.Postgres(ctx, o.dbURL, "ledger")
 	if err != nil {
 		return result{}, err
 	}

@@ -17,8 +17,8 @@
 //	http://127.0.0.1:8081  /debug/locks/     the locks and the election of this replica
 //
 // Logs go to stderr; spans and metrics to stdout, as JSON lines (telemetry.go).
-// service.go puts the pieces together; redis.go and postgres.go only find
-// the service its servers.
+// service.go puts the pieces together; package examples/embedded only
+// finds the service its servers.
 package main
 
 import (

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/redfence/redfence/election"
+	"github.com/redfence/redfence/examples/embedded"
 	"github.com/redfence/redfence/fenced"
 	"github.com/redfence/redfence/middleware/idempotency"
 	"github.com/redfence/redfence/mutex"
@@ -56,14 +57,14 @@ func run(ctx context.Context, c config, api, admin net.Listener, telemetry io.Wr
 	defer shutdownTelemetry(tp, mp, log) // last: it flushes what the rest recorded on the way out
 
 	// Redis first: its check takes milliseconds, a throwaway PostgreSQL seconds.
-	newClient, redisWhere, stopRedis, err := newRedis(ctx, c.redisURL)
+	newClient, redisWhere, stopRedis, err := embedded.Redis(ctx, c.redisURL)
 	if err != nil {
 		return err
 	}
 	defer stopRedis()
 	rdb := newClient() // one client per process, shared by everything below
 	defer rdb.Close()
-	dbURL, dbWhere, stopDB, err := newPostgres(ctx, c.dbURL)
+	dbURL, dbWhere, stopDB, err := embedded.Postgres(ctx, c.dbURL, "service")
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redfence/redfence/examples/embedded"
 	"github.com/redfence/redfence/examples/stampede/burst"
 	httplock "github.com/redfence/redfence/middleware/httplock"
 	"github.com/redfence/redfence/mutex"
@@ -98,7 +99,7 @@ func main() {
 // stdout and a progress bar on bar; it returns the results, in the order of
 // burst.Modes, for conclude.
 func run(ctx context.Context, stdout, bar io.Writer, o options) ([]burst.Result, error) {
-	newClient, where, closeRedis, err := newRedis(ctx, o.redisURL)
+	newClient, where, closeRedis, err := embedded.Redis(ctx, o.redisURL)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,10 @@
-package main
+// Package embedded finds the examples their servers: the one a URL names,
+// else one that needs nothing installed (Redis: miniredis, in the process;
+// PostgreSQL: a throwaway cluster from the installed server binaries), so
+// that `go run ./examples/...` works on a fresh machine. It is the examples'
+// plumbing, not redfence's API; an example copied out of this repository
+// still imports it.
+package embedded
 
 import (
 	"bytes"
@@ -15,14 +21,66 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 )
 
-// newPostgres returns url (DATABASE_URL), checked, or, when url is empty,
+// Redis returns a client factory for url (REDIS_URL), or, when url is
+// empty, for an embedded in-process Redis (miniredis) that needs nothing
+// installed. where says which, for the demo's header; stop ends the
+// embedded server. Each call of newClient makes a client of its own, as a
+// separate process would have. Every client applies context deadlines to
+// its sockets (ContextTimeoutEnabled): a hung Redis then costs a call its
+// deadline, not the client's ReadTimeout.
+//
+// A server named by url must answer a PING within a few seconds; if it does
+// not, Redis returns an error that names its address and the cause.
+func Redis(ctx context.Context, url string) (newClient func() redis.UniversalClient, where string, stop func(), err error) {
+	if url != "" {
+		opts, err := redis.ParseURL(url)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("REDIS_URL: %w", err)
+		}
+		opts.ContextTimeoutEnabled = true
+		if err := pingRedis(ctx, *opts); err != nil {
+			return nil, "", nil, fmt.Errorf("cannot reach Redis at %s: %w (unset REDIS_URL to use the embedded Redis)", opts.Addr, err)
+		}
+		return func() redis.UniversalClient { return redis.NewClient(opts) }, "REDIS_URL (" + opts.Addr + ")", func() {}, nil
+	}
+	mr, err := miniredis.Run()
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("embedded redis: %w", err)
+	}
+	return func() redis.UniversalClient {
+			return redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+		},
+		"embedded in this process (set REDIS_URL to use a real server)", mr.Close, nil
+}
+
+// checkTimeout bounds the check that the server named by REDIS_URL answers.
+const checkTimeout = 3 * time.Second
+
+// pingRedis sends one PING, once, within checkTimeout, with a client of its
+// own that honours the deadline for dialling and reading alike.
+func pingRedis(ctx context.Context, opts redis.Options) error {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	opts.MaxRetries, opts.DialerRetries = -1, 1 // a refused dial is an answer
+	c := redis.NewClient(&opts)
+	defer c.Close()
+	err := c.Ping(ctx).Err()
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("no answer within %v: %w", checkTimeout, err)
+	}
+	return err
+}
+
+// Postgres returns url (DATABASE_URL), checked, or, when url is empty,
 // the URL of a throwaway local PostgreSQL that stop ends and removes. where
-// says which, for the start-up log. Nothing of this is redfence's: it
-// only finds the service a database.
-func newPostgres(ctx context.Context, url string) (connString, where string, stop func(), err error) {
+// says which, for the example's header; name names its directory. Nothing
+// of this is redfence's: it only finds the example a database.
+func Postgres(ctx context.Context, url, name string) (connString, where string, stop func(), err error) {
 	if url != "" {
 		cfg, err := pgx.ParseConfig(url)
 		if err != nil {
@@ -34,7 +92,7 @@ func newPostgres(ctx context.Context, url string) (connString, where string, sto
 		}
 		return url, "DATABASE_URL (" + addr + ")", func() {}, nil
 	}
-	url, stop, err = throwawayPostgres(ctx)
+	url, stop, err = throwawayPostgres(ctx, name)
 	if err != nil {
 		return "", "", nil, fmt.Errorf("no DATABASE_URL and no throwaway PostgreSQL: %w (install PostgreSQL, apt-get install postgresql, or set DATABASE_URL)", err)
 	}
@@ -61,13 +119,13 @@ func pingPostgres(ctx context.Context, cfg *pgx.ConnConfig) error {
 // port, with trust authentication and no durability; as root, as the
 // postgres user, since PostgreSQL refuses root. The server gets SIGKILL if
 // this process dies.
-func throwawayPostgres(ctx context.Context) (url string, stop func(), err error) {
+func throwawayPostgres(ctx context.Context, name string) (url string, stop func(), err error) {
 	initdb, err1 := pgBin("initdb")
 	postgres, err2 := pgBin("postgres")
 	if err := errors.Join(err1, err2); err != nil {
 		return "", nil, err
 	}
-	dir, err := os.MkdirTemp("", "redfence-service-pg-")
+	dir, err := os.MkdirTemp("", "redfence-"+name+"-pg-")
 	if err != nil {
 		return "", nil, err
 	}
