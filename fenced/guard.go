@@ -46,7 +46,7 @@ type Guard struct {
 // migrations); until then the other methods return an error matching
 // ErrNotMigrated.
 func New(db Beginner, opts ...Option) (*Guard, error) {
-	cfg := config{table: DefaultTable}
+	cfg := config{Table: DefaultTable}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)
@@ -55,11 +55,11 @@ func New(db Beginner, opts ...Option) (*Guard, error) {
 	if err := fence.Required("database", db); err != nil {
 		return nil, err
 	}
-	table, err := quoteTable(cfg.table)
+	table, err := quoteTable(cfg.Table)
 	if err != nil {
 		return nil, err
 	}
-	g := &Guard{db: db, table: table, tel: newTelemetry(cfg.tracer, cfg.meter)}
+	g := &Guard{db: db, table: table, tel: newTelemetry(cfg.Tracer, cfg.Meter)}
 	_, g.nested = db.(pgx.Tx)
 	g.upsert = pgfence.Upsert(g.table)
 	g.highest = pgfence.Highest(g.table)

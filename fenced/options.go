@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redfence/redfence/fenced/fence"
+	"github.com/redfence/redfence/fenced/internal/guardopt"
 )
 
 // An Option configures a Guard. Nil options are ignored.
@@ -15,11 +16,7 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-type config struct {
-	table  string
-	tracer trace.TracerProvider
-	meter  metric.MeterProvider
-}
+type config = guardopt.Config
 
 // DefaultTable is the fence table's name unless WithTable says otherwise.
 const DefaultTable = "redfence_fences"
@@ -31,13 +28,13 @@ const DefaultTable = "redfence_fences"
 // Migrate does not create the schema. Default: DefaultTable, in the
 // connection's search_path.
 func WithTable(name string) Option {
-	return optionFunc(func(c *config) { c.table = name })
+	return optionFunc(func(c *config) { c.Table = name })
 }
 
 // WithTracerProvider sets where spans go. Default, and for a nil tp (typed
 // nil included): the global provider.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return optionFunc(func(c *config) { c.tracer = tp })
+	return optionFunc(func(c *config) { c.Tracer = tp })
 }
 
 // quoteTable validates a table name and returns it quoted for SQL.
@@ -52,5 +49,5 @@ func quoteTable(name string) (string, error) {
 // WithMeterProvider sets where metrics go. Default, and for a nil mp (typed
 // nil included): the global provider.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(c *config) { c.meter = mp })
+	return optionFunc(func(c *config) { c.Meter = mp })
 }

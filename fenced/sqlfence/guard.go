@@ -47,7 +47,7 @@ type Guard struct {
 // replica at once if need be, or from your migrations); until then Do and
 // Check return an error matching ErrNotMigrated.
 func New(db Beginner, d Dialect, opts ...Option) (*Guard, error) {
-	cfg := config{table: DefaultTable}
+	cfg := config{Table: DefaultTable}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)
@@ -59,16 +59,16 @@ func New(db Beginner, d Dialect, opts ...Option) (*Guard, error) {
 	if d != Postgres && d != MySQL && d != SQLite {
 		return nil, invalid("unknown dialect %v", d)
 	}
-	parts, err := fence.SplitTable(cfg.table)
+	parts, err := fence.SplitTable(cfg.Table)
 	if err != nil {
 		return nil, err
 	}
-	g := &Guard{db: db, dialect: d, table: cfg.table, storage: &storageCheck{born: time.Now()},
-		tel: newTelemetry(cfg.tracer, cfg.meter)}
+	g := &Guard{db: db, dialect: d, table: cfg.Table, storage: &storageCheck{born: time.Now()},
+		tel: newTelemetry(cfg.Tracer, cfg.Meter)}
 	g.record = func(ctx context.Context, tx *sql.Tx, resource string, token int64) (int64, error) {
 		return g.dialect.record(ctx, tx, &g.st, resource, token)
 	}
-	g.st = d.statements(cfg.table, parts)
+	g.st = d.statements(cfg.Table, parts)
 	g.first = d.firstSQL(parts)
 	return g, nil
 }

@@ -3,6 +3,8 @@ package sqlfence
 import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redfence/redfence/fenced/internal/guardopt"
 )
 
 // An Option configures a Guard. Nil options are ignored.
@@ -12,11 +14,7 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-type config struct {
-	table  string
-	tracer trace.TracerProvider
-	meter  metric.MeterProvider
-}
+type config = guardopt.Config
 
 // DefaultTable is the fence table's name unless WithTable says otherwise:
 // fenced's, so that a PostgreSQL database has one fence table whichever
@@ -32,17 +30,17 @@ const DefaultTable = "redfence_fences"
 // connection's default schema (PostgreSQL: search_path; MySQL: the DSN's
 // database; SQLite: main).
 func WithTable(name string) Option {
-	return optionFunc(func(c *config) { c.table = name })
+	return optionFunc(func(c *config) { c.Table = name })
 }
 
 // WithTracerProvider sets where spans go. Default, and for a nil tp (typed
 // nil included): the global provider.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return optionFunc(func(c *config) { c.tracer = tp })
+	return optionFunc(func(c *config) { c.Tracer = tp })
 }
 
 // WithMeterProvider sets where metrics go. Default, and for a nil mp (typed
 // nil included): the global provider.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(c *config) { c.meter = mp })
+	return optionFunc(func(c *config) { c.Meter = mp })
 }
