@@ -65,30 +65,12 @@ func TestExclusionAndIncreasingTokens(t *testing.T) {
 	_, schema := setup(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	var inside atomic.Int64
-	var mu sync.Mutex
-	var tokens []int64
-	var wg sync.WaitGroup
+	var lockers []*mutex.Locker
 	for p := range 3 {
 		l, _, _ := locker(t, schema, fmt.Sprintf("excl-%d", p))
-		for range 2 {
-			wg.Go(func() {
-				for range 4 {
-					lk, err := l.Lock(ctx, "k", mutex.WithTTL(300*time.Millisecond))
-					if !assert.NoError(t, err) {
-						return
-					}
-					assert.EqualValues(t, 1, inside.Add(1), "two holders at once")
-					mu.Lock()
-					tokens = append(tokens, lk.Token())
-					mu.Unlock()
-					inside.Add(-1)
-					assert.NoError(t, lk.Release(ctx))
-				}
-			})
-		}
+		lockers = append(lockers, l)
 	}
-	wg.Wait()
+	tokens := takeTurns(t, ctx, lockers, 2, 4)
 	require.Len(t, tokens, 24)
 	for i := 1; i < len(tokens); i++ {
 		assert.Greater(t, tokens[i], tokens[i-1], "token %d", i)
@@ -110,16 +92,9 @@ func TestCheckRefusesAStalledHolder(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, next.Token(), stalled.Token())
 
+	ledger := pgx.Identifier{schema, "ledger"}.Sanitize()
 	write := func(pool *pgxpool.Pool, d *pgdriver.Driver, h pgdriver.Held, who string) error {
-		tx, err := pool.Begin(ctx)
-		require.NoError(t, err)
-		defer func() { _ = tx.Rollback(ctx) }()
-		if err := d.Check(ctx, tx, h); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s VALUES ($1)`, pgx.Identifier{schema, "ledger"}.Sanitize()), who)
-		require.NoError(t, err)
-		return tx.Commit(ctx)
+		return checkedWrite(t, ctx, pool, d, h, ledger, who)
 	}
 	require.ErrorIs(t, write(poolA, da, stalled, "stalled"), pgdriver.ErrNotHeld)
 	require.NoError(t, write(poolB, db, next, "next"))
@@ -261,28 +236,12 @@ func TestThroughPgBouncer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	url := testutil.PgBouncer(t, testutil.PostgresURL(t))
-	var inside atomic.Int64
-	var mu sync.Mutex
-	var tokens []int64
-	var wg sync.WaitGroup
+	var lockers []*mutex.Locker
 	for p := range 3 {
 		l, _, _ := lockerAt(t, url, schema, fmt.Sprintf("bouncer-%d", p))
-		wg.Go(func() {
-			for range 4 {
-				lk, err := l.Lock(ctx, "k", mutex.WithTTL(300*time.Millisecond))
-				if !assert.NoError(t, err) {
-					return
-				}
-				assert.EqualValues(t, 1, inside.Add(1), "two holders at once")
-				mu.Lock()
-				tokens = append(tokens, lk.Token())
-				mu.Unlock()
-				inside.Add(-1)
-				assert.NoError(t, lk.Release(ctx))
-			}
-		})
+		lockers = append(lockers, l)
 	}
-	wg.Wait()
+	tokens := takeTurns(t, ctx, lockers, 1, 4)
 	require.Len(t, tokens, 12)
 	for i := 1; i < len(tokens); i++ {
 		assert.Greater(t, tokens[i], tokens[i-1], "token %d", i)
@@ -298,15 +257,7 @@ func TestThroughPgBouncer(t *testing.T) {
 	next, err := b.Lock(ctx, "acct")
 	require.NoError(t, err)
 	write := func(pool *pgxpool.Pool, d *pgdriver.Driver, h pgdriver.Held, who string) error {
-		tx, err := pool.Begin(ctx)
-		require.NoError(t, err)
-		defer func() { _ = tx.Rollback(ctx) }()
-		if err := d.Check(ctx, tx, h); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `INSERT INTO `+ledger+` VALUES ($1)`, who)
-		require.NoError(t, err)
-		return tx.Commit(ctx)
+		return checkedWrite(t, ctx, pool, d, h, ledger, who)
 	}
 	require.ErrorIs(t, write(poolA, da, stalled, "stalled"), pgdriver.ErrNotHeld)
 	require.NoError(t, write(poolB, db, next, "next"))
@@ -431,4 +382,50 @@ func TestNotYetSupported(t *testing.T) {
 	assert.ErrorIs(t, err, errors.ErrUnsupported)
 	_, err = mutex.NewRWMutex(l, "rw")
 	assert.ErrorIs(t, err, errors.ErrUnsupported)
+}
+
+// takeTurns has goroutines on each of lockers take key rounds times in
+// turn, asserting that no two hold it at once, and returns the holders'
+// tokens in the order they held it.
+func takeTurns(t *testing.T, ctx context.Context, lockers []*mutex.Locker, goroutines, rounds int) []int64 {
+	t.Helper()
+	var inside atomic.Int64
+	var mu sync.Mutex
+	var tokens []int64
+	var wg sync.WaitGroup
+	for _, l := range lockers {
+		for range goroutines {
+			wg.Go(func() {
+				for range rounds {
+					lk, err := l.Lock(ctx, "k", mutex.WithTTL(300*time.Millisecond))
+					if !assert.NoError(t, err) {
+						return
+					}
+					assert.EqualValues(t, 1, inside.Add(1), "two holders at once")
+					mu.Lock()
+					tokens = append(tokens, lk.Token())
+					mu.Unlock()
+					inside.Add(-1)
+					assert.NoError(t, lk.Release(ctx))
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return tokens
+}
+
+// checkedWrite inserts who into table in a transaction of pool that d
+// checks h in first: Check's error, or the commit's.
+func checkedWrite(t *testing.T, ctx context.Context, pool *pgxpool.Pool, d *pgdriver.Driver, h pgdriver.Held, table, who string) error {
+	t.Helper()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := d.Check(ctx, tx, h); err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO `+table+` VALUES ($1)`, who)
+	require.NoError(t, err)
+	return tx.Commit(ctx)
 }
