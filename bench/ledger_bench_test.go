@@ -19,7 +19,7 @@ import (
 	"github.com/redfence/redfence/mutex"
 )
 
-// Ledger workload sizes: the issue's goal is stated for these (issue 37).
+// Ledger workload sizes: the targets in bench/README.md are stated for these.
 const (
 	ledgerWorkers   = 8
 	ledgerAccounts  = 32

@@ -19,7 +19,7 @@
 // accounts, tokens increasing per account, money conserved, and no
 // deadlock.
 //
-// TestChaosElection runs an election workload (issue 38) over the
+// TestChaosElection runs an election workload over the
 // single-node and Redlock setups: clients campaign on one election (half
 // with Campaign and Release, half with Run) and, as leader, make fenced
 // read-modify-writes of the register with their term; a stalling leader is
@@ -30,7 +30,7 @@
 // beliefs of leading overlapping beyond the drift margin except across a
 // restart that lost the lock.
 //
-// TestChaosSemaphore runs a semaphore workload (issue 39) over the
+// TestChaosSemaphore runs a semaphore workload over the
 // single-node and Sentinel setups: clients take permits of one semaphore of
 // chaoskit.Permits, write to a PostgreSQL table while the permit is live,
 // and release it. Its checks are porcupine over the permits against a
@@ -38,7 +38,7 @@
 // across a fault that lost the holders, and the writes within their
 // permits.
 //
-// TestChaosRWLock runs a read-write lock workload (issue 39) over the
+// TestChaosRWLock runs a read-write lock workload over the
 // single-node setup: clients mostly read the register under read holds,
 // some write it through the fence with the write's token, some downgrade
 // and read on. Besides the register's checks: every live read sees the

@@ -7,7 +7,7 @@ import (
 	"github.com/redfence/redfence/internal/chaoskit"
 )
 
-// TestChaosElection runs the election workload (issue 38): the clients
+// TestChaosElection runs the election workload: the clients
 // campaign on one election (half with Campaign and Release, half with Run)
 // and, as leader, make fenced read-modify-writes of a PostgreSQL register
 // with their term, under the faults of the single-node and Redlock setups;

@@ -7,7 +7,7 @@ import (
 	"github.com/redfence/redfence/internal/chaoskit"
 )
 
-// TestChaosRWLock runs the read-write lock workload (issue 39) over the
+// TestChaosRWLock runs the read-write lock workload over the
 // single-node setup's faults: clients mostly read the PostgreSQL register
 // under read holds, some write it through the fence with their write
 // token, some downgrade after writing and read on. Redlock keeps no

@@ -16,7 +16,7 @@ import (
 	"github.com/redfence/redfence/mutex"
 )
 
-// RWWorld is a run of the read-write lock workload (issue 39): each client
+// RWWorld is a run of the read-write lock workload: each client
 // takes holds of one mutex.RWMutex over its own Locker, mostly reads (the
 // register's value, recorded with its hold's token), sometimes writes (a
 // fenced read-modify-write with the write's token) and sometimes
