@@ -7,7 +7,7 @@ import (
 	"github.com/redfence/redfence/mutex"
 )
 
-// BenchmarkSemaphore is issue 39's figure: 32 goroutines over 2 Lockers
+// BenchmarkSemaphore: 32 goroutines over 2 Lockers
 // (each with its own client, as 2 processes would) take a permit of a
 // semaphore of 4 and give it back at once, beside the mutex (a semaphore
 // of 1, in effect) under the same load. It reports what Contended does:

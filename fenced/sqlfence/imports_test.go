@@ -12,7 +12,7 @@ import (
 // TestImportsNoDriver: a program that imports sqlfence compiles no database
 // driver, pgx included, fence compiles nothing outside the standard
 // library but redfence's internal packages, and no fence compiles the
-// Locker (issue 24: keep what a user compiles small).
+// Locker: what a user compiles stays small.
 func TestImportsNoDriver(t *testing.T) {
 	deps := func(pkg string) []string {
 		out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()

@@ -18,7 +18,7 @@ import (
 	httplock "github.com/redfence/redfence/middleware/httplock"
 )
 
-// The tests in this file follow the table of issue 19: one test for each
+// The tests in this file follow one table: one test for each
 // way a shared response reached a client it was not meant for. Each sends
 // the two requests of a case so that they overlap (see pair), or one after
 // the other within the share window.
