@@ -30,7 +30,8 @@
 //     each at most every lease the holder has left.
 //
 // docs/pgdriver.md explains the table, the check, waking waiters and
-// PgBouncer.
+// PgBouncer; examples/pglock runs the lock and its check on a throwaway
+// PostgreSQL.
 //
 // # Errors
 //
