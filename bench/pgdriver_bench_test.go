@@ -59,3 +59,63 @@ func advisorySubject(pool *pgxpool.Pool) subject {
 		}, nil
 	}}
 }
+
+// BenchmarkPGWaiters: 32 goroutines over 2 Lockers (each with its own
+// pool, as 2 processes would) take one key in turn and release it at once,
+// on pgdriver polling (as behind PgBouncer's transaction mode), on
+// pgdriver woken by LISTEN/NOTIFY (WithListener), and on redfence over
+// Redis in the same run. It reports what contend does: the wait
+// distribution, round trips per acquisition (pgx statements, Redis
+// commands and pipelines) and acquisitions per second.
+func BenchmarkPGWaiters(b *testing.B) {
+	ctx := context.Background()
+	url := testutil.PostgresURL(b)
+	migrate, err := pgdriver.New(testutil.Postgres(b), pgdriver.WithSchema("bench_waiters"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := migrate.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range []string{"pgdriver-poll", "pgdriver-listen", "redfence"} {
+		b.Run("g=32/lockers=2/"+name, func(b *testing.B) {
+			rtt := &counter{}
+			var subs []subject
+			if name == "redfence" {
+				s := startServers(b)
+				rtt = s.rtt
+				for range 2 {
+					subs = append(subs, redfenceSubject(b, name, newLocker(b, s.client(b, s.one))))
+				}
+				contend(ctx, b, 32, subs, nil, rtt)
+				return
+			}
+			for range 2 {
+				cfg, err := pgxpool.ParseConfig(url)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cfg.ConnConfig.Tracer = rtt
+				pool, err := pgxpool.NewWithConfig(ctx, cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(pool.Close)
+				opts := []pgdriver.Option{pgdriver.WithSchema("bench_waiters")}
+				if name == "pgdriver-listen" {
+					opts = append(opts, pgdriver.WithListener(url))
+				}
+				d, err := pgdriver.New(pool, opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				l, err := mutex.New(d)
+				if err != nil {
+					b.Fatal(err)
+				}
+				subs = append(subs, redfenceSubject(b, name, l))
+			}
+			contend(ctx, b, 32, subs, nil, rtt)
+		})
+	}
+}

@@ -28,7 +28,8 @@ func BenchmarkSemaphore(b *testing.B) {
 				}
 				subs = append(subs, semaphoreSubject(b, l, 4))
 			}
-			contend(context.Background(), b, 32, subs, admin, s.rtt)
+			ctx := context.Background()
+			contend(ctx, b, 32, subs, func() int64 { return commandCalls(ctx, admin) }, s.rtt)
 		})
 	}
 }

@@ -12,14 +12,15 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	rsredis "github.com/go-redsync/redsync/v4/redis"
 	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
 )
 
-// counter counts round trips (a command or a pipeline) made through the
-// clients it is hooked into.
+// counter counts round trips (a command, a pipeline or a pgx statement)
+// made through the clients it is hooked into.
 type counter struct{ n atomic.Int64 }
 
 func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -29,6 +30,13 @@ func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
 }
+
+// TraceQueryStart counts a pgx statement as one round trip (pgx.QueryTracer).
+func (c *counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // servers are the redis-servers of one benchmark run: one for the
 // single-node subjects, five for Redlock and redsync (the first three make
