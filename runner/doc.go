@@ -16,9 +16,10 @@
 //
 //   - Once per slot: a slot is claimed at most once, cluster-wide, and never
 //     after a higher one, atomically in the backend. Over a backend with a
-//     clock (backend.ServerClock: Redis's TIME) the slot is counted on the
-//     server's clock, and a replica's own clock only decides when it wakes up
-//     to ask, so clocks that disagree by any amount never run a slot twice;
+//     clock (backend.ServerClock: Redis's TIME, PostgreSQL's
+//     clock_timestamp()) the slot is counted on the server's clock, and a
+//     replica's own clock only decides when it wakes up to ask, so clocks
+//     that disagree by any amount never run a slot twice;
 //     skew past the slot's grace can make a replica miss a slot, never
 //     double it. Two runs are never closer than the interval less the grace.
 //   - etcd has no clock a client can read: over etcddriver the replica's clock
@@ -34,7 +35,8 @@
 //     resource to check (package fenced). A replica that dies mid-run keeps
 //     the job for the lock's lease (WithTTL); then another runs the next slot
 //     it claims.
-//   - Backends: one Redis deployment's (redisdriver) and etcd's claim slots;
+//   - Backends: one Redis deployment's (redisdriver), PostgreSQL's (pgdriver)
+//     and etcd's claim slots;
 //     Redlock's holds no single copy of the claims, and New refuses it.
 //   - The last run of each job is kept in the backend: Last reads it. Panics
 //     in jobs are recovered and reported as *PanicError to WithErrorHook; the

@@ -28,6 +28,9 @@
 //     one connection per Driver) waiters LISTEN and take a freed key at
 //     once; without it, as behind PgBouncer's transaction mode, they poll,
 //     each at most every lease the holder has left.
+//   - Package runner works over it: a slot claim is one statement that
+//     row-locks the job's claim, and the runner counts slots on the
+//     database's clock (ServerTime), whatever the replicas' clocks say.
 //
 // docs/pgdriver.md explains the table, the check, waking waiters and
 // PgBouncer; examples/pglock runs the lock and its check on a throwaway

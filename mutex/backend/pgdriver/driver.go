@@ -45,6 +45,7 @@ type Driver struct {
 	table  string // quoted, schema-qualified when WithSchema named one
 	cfg    config
 	sql    statements
+	slots  slotStatements
 	listen *listener // nil without WithListener: waiters poll
 }
 
@@ -68,10 +69,8 @@ func New(db DB, opts ...Option) (*Driver, error) {
 	if cfg.err != nil {
 		return nil, cfg.err
 	}
-	d := &Driver{db: db, cfg: cfg, table: pgx.Identifier{Table}.Sanitize()}
-	if cfg.schema != "" {
-		d.table = pgx.Identifier{cfg.schema, Table}.Sanitize()
-	}
+	d := &Driver{db: db, cfg: cfg, table: qualified(cfg, Table)}
+	d.slots = prepareSlots(qualified(cfg, SlotsTable), qualified(cfg, RecordsTable))
 	channel := Table
 	if cfg.schema != "" {
 		channel = cfg.schema + "." + Table
@@ -158,8 +157,8 @@ func WithSchema(schema string) Option {
 // ... IF NOT EXISTS can still fail on PostgreSQL's catalogs.
 const migrateLock = 7310591337469141521
 
-// Migrate creates the schema (WithSchema) and the lease table when they do
-// not exist. Several replicas may run it at once: each waits for the
+// Migrate creates the schema (WithSchema), the lease table and the
+// runner's two tables (SlotsTable, RecordsTable) when they do not exist. Several replicas may run it at once: each waits for the
 // others' transaction, then finds the table there. It works through
 // PgBouncer in transaction mode (the lock is the transaction's).
 func (d *Driver) Migrate(ctx context.Context) error {
@@ -184,6 +183,7 @@ func (d *Driver) Migrate(ctx context.Context) error {
 	count      bigint NOT NULL DEFAULT 0,
 	expires_at timestamptz
 )`)
+	stmts = append(stmts, slotTables(qualified(d.cfg, SlotsTable), qualified(d.cfg, RecordsTable))...)
 	for i, s := range stmts {
 		var args []any
 		if i == 0 {
@@ -200,3 +200,11 @@ func (d *Driver) Migrate(ctx context.Context) error {
 }
 
 func invalidf(format string, args ...any) error { return invalid.Errorf("pgdriver", format, args...) }
+
+// qualified is table's quoted name, in cfg's schema when it names one.
+func qualified(cfg config, table string) string {
+	if cfg.schema != "" {
+		return pgx.Identifier{cfg.schema, table}.Sanitize()
+	}
+	return pgx.Identifier{table}.Sanitize()
+}
