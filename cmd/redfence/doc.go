@@ -20,9 +20,14 @@
 // Redlock's independent masters. The command's Locker announces itself as
 // service "redfence-cli".
 //
-// This build reaches Redis only, and never compiles grpc or etcd. The etcd
-// module's build of the same command (etcddriver/cmd/redfence: from a clone,
-// cd etcd && go install ./cmd/redfence) takes
+// --postgres URL (with --postgres-schema, the Lockers' pgdriver.WithSchema)
+// looks at pgdriver's lease table instead; the flag alone names it, never
+// $DATABASE_URL. It refuses a standby and a schema without the table.
+//
+// This build reaches Redis and PostgreSQL, and never compiles grpc or
+// etcd. The etcd module's build of the same command
+// (etcddriver/cmd/redfence: from a clone, cd etcd && go install
+// ./cmd/redfence) takes
 // --etcd URL (the members of one cluster; default $ETCD_ENDPOINTS) and
 // --etcd-token-base besides --redis, for the locks of etcddriver Drivers.
 // Both run internal/cli, over the Locker a store builds from the flags.

@@ -41,12 +41,13 @@ var ErrNotHeld = errors.New("pgdriver: the hold's lease is not live")
 // Driver is a backend.Backend whose locks are rows of one PostgreSQL table,
 // timed by the database's clock.
 type Driver struct {
-	db     DB
-	table  string // quoted, schema-qualified when WithSchema named one
-	cfg    config
-	sql    statements
-	slots  slotStatements
-	listen *listener // nil without WithListener: waiters poll
+	db      DB
+	table   string // quoted, schema-qualified when WithSchema named one
+	cfg     config
+	sql     statements
+	slots   slotStatements
+	inspect inspectStatements
+	listen  *listener // nil without WithListener: waiters poll
 }
 
 var (
@@ -76,6 +77,7 @@ func New(db DB, opts ...Option) (*Driver, error) {
 		channel = cfg.schema + "." + Table
 	}
 	d.sql = prepare(d.table, channel)
+	d.inspect = prepareInspect(d.table, qualified(cfg, ForcedTable), channel)
 	if cfg.listenURL != "" {
 		d.listen = newListener(cfg.listenURL, channel)
 	}
@@ -157,8 +159,9 @@ func WithSchema(schema string) Option {
 // ... IF NOT EXISTS can still fail on PostgreSQL's catalogs.
 const migrateLock = 7310591337469141521
 
-// Migrate creates the schema (WithSchema), the lease table and the
-// runner's two tables (SlotsTable, RecordsTable) when they do not exist. Several replicas may run it at once: each waits for the
+// Migrate creates the schema (WithSchema), the lease table, the runner's
+// two tables (SlotsTable, RecordsTable) and the audit of forced releases
+// (ForcedTable) when they do not exist. Several replicas may run it at once: each waits for the
 // others' transaction, then finds the table there. It works through
 // PgBouncer in transaction mode (the lock is the transaction's).
 func (d *Driver) Migrate(ctx context.Context) error {
@@ -181,9 +184,12 @@ func (d *Driver) Migrate(ctx context.Context) error {
 	owner      text,
 	token      bigint NOT NULL CHECK (token > 0),
 	count      bigint NOT NULL DEFAULT 0,
-	expires_at timestamptz
+	expires_at timestamptz,
+	acquired_at timestamptz, -- when token was issued, for operators
+	renewed_at  timestamptz  -- when the lease last began
 )`)
 	stmts = append(stmts, slotTables(qualified(d.cfg, SlotsTable), qualified(d.cfg, RecordsTable))...)
+	stmts = append(stmts, forcedTable(qualified(d.cfg, ForcedTable)))
 	for i, s := range stmts {
 		var args []any
 		if i == 0 {

@@ -29,15 +29,18 @@ func prepare(t, channel string) statements {
 		// update, so an attempt waits for a transaction that checked the
 		// key's hold (Check) instead of taking the key under it.
 		acquire: `WITH up AS (
-	INSERT INTO ` + t + ` AS l (key, owner, token, count, expires_at)
+	INSERT INTO ` + t + ` AS l (key, owner, token, count, expires_at, acquired_at, renewed_at)
 	VALUES ($1, $2, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, 1,
-		clock_timestamp() + $3 * interval '1 millisecond')
+		clock_timestamp() + $3 * interval '1 millisecond', clock_timestamp(), clock_timestamp())
 	ON CONFLICT (key) DO UPDATE SET
 		token = CASE WHEN l.owner = excluded.owner AND ` + live + ` THEN l.token
 			ELSE greatest(l.token + 1, excluded.token) END,
 		count = CASE WHEN l.owner = excluded.owner AND ` + live + ` THEN l.count + 1 ELSE 1 END,
+		acquired_at = CASE WHEN l.owner = excluded.owner AND ` + live + ` THEN l.acquired_at
+			ELSE excluded.acquired_at END,
 		owner = excluded.owner,
-		expires_at = excluded.expires_at
+		expires_at = excluded.expires_at,
+		renewed_at = excluded.renewed_at
 	WHERE l.owner IS NULL OR NOT (` + live + `) OR l.owner = excluded.owner
 	RETURNING l.token, l.count
 )
@@ -54,7 +57,8 @@ FROM ` + t + ` AS l WHERE l.key = $1 AND NOT EXISTS (SELECT 1 FROM up)`,
 WHERE l.key = $1 AND l.owner = $2 AND l.token = $3 AND ` + live + `
 RETURNING l.key, l.count)
 SELECT r.count, CASE WHEN r.count = 0 AND octet_length(r.key) < 8000 THEN pg_notify(` + quoteLiteral(channel) + `, r.key)::text END FROM r`,
-		extend: `UPDATE ` + t + ` AS l SET expires_at = clock_timestamp() + v.ttl * interval '1 millisecond'
+		extend: `UPDATE ` + t + ` AS l SET expires_at = clock_timestamp() + v.ttl * interval '1 millisecond',
+	renewed_at = clock_timestamp()
 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS v(key, owner, token, ttl)
 WHERE l.key = v.key AND l.owner = v.owner AND l.token = v.token AND ` + live + `
 RETURNING l.key, l.token`,
