@@ -40,7 +40,7 @@ func testErrors(t *testing.T, bin binary) {
 		{name: "no command", args: nil, code: 2, stderr: "redfence: no command given\n"},
 		{name: "unknown flag", args: []string{"locks", "--jsn"}, code: 2, stderr: "redfence: flag provided but not defined: -jsn\n"},
 		{name: "--etcd in the Redis build", args: []string{"--etcd", "http://" + refused, "locks"}, code: 2,
-			stderr: "redfence: flag provided but not defined: -etcd: this build of redfence reaches Redis only; the etcd module's build, etcddriver/cmd/redfence, has --etcd\n"},
+			stderr: "redfence: flag provided but not defined: -etcd: this build of redfence does not reach etcd; the etcd module's build, etcddriver/cmd/redfence, has --etcd\n"},
 		{name: "inspect without a key", args: []string{"inspect"}, code: 2, stderr: "redfence: no key given: KEY, or --key-hex HEX\n"},
 		{name: "inspect with two keys", args: []string{"inspect", "k", "--key-hex", "6b"}, code: 2, stderr: "redfence: give KEY or --key-hex, not both\n"},
 		{name: "watch too often", args: []string{"watch", "--interval", "1ms"}, code: 2,

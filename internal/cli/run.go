@@ -132,7 +132,7 @@ func dispatch(ctx context.Context, args []string, stores []NewStore, inv *invoca
 // etcd, says which build has it.
 func flagError(help string, err error) error {
 	if strings.Contains(err.Error(), "not defined: -etcd") {
-		return usagef(help, "%v: this build of redfence reaches Redis only; the etcd module's build, etcddriver/cmd/redfence, has --etcd", err)
+		return usagef(help, "%v: this build of redfence does not reach etcd; the etcd module's build, etcddriver/cmd/redfence, has --etcd", err)
 	}
 	return usagef(help, "%v", err)
 }
