@@ -41,14 +41,16 @@
 //
 // A term journal (backend.TermJournal: the single-deployment Redis driver
 // keeps it in a capped stream beside the lock key, the etcd module's
-// etcddriver in keys beside it, compared in a transaction) records every
+// etcddriver in keys beside it, compared in a transaction, pgdriver in two
+// tables ordered by a row lock) records every
 // term once, refusing a term not above the last one. Campaign returns only
 // journaled terms, Observe reads the journal (every term in order while
 // connected), lock-delay knows whether the last term was resigned. Without
 // one (Redlock), Observe polls Leader and may miss terms shorter than the
-// retry period, and lock-delay applies to every term. The journal expires
-// 24 h after its last entry (a term may last longer): Leader then reads the
-// holder from inspection, and the next term waits the lock-delay.
+// retry period, and lock-delay applies to every term. On Redis and etcd
+// the journal expires 24 h after its last entry (a term may last longer;
+// pgdriver keeps it): Leader then reads the holder from inspection, and
+// the next term waits the lock-delay.
 //
 // Timing follows client-go's leaderelection (WithTTL, WithRenewDeadline,
 // WithRetryPeriod), mapped onto the Locker: the lease is the lock's TTL, a

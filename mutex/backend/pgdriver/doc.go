@@ -31,6 +31,9 @@
 //   - Package runner works over it: a slot claim is one statement that
 //     row-locks the job's claim, and the runner counts slots on the
 //     database's clock (ServerTime), whatever the replicas' clocks say.
+//     Package election keeps its term journal in two tables; its
+//     observers poll them (every 100 ms), as nothing is pushed.
+//   - Semaphores and read-write locks are not built: errors.ErrUnsupported.
 //
 // docs/pgdriver.md explains the table, the check, waking waiters and
 // PgBouncer; examples/pglock runs the lock and its check on a throwaway

@@ -47,6 +47,7 @@ type Driver struct {
 	sql     statements
 	slots   slotStatements
 	inspect inspectStatements
+	journal journalStatements
 	listen  *listener // nil without WithListener: waiters poll
 }
 
@@ -78,6 +79,7 @@ func New(db DB, opts ...Option) (*Driver, error) {
 	}
 	d.sql = prepare(d.table, channel)
 	d.inspect = prepareInspect(d.table, qualified(cfg, ForcedTable), channel)
+	d.journal = prepareJournal(qualified(cfg, TermsTable), qualified(cfg, TermHeadsTable))
 	if cfg.listenURL != "" {
 		d.listen = newListener(cfg.listenURL, channel)
 	}
@@ -160,8 +162,9 @@ func WithSchema(schema string) Option {
 const migrateLock = 7310591337469141521
 
 // Migrate creates the schema (WithSchema), the lease table, the runner's
-// two tables (SlotsTable, RecordsTable) and the audit of forced releases
-// (ForcedTable) when they do not exist. Several replicas may run it at once: each waits for the
+// two tables (SlotsTable, RecordsTable), the audit of forced releases
+// (ForcedTable) and election's journal (TermsTable, TermHeadsTable) when
+// they do not exist. Several replicas may run it at once: each waits for the
 // others' transaction, then finds the table there. It works through
 // PgBouncer in transaction mode (the lock is the transaction's).
 func (d *Driver) Migrate(ctx context.Context) error {
@@ -190,6 +193,7 @@ func (d *Driver) Migrate(ctx context.Context) error {
 )`)
 	stmts = append(stmts, slotTables(qualified(d.cfg, SlotsTable), qualified(d.cfg, RecordsTable))...)
 	stmts = append(stmts, forcedTable(qualified(d.cfg, ForcedTable)))
+	stmts = append(stmts, journalTables(qualified(d.cfg, TermsTable), qualified(d.cfg, TermHeadsTable))...)
 	for i, s := range stmts {
 		var args []any
 		if i == 0 {

@@ -9,10 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redfence/redfence/election"
+	"github.com/redfence/redfence/internal/journaltest"
+	"github.com/redfence/redfence/mutex/backend/pgdriver"
 )
 
 // TestElectionOverPostgres: an election over pgdriver Lockers of two
-// processes, without a term journal. The first candidate leads and
+// processes, with the driver's term journal. The first candidate leads and
 // everyone's Leader names it with its term and start; when it resigns its
 // term's context ends and the waiting candidate leads with a greater term.
 func TestElectionOverPostgres(t *testing.T) {
@@ -57,4 +59,13 @@ func TestElectionOverPostgres(t *testing.T) {
 	assert.Equal(t, "replica-b", seen.Value)
 	assert.Equal(t, tb.Token(), seen.Term)
 	require.NoError(t, tb.Release(ctx))
+}
+
+// TestTermJournalContract: the journal passes the checks every driver's
+// journal passes.
+func TestTermJournalContract(t *testing.T) {
+	pool, schema := setup(t)
+	d, err := pgdriver.New(pool, pgdriver.WithSchema(schema))
+	require.NoError(t, err)
+	journaltest.Run(t.Context(), t, d, "election-key")
 }
