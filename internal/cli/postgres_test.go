@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redfence/redfence/election"
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/backend/pgdriver"
@@ -24,7 +25,8 @@ func pgRun(ctx context.Context, args ...string) (code int, stdout, stderr string
 
 // --postgres shows what pgdriver Lockers hold: locks lists a live hold
 // with its owner's host, inspect shows its token, release --force ends it
-// (the holder's lock is lost) and inspect then shows the audit record. A
+// (the holder's lock is lost) and inspect then shows the audit record;
+// elections names an election's leader, its term and its host. A
 // schema no Locker migrated is refused with a message naming the flag.
 func TestPostgresStore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
@@ -60,6 +62,15 @@ func TestPostgresStore(t *testing.T) {
 	require.Zero(t, code, errs)
 	assert.Contains(t, out, "oncall")
 	assert.Contains(t, out, "stuck")
+
+	e, err := election.New(l, "billing")
+	require.NoError(t, err)
+	term, err := e.Campaign(ctx, "host-billing")
+	require.NoError(t, err)
+	code, out, errs = pgRun(ctx, append(pg, "elections")...)
+	require.Zero(t, code, errs)
+	assert.Regexp(t, `billing +host-billing +`+fmt.Sprint(term.Token())+` .*worker-7`, out, "the leader, its term and its host")
+	require.NoError(t, term.Release(ctx))
 
 	code, _, errs = pgRun(ctx, "--postgres", url, "--postgres-schema", "never_migrated", "locks")
 	assert.Equal(t, 1, code)
