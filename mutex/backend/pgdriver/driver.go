@@ -43,6 +43,7 @@ var ErrNotHeld = errors.New("pgdriver: the hold's lease is not live")
 type Driver struct {
 	db      DB
 	table   string // quoted, schema-qualified when WithSchema named one
+	tables  tables
 	cfg     config
 	sql     statements
 	slots   slotStatements
@@ -71,15 +72,19 @@ func New(db DB, opts ...Option) (*Driver, error) {
 	if cfg.err != nil {
 		return nil, cfg.err
 	}
-	d := &Driver{db: db, cfg: cfg, table: qualified(cfg, Table)}
-	d.slots = prepareSlots(qualified(cfg, SlotsTable), qualified(cfg, RecordsTable))
+	t := tables{
+		slots: qualified(cfg, SlotsTable), records: qualified(cfg, RecordsTable),
+		forced: qualified(cfg, ForcedTable), terms: qualified(cfg, TermsTable), heads: qualified(cfg, TermHeadsTable),
+	}
+	d := &Driver{db: db, cfg: cfg, table: qualified(cfg, Table), tables: t}
+	d.slots = prepareSlots(t.slots, t.records)
 	channel := Table
 	if cfg.schema != "" {
 		channel = cfg.schema + "." + Table
 	}
 	d.sql = prepare(d.table, channel)
-	d.inspect = prepareInspect(d.table, qualified(cfg, ForcedTable), channel)
-	d.journal = prepareJournal(qualified(cfg, TermsTable), qualified(cfg, TermHeadsTable))
+	d.inspect = prepareInspect(d.table, t.forced, channel)
+	d.journal = prepareJournal(t.terms, t.heads)
 	if cfg.listenURL != "" {
 		d.listen = newListener(cfg.listenURL, channel)
 	}
@@ -191,9 +196,9 @@ func (d *Driver) Migrate(ctx context.Context) error {
 	acquired_at timestamptz, -- when token was issued, for operators
 	renewed_at  timestamptz  -- when the lease last began
 )`)
-	stmts = append(stmts, slotTables(qualified(d.cfg, SlotsTable), qualified(d.cfg, RecordsTable))...)
-	stmts = append(stmts, forcedTable(qualified(d.cfg, ForcedTable)))
-	stmts = append(stmts, journalTables(qualified(d.cfg, TermsTable), qualified(d.cfg, TermHeadsTable))...)
+	stmts = append(stmts, slotTables(d.tables.slots, d.tables.records)...)
+	stmts = append(stmts, forcedTable(d.tables.forced))
+	stmts = append(stmts, journalTables(d.tables.terms, d.tables.heads)...)
 	for i, s := range stmts {
 		var args []any
 		if i == 0 {
@@ -210,6 +215,10 @@ func (d *Driver) Migrate(ctx context.Context) error {
 }
 
 func invalidf(format string, args ...any) error { return invalid.Errorf("pgdriver", format, args...) }
+
+// tables are the quoted, schema-qualified names of the tables beside the
+// lease table.
+type tables struct{ slots, records, forced, terms, heads string }
 
 // qualified is table's quoted name, in cfg's schema when it names one.
 func qualified(cfg config, table string) string {

@@ -28,19 +28,20 @@ type inspectStatements struct {
 
 // A key's state reads the lease on the database's clock; a lease that ran
 // out is a free key that keeps its last token.
-const keyColumns = `l.key,
-	CASE WHEN l.expires_at > clock_timestamp() THEN coalesce(l.owner, '') ELSE '' END,
-	l.token, l.count,
+const keyColumns = `CASE WHEN l.expires_at > clock_timestamp() THEN coalesce(l.owner, '') ELSE '' END,
+	coalesce(l.token, 0), coalesce(l.count, 0),
 	CASE WHEN l.expires_at > clock_timestamp()
 		THEN (extract(epoch FROM (l.expires_at - clock_timestamp())) * 1000000)::bigint ELSE 0 END,
 	l.acquired_at, l.renewed_at, clock_timestamp()`
 
 func prepareInspect(locks, forced, channel string) inspectStatements {
 	return inspectStatements{
-		inspect: `SELECT ` + keyColumns + ` FROM ` + locks + ` AS l WHERE l.key = $1`,
+		// The join returns a row for a key the table lacks too: a free
+		// key, at the database's time.
+		inspect: `SELECT $1::text, ` + keyColumns + ` FROM (VALUES (1)) AS one LEFT JOIN ` + locks + ` AS l ON l.key = $1`,
 		forced: `SELECT id, at, by, reason, token, floor, owner, count FROM ` + forced + `
 WHERE key = $1 ORDER BY id DESC LIMIT ` + strconv.Itoa(forcedShown),
-		list: `SELECT ` + keyColumns + ` FROM ` + locks + ` AS l WHERE l.key > $1 ORDER BY l.key LIMIT $2`,
+		list: `SELECT l.key, ` + keyColumns + ` FROM ` + locks + ` AS l WHERE l.key > $1 ORDER BY l.key LIMIT $2`,
 		// The old row is read FOR UPDATE, so the holder it ends is the one
 		// the record names; the row keeps its token, so every later
 		// token exceeds it (the floor, token + 1).
@@ -79,7 +80,7 @@ func forcedTable(forced string) string {
 )`
 }
 
-// scanKey reads one row of keyColumns.
+// scanKey reads one row: the key, then keyColumns.
 func scanKey(row pgx.Row) (backend.KeyState, error) {
 	var ks backend.KeyState
 	var count, leaseUS int64
@@ -104,13 +105,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (backend.KeyState, err
 		return backend.KeyState{}, invalidf("nil context")
 	}
 	ks, err := scanKey(d.db.QueryRow(ctx, d.inspect.inspect, key))
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		ks = backend.KeyState{Key: key}
-		if ks.Now, err = d.ServerTime(ctx); err != nil {
-			return backend.KeyState{}, err
-		}
-	case err != nil:
+	if err != nil {
 		return backend.KeyState{}, failed("inspect", err)
 	}
 	rows, err := d.db.Query(ctx, d.inspect.forced, key)

@@ -42,10 +42,9 @@ func prepareJournal(terms, heads string) journalStatements {
 	INSERT INTO ` + terms + ` (key, ` + cols + `) SELECT h.key, $2, $3, $4, $5, NULL FROM h
 )
 SELECT EXISTS (SELECT 1 FROM h)`,
-		// The no-op update locks the head, so that a resignation and a
-		// newer term's append are decided in one order.
+		// Locking the head orders a resignation and a newer term's append.
 		resign: `WITH h AS (
-	UPDATE ` + heads + ` SET last = last WHERE key = $1 AND last = $2 RETURNING key
+	SELECT key FROM ` + heads + ` WHERE key = $1 AND last = $2 FOR UPDATE
 )
 UPDATE ` + terms + ` AS t SET resigned_ms = $3 FROM h WHERE t.key = h.key AND t.term = $2 RETURNING 1`,
 		terms: `SELECT ` + cols + ` FROM ` + terms + ` WHERE key = $1 AND term > $2 ORDER BY term LIMIT 1000`,
