@@ -56,7 +56,11 @@ func TestPostgresStore(t *testing.T) {
 
 	code, _, errs = pgRun(ctx, append(pg, "release", "nightly", "--force", "--reason", "stuck", "--by", "oncall", "--yes")...)
 	require.Zero(t, code, errs)
-	<-lk.Context().Done()
+	select {
+	case <-lk.Context().Done():
+	case <-ctx.Done():
+		t.Fatal("the holder was never told it lost the lock")
+	}
 	assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrLockLost)
 	code, out, errs = pgRun(ctx, append(pg, "inspect", "nightly")...)
 	require.Zero(t, code, errs)

@@ -45,7 +45,11 @@ func TestElectionOverPostgres(t *testing.T) {
 		won <- tb
 	}()
 	require.NoError(t, ta.Release(ctx))
-	<-ta.Context().Done()
+	select {
+	case <-ta.Context().Done():
+	case <-ctx.Done():
+		t.Fatal("the resigned term's context did not end")
+	}
 	var tb *election.Term
 	select {
 	case tb = <-won:

@@ -86,7 +86,13 @@ func TestInspectListAndForceRelease(t *testing.T) {
 	assert.Equal(t, info.Owner, res.Owner)
 
 	assert.Error(t, lk.Extend(ctx, time.Minute), "the holder's renewal finds its lease gone")
-	<-lk.Context().Done() // the loss signal
+	lost, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	select {
+	case <-lk.Context().Done(): // the loss signal
+	case <-lost.Done():
+		t.Fatal("the holder was never told it lost the lock")
+	}
 	assert.ErrorIs(t, context.Cause(lk.Context()), mutex.ErrLockLost)
 	next, err := op.TryLock(ctx, "job")
 	require.NoError(t, err, "the key is free at once")
