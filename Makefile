@@ -15,15 +15,23 @@ test: deps unit
 deps:
 	@./scripts/deps.sh
 
+# The repository's modules (go.work names them all). The root is the core
+# and the PostgreSQL driver, and requires neither go-redis nor etcd; redis/
+# holds the Redis drivers and everything that keeps state in Redis;
+# etcddriver/ the etcd driver; cmd/ the redfence command (every store);
+# examples/, chaos/ and bench/ their programs and suites; internal/redistest
+# and internal/etcdtest the tests' servers. Each builds alone (GOWORK=off):
+# lint checks that; the tests run in the workspace.
+MODULES := . redis etcddriver cmd examples chaos internal/apicheck internal/redistest internal/etcdtest bench
+# bench/'s tests are its benchmarks' self-checks, run by make bench.
+TEST_MODULES := $(filter-out bench,$(MODULES))
+
 vet:
-	$(GO) vet ./...
-	cd bench && $(GO) vet ./...
-	cd etcddriver && $(GO) vet ./...
+	@for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) vet ./...) || exit 1; done
 
 # Lint, run by .ci/run before the tests: gofmt, go vet, staticcheck at a
-# pinned version, go.mod/go.sum tidy (every module: the root, bench,
-# etcddriver). The instrumentation scope's version is one constant
-# (internal/otelscope).
+# pinned version, go.mod/go.sum tidy (every module). The instrumentation
+# scope's version is one constant (internal/otelscope).
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 .PHONY: lint fmt-check staticcheck tidy-check
 lint: fmt-check vet staticcheck tidy-check
@@ -33,20 +41,15 @@ fmt-check:
 		echo "gofmt -w needed on:"; echo "$$files"; exit 1; fi
 
 staticcheck:
-	$(GO) run $(STATICCHECK) ./...
-	cd bench && $(GO) run $(STATICCHECK) ./...
-	cd etcddriver && $(GO) run $(STATICCHECK) ./...
+	@for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) run $(STATICCHECK) ./...) || exit 1; done
 
 tidy-check:
-	$(GO) mod tidy -diff
-	cd bench && $(GO) mod tidy -diff
-	cd etcddriver && $(GO) mod tidy -diff
+	@for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy -diff) || { echo "in $$m"; exit 1; }; done
 
-# etcddriver/ is a module of its own (grpc, raft, bbolt stay out of a Redis user's
-# build); its tests start embedded etcd members, nothing to install.
+# Every module's tests; etcddriver's start embedded etcd members, nothing
+# to install.
 unit:
-	@$(GO) test $(GOTEST_FLAGS) ./...
-	@cd etcddriver && $(GO) test $(GOTEST_FLAGS) ./...
+	@for m in $(TEST_MODULES); do (cd $$m && $(GO) test $(GOTEST_FLAGS) ./...) || status=1; done; exit $${status:-0}
 
 # Side-by-side benchmarks (bench/ is its own module, so peers never enter
 # redfence's go.mod): BENCH_ROUNDS interleaved rounds of every benchmark, then
@@ -101,6 +104,6 @@ CHAOS_FILTER = grep -E '^(=== RUN|--- |ok|FAIL|PASS)|^\s+\S+\.go:[0-9]+: |Error'
 .PHONY: chaos
 chaos:
 	@set -o pipefail; status=0; \
-	$(GO) test -race -count=1 -timeout 60m -v -run Chaos ./chaos -chaos.duration=$(CHAOS_DURATION) 2>&1 | $(CHAOS_FILTER) || status=1; \
+	(cd chaos && $(GO) test -race -count=1 -timeout 60m -v -run Chaos . -chaos.duration=$(CHAOS_DURATION)) 2>&1 | $(CHAOS_FILTER) || status=1; \
 	(cd etcddriver && $(GO) test -race -count=1 -timeout 60m -v -run Chaos ./internal/chaos -chaos.duration=$(CHAOS_DURATION)) 2>&1 | $(CHAOS_FILTER) || status=1; \
 	exit $$status

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/internal/redistest"
 )
 
 // cpuMeter measures the CPU time a benchmark spends, split between this
@@ -19,11 +19,11 @@ import (
 // wake-up waits; CPU time says which side does the work, and on two cores
 // shared by the client and five servers it is what bounds a Redlock cycle.
 type cpuMeter struct {
-	servers        []*testutil.RedisServer
+	servers        []*redistest.RedisServer
 	client, server time.Duration
 }
 
-func startCPU(b *testing.B, servers ...*testutil.RedisServer) *cpuMeter {
+func startCPU(b *testing.B, servers ...*redistest.RedisServer) *cpuMeter {
 	m := &cpuMeter{servers: servers}
 	m.client, m.server = m.read(b)
 	return m

@@ -4,12 +4,21 @@ go 1.26.0
 
 replace github.com/redfence/redfence => ../
 
+replace github.com/redfence/redfence/redis => ../redis
+
+replace github.com/redfence/redfence/examples => ../examples
+
+replace github.com/redfence/redfence/internal/redistest => ../internal/redistest
+
 require (
 	github.com/bsm/redislock v0.9.4
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redfence/redfence v0.0.0-00010101000000-000000000000
+	github.com/redfence/redfence/examples v0.0.0-00010101000000-000000000000
+	github.com/redfence/redfence/internal/redistest v0.0.0-00010101000000-000000000000
+	github.com/redfence/redfence/redis v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	modernc.org/sqlite v1.62.0
 )
@@ -37,8 +46,8 @@ require (
 	go.uber.org/goleak v1.3.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sync v0.25.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect

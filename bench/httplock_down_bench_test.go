@@ -13,8 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redfence/redfence/internal/testutil"
-	httplock "github.com/redfence/redfence/middleware/httplock"
+	"github.com/redfence/redfence/internal/redistest"
+	httplock "github.com/redfence/redfence/redis/httplock"
 )
 
 // BenchmarkHTTPLockRedisDown is what httplock adds to a request while its
@@ -31,13 +31,13 @@ import (
 func BenchmarkHTTPLockRedisDown(b *testing.B) {
 	for _, state := range []struct {
 		name       string
-		fail, heal func(*testutil.RedisServer)
+		fail, heal func(*redistest.RedisServer)
 	}{
-		{"stopped", (*testutil.RedisServer).Kill, (*testutil.RedisServer).Restart},
-		{"paused", (*testutil.RedisServer).Pause, (*testutil.RedisServer).Resume},
+		{"stopped", (*redistest.RedisServer).Kill, (*redistest.RedisServer).Restart},
+		{"paused", (*redistest.RedisServer).Pause, (*redistest.RedisServer).Resume},
 	} {
 		b.Run(state.name, func(b *testing.B) {
-			srv := testutil.StartRedis(b)
+			srv := redistest.StartRedis(b)
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()}) // go-redis's defaults
 			stores := &setCounter{}
 			rdb.AddHook(stores)

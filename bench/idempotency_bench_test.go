@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/redfence/redfence/internal/benchkit"
-	"github.com/redfence/redfence/internal/testutil"
-	"github.com/redfence/redfence/middleware/idempotency"
+	"github.com/redfence/redfence/internal/redistest"
+	"github.com/redfence/redfence/redis/idempotency"
 )
 
 // BenchmarkIdempotencyPaired is what the idempotency middleware adds to a
@@ -27,7 +27,7 @@ import (
 // It reports ns/op (through the middleware), ref-ns/op (bare), x-ref and
 // added-us (their difference, in µs per request).
 func BenchmarkIdempotencyPaired(b *testing.B) {
-	rdb, _ := testutil.Redis(b)
+	rdb, _ := redistest.Redis(b)
 	l := newLocker(b, rdb)
 	b.Cleanup(func() { _ = l.Close() })
 	pay := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redfence/redfence/fenced"
 	"github.com/redfence/redfence/internal/benchkit"
+	"github.com/redfence/redfence/internal/redistest"
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
 )
@@ -178,7 +179,7 @@ func (s *ledgerSide) report(b *testing.B, cycles int, prefix string) {
 // ledgerSetup starts the ledger benchmarks' Redis, makes the accounts'
 // table and the fence in PostgreSQL, a Locker per worker and the CPU meter.
 func ledgerSetup(ctx context.Context, b *testing.B) (*pgxpool.Pool, *fenced.Guard, []*mutex.Locker, *ledgerCPU) {
-	_, srv := testutil.Redis(b)
+	_, srv := redistest.Redis(b)
 	pool := ledgerPool(ctx, b)
 	guard, err := fenced.New(pool)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/redfence/redfence/internal/benchkit"
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
-	"github.com/redfence/redfence/mutex/backend/pgdriver"
+	"github.com/redfence/redfence/pgdriver"
 )
 
 // BenchmarkLedgerPGPaired is BenchmarkLedgerPaired's transfer on

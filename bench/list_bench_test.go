@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/internal/redistest"
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/admin"
 )
@@ -24,13 +24,13 @@ import (
 func BenchmarkList(b *testing.B) {
 	const keys, locks = 100_000, 1_000
 	b.Run("standalone", func(b *testing.B) {
-		c, _ := testutil.Redis(b)
+		c, _ := redistest.Redis(b)
 		rt := &roundTrips{}
 		c.AddHook(rt)
 		benchList(b, c, []*redis.Client{c}, rt, keys, locks)
 	})
 	b.Run("cluster-3", func(b *testing.B) {
-		cl := testutil.RedisCluster(b, 3)
+		cl := redistest.RedisCluster(b, 3)
 		var masters []*redis.Client
 		err := cl.Client.ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error {
 			masters = append(masters, redis.NewClient(&redis.Options{Addr: m.Options().Addr}))

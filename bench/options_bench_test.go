@@ -71,7 +71,7 @@ func optionsLibrary(b *testing.B) string {
 }
 
 func readScript(b *testing.B, name string) string {
-	src, err := os.ReadFile("../mutex/internal/redisproto/lua/" + name + ".lua")
+	src, err := os.ReadFile("../redis/internal/redisproto/lua/" + name + ".lua")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
-	"github.com/redfence/redfence/mutex/backend/pgdriver"
+	"github.com/redfence/redfence/pgdriver"
 )
 
 // BenchmarkPGLockPaired is one uncontended Lock+Release on pgdriver,

@@ -8,8 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redfence/redfence/fenced/redisfence"
-	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/internal/redistest"
+	"github.com/redfence/redfence/redis/redisfence"
 )
 
 // BenchmarkRedisFencePaired: a read-modify-write of a counter through
@@ -20,7 +20,7 @@ import (
 // to a write that is already a Redis transaction. In parallel mode each of
 // GOMAXPROCS goroutines has its own resource, so nothing contends.
 func BenchmarkRedisFencePaired(b *testing.B) {
-	_, srv := testutil.Redis(b)
+	_, srv := redistest.Redis(b)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64})
 	b.Cleanup(func() { _ = c.Close() })
 	f, err := redisfence.New(c)

@@ -15,9 +15,10 @@ import (
 	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redfence/redfence/internal/redistest"
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
-	"github.com/redfence/redfence/mutex/backend/redlockdriver"
+	"github.com/redfence/redfence/redis/redlockdriver"
 )
 
 // The settings of BenchmarkRedlockLatencyPaired, the same for both
@@ -179,7 +180,7 @@ func (p *latencyPair) report(b *testing.B) {
 // masters are the Redis masters of one setup, each behind its own proxy,
 // with each one's one-way delay as set now and whether it is paused.
 type masters struct {
-	servers []*testutil.RedisServer
+	servers []*redistest.RedisServer
 	proxies []*testutil.TCPProxy
 	delays  []time.Duration
 	paused  []bool
@@ -188,7 +189,7 @@ type masters struct {
 func startMasters(b *testing.B, delays []time.Duration) *masters {
 	m := &masters{delays: slices.Clone(delays), paused: make([]bool, len(delays))}
 	for _, d := range delays {
-		srv := testutil.StartRedis(b)
+		srv := redistest.StartRedis(b)
 		p := testutil.Proxy(b, srv.Addr())
 		p.SetLatency(d)
 		m.servers = append(m.servers, srv)

@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/examples/stampede/burst"
-	"github.com/redfence/redfence/internal/testutil"
-	httplock "github.com/redfence/redfence/middleware/httplock"
+	"github.com/redfence/redfence/internal/redistest"
+	httplock "github.com/redfence/redfence/redis/httplock"
 )
 
 // BenchmarkStampede is a burst of 1000 identical GETs over 4 replicas whose
@@ -19,7 +19,7 @@ import (
 // One op is one burst; it reports origin calls and client p50/p99 latency
 // (medians over the bursts).
 func BenchmarkStampede(b *testing.B) {
-	_, srv := testutil.Redis(b)
+	_, srv := redistest.Redis(b)
 	for _, mode := range burst.Modes {
 		b.Run(string(mode), func(b *testing.B) {
 			cfg := burst.Config{Replicas: 4, Requests: 1000, OriginDelay: 100 * time.Millisecond,
@@ -51,7 +51,7 @@ func BenchmarkStampede(b *testing.B) {
 
 // withHTTPLock is the demo's: httplock with waits long enough for the burst.
 func withHTTPLock(rdb redis.UniversalClient, origin http.Handler) (http.Handler, func(), error) {
-	locker, err := testutil.NewLocker(rdb)
+	locker, err := redistest.NewLocker(rdb)
 	if err != nil {
 		return nil, nil, err
 	}

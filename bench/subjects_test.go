@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/internal/redistest"
 	"github.com/redfence/redfence/mutex"
 )
 
@@ -42,25 +42,25 @@ func (c *counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndDat
 // single-node subjects, five for Redlock and redsync (the first three make
 // the 3-node setups).
 type servers struct {
-	one  *testutil.RedisServer
-	five []*testutil.RedisServer
+	one  *redistest.RedisServer
+	five []*redistest.RedisServer
 	rtt  *counter
 }
 
 func startServers(b *testing.B) *servers {
-	_, one := testutil.Redis(b)
-	_, five := testutil.RedisN(b, 5)
+	_, one := redistest.Redis(b)
+	_, five := redistest.RedisN(b, 5)
 	return &servers{one: one, five: five, rtt: &counter{}}
 }
 
 // all is every server of the run.
-func (s *servers) all() []*testutil.RedisServer {
-	return append([]*testutil.RedisServer{s.one}, s.five...)
+func (s *servers) all() []*redistest.RedisServer {
+	return append([]*redistest.RedisServer{s.one}, s.five...)
 }
 
 // client is a plain go-redis client (the defaults every peer gets) with the
 // round-trip counter.
-func (s *servers) client(b *testing.B, srv *testutil.RedisServer) *redis.Client {
+func (s *servers) client(b *testing.B, srv *redistest.RedisServer) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64})
 	c.AddHook(s.rtt)
 	b.Cleanup(func() { _ = c.Close() })
@@ -88,7 +88,7 @@ var errGaveUp = errors.New("gave up")
 // mutex and redisdriver options). The caller closes it.
 func newLocker(b testing.TB, c redis.UniversalClient, opts ...any) *mutex.Locker {
 	b.Helper()
-	l, err := testutil.NewLocker(c, opts...)
+	l, err := redistest.NewLocker(c, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func newLocker(b testing.TB, c redis.UniversalClient, opts ...any) *mutex.Locker
 // it.
 func newRedlock(b testing.TB, clients []redis.UniversalClient, opts ...any) *mutex.Locker {
 	b.Helper()
-	l, err := testutil.NewRedlock(clients, opts...)
+	l, err := redistest.NewRedlock(clients, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}

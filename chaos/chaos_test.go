@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redfence/redfence/internal/chaoskit"
+	"github.com/redfence/redfence/internal/redistest"
 	"github.com/redfence/redfence/internal/testutil"
 )
 
@@ -41,12 +42,12 @@ const restartedEmpty = "redis killed, restarted empty"
 // singleNode gives w its clients' Lockers on one redis-server, each behind
 // its own proxy, and the faults of that setup.
 func singleNode(t *testing.T, w *chaoskit.World) {
-	_, srv := testutil.Redis(t)
+	_, srv := redistest.Redis(t)
 	proxies := make([]*testutil.TCPProxy, chaoskit.Clients)
 	for i := range chaoskit.Clients {
 		proxies[i] = testutil.Proxy(t, srv.Addr())
 		c := redis.NewClient(&redis.Options{Addr: proxies[i].Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-		l, err := testutil.NewLocker(c)
+		l, err := redistest.NewLocker(c)
 		require.NoError(t, err)
 		w.Lockers = append(w.Lockers, l)
 		t.Cleanup(func() { _ = l.Close(); _ = c.Close() })
@@ -90,7 +91,7 @@ const minorityRestarted = "minority killed, restarted empty"
 // redlockVia is redlock; with proxied, each client reaches each node
 // through a proxy of its own, so that w can cut a client off (Isolate).
 func redlockVia(t *testing.T, w *chaoskit.World, proxied bool) {
-	_, srvs := testutil.RedisN(t, 5)
+	_, srvs := redistest.RedisN(t, 5)
 	for range chaoskit.Clients {
 		nodes := make([]redis.UniversalClient, len(srvs))
 		var proxies []*testutil.TCPProxy
@@ -117,20 +118,20 @@ func redlockVia(t *testing.T, w *chaoskit.World, proxied bool) {
 				}
 			})
 		}
-		l, err := testutil.NewRedlock(nodes)
+		l, err := redistest.NewRedlock(nodes)
 		require.NoError(t, err)
 		w.Lockers = append(w.Lockers, l)
 		t.Cleanup(func() { _ = l.Close() })
 	}
-	some := func(rng *rand.Rand, n int) []*testutil.RedisServer {
+	some := func(rng *rand.Rand, n int) []*redistest.RedisServer {
 		idx := rng.Perm(len(srvs))[:n]
-		out := make([]*testutil.RedisServer, n)
+		out := make([]*redistest.RedisServer, n)
 		for i, j := range idx {
 			out[i] = srvs[j]
 		}
 		return out
 	}
-	each := func(ss []*testutil.RedisServer, f func(*testutil.RedisServer)) {
+	each := func(ss []*redistest.RedisServer, f func(*redistest.RedisServer)) {
 		for _, s := range ss {
 			f(s)
 		}
@@ -138,18 +139,18 @@ func redlockVia(t *testing.T, w *chaoskit.World, proxied bool) {
 	w.Faults = []chaoskit.Fault{
 		{Name: "minority paused", Apply: func(rng *rand.Rand) func() {
 			ss := some(rng, 1+rng.IntN(2))
-			each(ss, (*testutil.RedisServer).Pause)
-			return func() { each(ss, (*testutil.RedisServer).Resume) }
+			each(ss, (*redistest.RedisServer).Pause)
+			return func() { each(ss, (*redistest.RedisServer).Resume) }
 		}},
 		{Name: "majority paused", Apply: func(rng *rand.Rand) func() {
 			ss := some(rng, 3)
-			each(ss, (*testutil.RedisServer).Pause)
-			return func() { each(ss, (*testutil.RedisServer).Resume) }
+			each(ss, (*redistest.RedisServer).Pause)
+			return func() { each(ss, (*redistest.RedisServer).Resume) }
 		}},
 		{Name: minorityRestarted, Apply: func(rng *rand.Rand) func() {
 			ss := some(rng, 1+rng.IntN(2))
-			each(ss, (*testutil.RedisServer).Kill)
-			return func() { each(ss, (*testutil.RedisServer).Restart) }
+			each(ss, (*redistest.RedisServer).Kill)
+			return func() { each(ss, (*redistest.RedisServer).Restart) }
 		}},
 		w.StallFault(),
 	}
@@ -176,10 +177,10 @@ const failedOver = "failover"
 // the lock workload keeps Sentinel's own 10 s, when the old primary still
 // grants locks beside the new one, for its fence to refuse.
 func sentinel(t *testing.T, w *chaoskit.World, demoteOld bool) {
-	set := testutil.Sentinel(t)
+	set := redistest.Sentinel(t)
 	for range chaoskit.Clients {
 		c := set.Client()
-		l, err := testutil.NewLocker(c)
+		l, err := redistest.NewLocker(c)
 		require.NoError(t, err)
 		w.Lockers = append(w.Lockers, l)
 		t.Cleanup(func() { _ = l.Close(); _ = c.Close() })
@@ -219,7 +220,7 @@ func sentinel(t *testing.T, w *chaoskit.World, demoteOld bool) {
 // until then old takes writes from the clients not yet moved over (locks
 // and permits beside the new primary's), which its demotion discards: the
 // failover's loss lasts until then, and the fault's Apply with it.
-func demote(ctx context.Context, set *testutil.SentinelSet, old string) error {
+func demote(ctx context.Context, set *redistest.SentinelSet, old string) error {
 	srv := set.Server(old)
 	if srv == nil {
 		return fmt.Errorf("the old primary %s is not one of the set's servers", old)

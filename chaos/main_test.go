@@ -3,7 +3,7 @@ package chaos_test
 import (
 	"testing"
 
-	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/internal/redistest"
 )
 
-func TestMain(m *testing.M) { testutil.Main(m) }
+func TestMain(m *testing.M) { redistest.Main(m) }

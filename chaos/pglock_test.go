@@ -13,7 +13,7 @@ import (
 	"github.com/redfence/redfence/internal/localpg"
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
-	"github.com/redfence/redfence/mutex/backend/pgdriver"
+	"github.com/redfence/redfence/pgdriver"
 )
 
 // TestChaosPGLock runs the register workload with the lock itself on

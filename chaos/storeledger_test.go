@@ -13,10 +13,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/redfence/redfence/fenced/redisfence"
 	"github.com/redfence/redfence/fenced/sqlfence"
 	"github.com/redfence/redfence/internal/chaoskit"
+	"github.com/redfence/redfence/internal/redistest"
 	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/redis/redisfence"
 )
 
 // TestChaosStoresMultiKey runs the multi-key workload with the ledger in
@@ -161,7 +162,7 @@ type redisLedger struct {
 }
 
 func newRedisLedger(t *testing.T) chaoskit.Ledger {
-	c, _ := testutil.Redis(t)
+	c, _ := redistest.Redis(t)
 	fence, err := redisfence.New(c)
 	require.NoError(t, err)
 	lg := &redisLedger{c: c, fence: fence}

@@ -13,10 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 	_ "modernc.org/sqlite"
 
-	"github.com/redfence/redfence/fenced/redisfence"
 	"github.com/redfence/redfence/fenced/sqlfence"
 	"github.com/redfence/redfence/internal/chaoskit"
+	"github.com/redfence/redfence/internal/redistest"
 	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/redis/redisfence"
 )
 
 // TestChaosStores runs the single-node setup's faults with the register in
@@ -132,7 +133,7 @@ type redisRegister struct {
 }
 
 func newRedisRegister(t *testing.T) chaoskit.Register {
-	c, _ := testutil.Redis(t)
+	c, _ := redistest.Redis(t)
 	tag := redisfence.Tag("register")
 	fence, err := redisfence.New(c)
 	require.NoError(t, err)

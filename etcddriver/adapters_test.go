@@ -10,30 +10,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/redfence/redfence/etcddriver/internal/etcdtest"
+	"github.com/redfence/redfence/internal/etcdtest"
 	"github.com/redfence/redfence/internal/testutil"
-	httplock "github.com/redfence/redfence/middleware/httplock"
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/backend"
-	"github.com/redfence/redfence/mutex/backend/redisdriver"
 	"github.com/redfence/redfence/runner"
 )
 
-// httplock keeps its shared responses in Redis. An etcd Locker lends no
-// Redis client, so it refuses one when it is built, saying so, and nothing
-// is sent anywhere. runner keeps its claims in the etcd Driver itself
-// (backend.SlotClaimer) and accepts it.
+// runner keeps its claims in the etcd Driver itself (backend.SlotClaimer)
+// and accepts it. (The Redis adapters' refusal of a Locker that lends no
+// Redis client is tested in their own module.)
 func TestAdaptersOverEtcd(t *testing.T) {
 	s := etcdtest.Start(t)
 	l, _, _ := locker(t, s)
-	require.Nil(t, redisdriver.ClientOf(l.Backend()), "an etcd Locker lends no Redis client")
-
-	_, err := httplock.New(l)
-	assert.ErrorIs(t, err, httplock.ErrNeedsRedis)
-	assert.ErrorIs(t, err, httplock.ErrInvalid)
-	assert.ErrorContains(t, err, "the Locker lends no Redis client")
-	assert.ErrorContains(t, err, "etcd")
-
 	r, err := runner.New(l)
 	require.NoError(t, err)
 	assert.NoError(t, r.Add("nightly", time.Hour, func(context.Context, runner.Run) error { return nil }))

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/redfence/redfence/etcddriver/internal/etcdtest"
+	"github.com/redfence/redfence/internal/etcdtest"
 	"github.com/redfence/redfence/mutex/backend"
 )
 

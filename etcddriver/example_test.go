@@ -6,7 +6,7 @@ import (
 	"os"
 
 	etcddriver "github.com/redfence/redfence/etcddriver"
-	"github.com/redfence/redfence/etcddriver/internal/etcdtest"
+	"github.com/redfence/redfence/internal/etcdtest"
 	"github.com/redfence/redfence/mutex"
 )
 

@@ -12,7 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	etcddriver "github.com/redfence/redfence/etcddriver"
-	"github.com/redfence/redfence/etcddriver/internal/etcdtest"
+	"github.com/redfence/redfence/internal/etcdtest"
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/admin"

@@ -10,7 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/redfence/redfence/election"
-	"github.com/redfence/redfence/etcddriver/internal/etcdtest"
+	"github.com/redfence/redfence/internal/etcdtest"
 	"github.com/redfence/redfence/internal/journaltest"
 	"github.com/redfence/redfence/mutex/backend"
 )

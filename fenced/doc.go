@@ -38,7 +38,7 @@
 // docs/fences.md explains the upsert and its lock, DoAll, the protected
 // tables, the isolation levels, the fence and audit tables, and lists the
 // spans and metrics; package fenced/sqlfence is this Guard for database/sql
-// (MySQL, SQLite), fenced/redisfence the fence for data in Redis.
+// (MySQL, SQLite), redis/redisfence the fence for data in Redis.
 //
 // # Errors
 //

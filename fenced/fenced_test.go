@@ -21,6 +21,7 @@ import (
 	"github.com/redfence/redfence/fenced"
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/pgdriver"
 )
 
 var tableSeq atomic.Int64
@@ -109,10 +110,20 @@ func TestStaleTokenRejected(t *testing.T) {
 // one fenced exists to stop, is rejected: the data shows only B's.
 func TestPausedHolderIsFenced(t *testing.T) {
 	pool, g, _, data := setup(t)
-	rc, _ := testutil.Redis(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	la, lb := testutil.Locker(t, rc), testutil.Locker(t, rc)
+	// The lock is pgdriver's, in the same database: the fence refuses A's
+	// write whichever store issued the tokens.
+	schema := "fenced_locks_" + sanitize(t.Name())
+	_, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+schema)
+	require.NoError(t, err)
+	locker := func() *mutex.Locker {
+		d, err := pgdriver.New(pool, pgdriver.WithSchema(schema))
+		require.NoError(t, err)
+		require.NoError(t, d.Migrate(ctx))
+		return testutil.WithBackend(t, d)
+	}
+	la, lb := locker(), locker()
 
 	a, err := la.Lock(ctx, "ledger:42", mutex.WithTTL(200*time.Millisecond), mutex.WithAutoRenew(false))
 	require.NoError(t, err)

@@ -6,8 +6,4 @@ import (
 	"github.com/redfence/redfence/internal/testutil"
 )
 
-// The Example functions find their servers in the environment, as a
-// reader's program would.
-func TestMain(m *testing.M) {
-	testutil.MainWithEnv(m, []string{testutil.EnvRedisAddr, testutil.EnvDatabaseURL})
-}
+func TestMain(m *testing.M) { testutil.Main(m) }

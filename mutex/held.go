@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/redfence/redfence/mutex/internal/hostlink"
+	"github.com/redfence/redfence/internal/hostlink"
 )
 
 // Package mutex/admin reads what a Locker holds through hostlink: these

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redfence/redfence/mutex/internal/workers"
+	"github.com/redfence/redfence/internal/workers"
 )
 
 // MaxKeyLen bounds user keys, in bytes; Redis would take more, but a longer

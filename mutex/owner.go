@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/redfence/redfence/mutex/internal/ownerid"
+	"github.com/redfence/redfence/internal/ownerid"
 )
 
 // ownerRandLen is the random part of the owner ids a Locker makes

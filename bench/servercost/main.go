@@ -36,7 +36,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/mutex"
-	"github.com/redfence/redfence/mutex/backend/redisdriver"
+	"github.com/redfence/redfence/redis/redisdriver"
 )
 
 // cycle takes and releases one lock; close ends the subject.

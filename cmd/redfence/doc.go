@@ -24,13 +24,17 @@
 // looks at pgdriver's lease table instead; the flag alone names it, never
 // $DATABASE_URL. It refuses a standby and a schema without the table.
 //
-// This build reaches Redis and PostgreSQL, and never compiles grpc or
-// etcd. The etcd module's build of the same command
-// (etcddriver/cmd/redfence: from a clone, cd etcd && go install
-// ./cmd/redfence) takes
-// --etcd URL (the members of one cluster; default $ETCD_ENDPOINTS) and
-// --etcd-token-base besides --redis, for the locks of etcddriver Drivers.
-// Both run internal/cli, over the Locker a store builds from the flags.
+// --etcd URL (the members of one cluster; repeat it or separate URLs with
+// commas; default $ETCD_ENDPOINTS) and --etcd-token-base (the Lockers'
+// etcddriver.WithTokenBase) look at the locks of etcddriver Drivers.
+// Before a command every member named is asked for its status: a learner,
+// or a cluster without a leader, is refused.
+//
+// The command is its own module (go install
+// github.com/redfence/redfence/cmd/redfence), so that a library user's
+// build never compiles what the other stores need. Every store runs the
+// same commands (cmd/internal/cli), over the Locker the store builds from
+// the flags.
 //
 // # Forced release
 //

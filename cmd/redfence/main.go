@@ -1,7 +1,17 @@
 package main
 
-import "github.com/redfence/redfence/internal/cli"
+import (
+	"io"
 
-// The command is internal/cli over Redis alone: the etcd module's
-// cmd/redfence adds --etcd, so that this build never compiles grpc or etcd.
-func main() { cli.Main(cli.Redis, cli.Postgres) }
+	"google.golang.org/grpc/grpclog"
+
+	"github.com/redfence/redfence/cmd/internal/cli"
+	"github.com/redfence/redfence/cmd/internal/etcdstore"
+)
+
+func main() {
+	// grpc logs failed connections on stderr; the error that ends the
+	// command says it once, in words.
+	grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, io.Discard))
+	cli.Main(cli.Redis, cli.Postgres, etcdstore.Etcd)
+}

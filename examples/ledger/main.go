@@ -55,7 +55,7 @@ import (
 	"github.com/redfence/redfence/examples/embedded"
 	"github.com/redfence/redfence/fenced"
 	"github.com/redfence/redfence/mutex"
-	"github.com/redfence/redfence/mutex/backend/redisdriver"
+	"github.com/redfence/redfence/redis/redisdriver"
 )
 
 type options struct {

@@ -11,10 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redfence/redfence/fenced"
+	"github.com/redfence/redfence/internal/redistest"
 	"github.com/redfence/redfence/internal/testutil"
 )
 
-func TestMain(m *testing.M) { testutil.Main(m) }
+func TestMain(m *testing.M) { redistest.Main(m) }
 
 func short(fencing bool) options {
 	return options{fencing: fencing, workers: 3, accounts: 4, transfers: 10, stalls: 1, ttl: 150 * time.Millisecond}
@@ -22,7 +23,7 @@ func short(fencing bool) options {
 
 // realServers points o at the package's PostgreSQL and a private redis-server.
 func realServers(t *testing.T, o options) options {
-	_, srv := testutil.Redis(t)
+	_, srv := redistest.Redis(t)
 	o.dbURL, o.redisURL = testutil.PostgresURL(t), "redis://"+srv.Addr()
 	return o
 }
@@ -170,7 +171,7 @@ func TestConclude(t *testing.T) {
 // locked, with that account's own token, or a stalled worker whose other
 // account moved on would slip through.
 func TestClaimsFenceEveryAccount(t *testing.T) {
-	c, _ := testutil.Redis(t)
+	c, _ := redistest.Redis(t)
 	l, err := newLocker(c)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })

@@ -35,7 +35,7 @@ import (
 
 	"github.com/redfence/redfence/examples/embedded"
 	"github.com/redfence/redfence/mutex"
-	"github.com/redfence/redfence/mutex/backend/pgdriver"
+	"github.com/redfence/redfence/pgdriver"
 )
 
 const (

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redfence/redfence/internal/testutil"
-	"github.com/redfence/redfence/mutex/backend/pgdriver"
+	"github.com/redfence/redfence/pgdriver"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }

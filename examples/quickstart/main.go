@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/mutex"
-	"github.com/redfence/redfence/mutex/backend/redisdriver"
+	"github.com/redfence/redfence/redis/redisdriver"
 )
 
 func main() {

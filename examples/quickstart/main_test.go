@@ -9,19 +9,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/redfence/redfence/internal/testutil"
+	"github.com/redfence/redfence/internal/redistest"
 )
 
-func TestMain(m *testing.M) { testutil.Main(m) }
+func TestMain(m *testing.M) { redistest.Main(m) }
 
 // TestRunTakesAndReleasesTheLock runs the README's example against a real
 // redis-server: it holds the lock, and leaves it free.
 func TestRunTakesAndReleasesTheLock(t *testing.T) {
-	c, srv := testutil.Redis(t)
+	c, srv := redistest.Redis(t)
 	require.NoError(t, run(context.Background(), "redis://"+srv.Addr()))
 	// The key outlives the lock (it keeps the fencing counter): the lock is
 	// free when another Locker takes it at once.
-	lk, err := testutil.Locker(t, c).TryLock(context.Background(), "invoice:42")
+	lk, err := redistest.Locker(t, c).TryLock(context.Background(), "invoice:42")
 	require.NoError(t, err, "the lock is still held after run returned")
 	assert.Positive(t, lk.Token())
 }

@@ -23,11 +23,11 @@ import (
 
 	"github.com/redfence/redfence/election"
 	"github.com/redfence/redfence/internal/testutil"
-	"github.com/redfence/redfence/middleware/asynqlock"
-	"github.com/redfence/redfence/middleware/httplock"
-	"github.com/redfence/redfence/middleware/idempotency"
 	"github.com/redfence/redfence/mutex"
-	"github.com/redfence/redfence/mutex/backend/redisdriver"
+	"github.com/redfence/redfence/redis/asynqlock"
+	"github.com/redfence/redfence/redis/httplock"
+	"github.com/redfence/redfence/redis/idempotency"
+	"github.com/redfence/redfence/redis/redisdriver"
 )
 
 // compare also measures the client the README showed before newClient

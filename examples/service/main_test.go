@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redfence/redfence/internal/redistest"
 	"github.com/redfence/redfence/internal/testutil"
 )
 
@@ -37,7 +38,7 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
-	testutil.Main(m)
+	redistest.Main(m)
 }
 
 // TestService runs one replica on the embedded defaults (miniredis, a
@@ -153,7 +154,7 @@ func TestService(t *testing.T) {
 // by the fence. Then the new leader is stopped gracefully (SIGTERM): it
 // saves, resigns, and the first takes the lead from that very count.
 func TestFailover(t *testing.T) {
-	_, srv := testutil.Redis(t)
+	_, srv := redistest.Redis(t)
 	env := []string{"REDIS_URL=redis://" + srv.Addr(), "DATABASE_URL=" + testutil.PostgresURL(t)}
 	book := newLogbook(t)
 	replicas := map[string]*process{}

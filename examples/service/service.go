@@ -21,10 +21,10 @@ import (
 	"github.com/redfence/redfence/election"
 	"github.com/redfence/redfence/examples/embedded"
 	"github.com/redfence/redfence/fenced"
-	"github.com/redfence/redfence/middleware/idempotency"
 	"github.com/redfence/redfence/mutex"
-	"github.com/redfence/redfence/mutex/backend/redisdriver"
 	"github.com/redfence/redfence/mutex/lockdebug"
+	"github.com/redfence/redfence/redis/idempotency"
+	"github.com/redfence/redfence/redis/redisdriver"
 )
 
 // schema holds the service's tables and its fence table. Every replica

@@ -28,9 +28,9 @@ import (
 
 	"github.com/redfence/redfence/examples/embedded"
 	"github.com/redfence/redfence/examples/stampede/burst"
-	httplock "github.com/redfence/redfence/middleware/httplock"
 	"github.com/redfence/redfence/mutex"
-	"github.com/redfence/redfence/mutex/backend/redisdriver"
+	httplock "github.com/redfence/redfence/redis/httplock"
+	"github.com/redfence/redfence/redis/redisdriver"
 )
 
 // withHTTPLock is all a replica needs to share one origin call with the

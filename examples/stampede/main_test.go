@@ -11,12 +11,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redfence/redfence/internal/redistest"
 	"github.com/redfence/redfence/internal/testutil"
 
 	"github.com/redfence/redfence/examples/stampede/burst"
 )
 
-func TestMain(m *testing.M) { testutil.Main(m) }
+func TestMain(m *testing.M) { redistest.Main(m) }
 
 // check asserts what the demo promises: every request reaches the origin
 // without protection, and exactly one does with redfence; and that what it
@@ -53,7 +54,7 @@ func TestEmbedded(t *testing.T) {
 
 // TestRealRedis runs it against a real redis-server through REDIS_URL's path.
 func TestRealRedis(t *testing.T) {
-	_, srv := testutil.Redis(t)
+	_, srv := redistest.Redis(t)
 	check(t, options{replicas: 4, requests: 200, delay: 100 * time.Millisecond, redisURL: "redis://" + srv.Addr() + "/0"})
 }
 

@@ -26,9 +26,9 @@ func TestImportsNoDriver(t *testing.T) {
 	}
 	// What a user of one store compiles holds no other store's driver.
 	for pkg, drivers := range map[string][]string{
-		"github.com/redfence/redfence/mutex":             {"github.com/jackc/pgx", "github.com/go-sql-driver/", "modernc.org/"},
-		"github.com/redfence/redfence/fenced":            {"github.com/go-sql-driver/", "modernc.org/"},
-		"github.com/redfence/redfence/fenced/redisfence": {"github.com/jackc/pgx", "github.com/go-sql-driver/", "modernc.org/"},
+		"github.com/redfence/redfence/mutex":            {"github.com/jackc/pgx", "github.com/go-sql-driver/", "modernc.org/"},
+		"github.com/redfence/redfence/fenced":           {"github.com/go-sql-driver/", "modernc.org/"},
+		"github.com/redfence/redfence/redis/redisfence": {"github.com/jackc/pgx", "github.com/go-sql-driver/", "modernc.org/"},
 	} {
 		for _, dep := range deps(pkg) {
 			for _, driver := range drivers {
@@ -44,7 +44,7 @@ func TestImportsNoDriver(t *testing.T) {
 	}
 	// The fences share the Locker's ErrInvalid through internal/invalid, not
 	// by importing the Locker.
-	for _, pkg := range []string{"fenced", "fenced/fence", "fenced/sqlfence", "fenced/redisfence"} {
+	for _, pkg := range []string{"fenced", "fenced/fence", "fenced/sqlfence", "redis/redisfence"} {
 		for _, dep := range deps("github.com/redfence/redfence/" + pkg) {
 			assert.False(t, strings.HasPrefix(dep, "github.com/redfence/redfence/mutex"), "%s depends on %s", pkg, dep)
 		}

@@ -12,18 +12,19 @@ import (
 	"github.com/redfence/redfence/election"
 	"github.com/redfence/redfence/fenced"
 	"github.com/redfence/redfence/fenced/fence"
-	"github.com/redfence/redfence/fenced/redisfence"
 	"github.com/redfence/redfence/fenced/sqlfence"
+	"github.com/redfence/redfence/internal/redistest"
 	"github.com/redfence/redfence/internal/testutil"
-	"github.com/redfence/redfence/middleware/asynqlock"
-	"github.com/redfence/redfence/middleware/httplock"
-	"github.com/redfence/redfence/middleware/idempotency"
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/admin"
 	"github.com/redfence/redfence/mutex/backend"
-	"github.com/redfence/redfence/mutex/backend/pgdriver"
-	"github.com/redfence/redfence/mutex/backend/redisdriver"
-	"github.com/redfence/redfence/mutex/backend/redlockdriver"
+	"github.com/redfence/redfence/pgdriver"
+	"github.com/redfence/redfence/redis/asynqlock"
+	"github.com/redfence/redfence/redis/httplock"
+	"github.com/redfence/redfence/redis/idempotency"
+	"github.com/redfence/redfence/redis/redisdriver"
+	"github.com/redfence/redfence/redis/redisfence"
+	"github.com/redfence/redfence/redis/redlockdriver"
 	"github.com/redfence/redfence/runner"
 )
 
@@ -34,7 +35,7 @@ import (
 func TestEveryPackagesBadInputIsErrInvalid(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: testutil.RefusedAddr(t), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	l := testutil.Locker(t, rdb)
+	l := redistest.Locker(t, rdb)
 	ctx := context.Background()
 	scope := func(*http.Request) string { return "tenant" }
 	// A pool that never connects: New sends nothing.
@@ -94,4 +95,4 @@ func TestEveryPackagesBadInputIsErrInvalid(t *testing.T) {
 	})
 }
 
-func TestMain(m *testing.M) { testutil.Main(m) }
+func TestMain(m *testing.M) { redistest.Main(m) }

@@ -42,7 +42,7 @@ func PgBouncer(t testing.TB, connString string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	port := freePort(t)
+	port := FreePort(t)
 	ini := fmt.Sprintf(`[databases]
 * = host=%s port=%d
 [pgbouncer]

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redfence/redfence/internal/hostlink"
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/backend"
-	"github.com/redfence/redfence/mutex/internal/hostlink"
 )
 
 // ErrPartial is matched by ListAll's error when a quorum of Redlock nodes

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/redfence/redfence/internal/glob"
+	"github.com/redfence/redfence/internal/hostlink"
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/backend"
-	"github.com/redfence/redfence/mutex/internal/glob"
-	"github.com/redfence/redfence/mutex/internal/hostlink"
 )
 
 // Inspection over the backend's backend.Inspector: the public LockInfo,

@@ -4,8 +4,8 @@ import (
 	"context"
 	"unicode/utf8"
 
+	"github.com/redfence/redfence/internal/hostlink"
 	"github.com/redfence/redfence/mutex"
-	"github.com/redfence/redfence/mutex/internal/hostlink"
 )
 
 // ForceOptions say which holder a forced release ends, and who asks why.

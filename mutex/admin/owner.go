@@ -3,9 +3,9 @@ package admin
 import (
 	"strings"
 
+	"github.com/redfence/redfence/internal/hostlink"
+	"github.com/redfence/redfence/internal/ownerid"
 	"github.com/redfence/redfence/mutex"
-	"github.com/redfence/redfence/mutex/internal/hostlink"
-	"github.com/redfence/redfence/mutex/internal/ownerid"
 )
 
 // maxOwnerID is the longest owner id mutex.WithOwner takes.

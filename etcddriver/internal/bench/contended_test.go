@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redfence/redfence/etcddriver/internal/etcdtest"
 	"github.com/redfence/redfence/internal/benchkit"
+	"github.com/redfence/redfence/internal/etcdtest"
 )
 
 // BenchmarkEtcdContended has g goroutines take one key in turn on one

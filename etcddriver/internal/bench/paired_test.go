@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redfence/redfence/etcddriver/internal/etcdtest"
 	"github.com/redfence/redfence/internal/benchkit"
+	"github.com/redfence/redfence/internal/etcdtest"
 )
 
 // pairBlock is the cycles one side of a pair runs before the other's turn,

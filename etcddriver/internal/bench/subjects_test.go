@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	etcddriver "github.com/redfence/redfence/etcddriver"
-	"github.com/redfence/redfence/etcddriver/internal/etcdtest"
+	"github.com/redfence/redfence/internal/etcdtest"
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/backend"
 )

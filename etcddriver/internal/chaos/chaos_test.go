@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	etcddriver "github.com/redfence/redfence/etcddriver"
-	"github.com/redfence/redfence/etcddriver/internal/etcdtest"
 	"github.com/redfence/redfence/internal/chaoskit"
+	"github.com/redfence/redfence/internal/etcdtest"
 	"github.com/redfence/redfence/internal/testutil"
 	"github.com/redfence/redfence/mutex"
 )

@@ -1,0 +1,13 @@
+package electiontest
+
+import (
+	"testing"
+
+	"github.com/redfence/redfence/internal/redistest"
+)
+
+// The Example functions find their server in the environment, as a
+// reader's program would.
+func TestMain(m *testing.M) {
+	redistest.MainWithEnv(m, []string{redistest.EnvRedisAddr})
+}
