@@ -6,7 +6,7 @@
 // The Locker knows no store, as database/sql knows no database: a driver
 // package builds the backend and New builds the Locker over it.
 //
-//	d, err := redisdriver.New(rdb) // or redlockdriver.New(clients), etcddriver.New(cli)
+//	d, err := redisdriver.New(rdb) // or redlockdriver, etcddriver, pgdriver
 //	...
 //	locker, err := mutex.New(d)
 //	...

@@ -290,7 +290,7 @@ func TestPostgresPackageDatabase(t *testing.T) {
 	pool := testutil.Postgres(t)
 	var name string
 	require.NoError(t, pool.QueryRow(context.Background(), "SELECT current_database()").Scan(&name))
-	assert.True(t, strings.HasPrefix(name, "redfence_testutil_"), "database %q is the package's own", name)
+	assert.True(t, strings.HasPrefix(name, "redfence_redistest_"), "database %q is the package's own", name)
 
 	// A second call in the same package gets the same database.
 	var again string
@@ -394,7 +394,7 @@ func TestMySQLPackageDatabase(t *testing.T) {
 	db := testutil.MySQL(t)
 	var name string
 	require.NoError(t, db.QueryRow("SELECT DATABASE()").Scan(&name))
-	assert.True(t, strings.HasPrefix(name, "redfence_testutil_"), "database %q is the package's own", name)
+	assert.True(t, strings.HasPrefix(name, "redfence_redistest_"), "database %q is the package's own", name)
 
 	// A second call in the same package gets the same database.
 	var again string

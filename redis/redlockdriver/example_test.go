@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/mutex/backend"
 	"github.com/redfence/redfence/redis/redlockdriver"
 )
@@ -48,4 +50,44 @@ func ExampleNew() {
 	// acquired: true quorum: 2
 	// held: true true
 	// left: 0 <nil>
+}
+
+// A Redlock Locker is New over redlockdriver's backend of independent Redis
+// masters (not replicas of one another): a lock is held when a majority
+// granted it. It has the API of a single-deployment Locker.
+func Example_locker() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var masters []redis.UniversalClient
+	for _, addr := range strings.Split(os.Getenv("REDLOCK_ADDRS"), ",") {
+		masters = append(masters, redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}))
+	}
+	defer func() {
+		for _, c := range masters {
+			_ = c.Close()
+		}
+	}()
+
+	_, err := redlockdriver.New(masters[:2])
+	fmt.Println("two masters:", errors.Is(err, mutex.ErrInvalid))
+
+	d, err := redlockdriver.New(masters)
+	if err != nil {
+		log.Fatal(err)
+	}
+	locker, err := mutex.New(d)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+
+	err = locker.Do(ctx, "ledger:42", func(ctx context.Context, lk *mutex.Lock) error {
+		fmt.Println("held on a majority of", len(masters), "masters, token:", lk.Token() > 0)
+		return nil
+	})
+	fmt.Println("err:", err)
+	// Output:
+	// two masters: true
+	// held on a majority of 3 masters, token: true
+	// err: <nil>
 }

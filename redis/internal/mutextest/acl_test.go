@@ -23,7 +23,7 @@ import (
 // does: locks, waiting with wake-ups, renewal, inspection, a listing, a
 // forced release with its audit, asynqlock's busy record and a runner slot.
 func TestDocumentedACL(t *testing.T) {
-	doc, err := os.ReadFile("../SECURITY.md")
+	doc, err := os.ReadFile("../../../SECURITY.md")
 	require.NoError(t, err)
 	block := regexp.MustCompile("(?s)```\n(ACL SETUSER redfence .*?)\n```").FindSubmatch(doc)
 	require.NotNil(t, block, "SECURITY.md has no ACL SETUSER redfence block")

@@ -1,4 +1,4 @@
-package mutextest
+package redisdriver_test
 
 import (
 	"context"

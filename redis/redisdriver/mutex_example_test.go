@@ -1,4 +1,4 @@
-package mutextest
+package redisdriver_test
 
 import (
 	"context"
@@ -6,21 +6,19 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/mutex"
 	"github.com/redfence/redfence/redis/redisdriver"
-	"github.com/redfence/redfence/redis/redlockdriver"
 )
 
 // A lock on a key of one Redis deployment: a driver builds the backend
 // over the client, New the Locker over the backend (which it then owns).
 // Lock waits until the key is free, Release frees it, and the lock's
 // context ends on either loss or release.
-func Example() {
+func Example_locker() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
@@ -267,46 +265,6 @@ func Example_lockJoin() {
 	// caller gone: true
 	// lock held: true
 	// lock released: true
-}
-
-// A Redlock Locker is New over redlockdriver's backend of independent Redis
-// masters (not replicas of one another): a lock is held when a majority
-// granted it. It has the API of a single-deployment Locker.
-func Example_newRedlock() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var masters []redis.UniversalClient
-	for _, addr := range strings.Split(os.Getenv("REDLOCK_ADDRS"), ",") {
-		masters = append(masters, redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}))
-	}
-	defer func() {
-		for _, c := range masters {
-			_ = c.Close()
-		}
-	}()
-
-	_, err := redlockdriver.New(masters[:2])
-	fmt.Println("two masters:", errors.Is(err, mutex.ErrInvalid))
-
-	d, err := redlockdriver.New(masters)
-	if err != nil {
-		log.Fatal(err)
-	}
-	locker, err := mutex.New(d)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer locker.Close()
-
-	err = locker.Do(ctx, "ledger:42", func(ctx context.Context, lk *mutex.Lock) error {
-		fmt.Println("held on a majority of", len(masters), "masters, token:", lk.Token() > 0)
-		return nil
-	})
-	fmt.Println("err:", err)
-	// Output:
-	// two masters: true
-	// held on a majority of 3 masters, token: true
-	// err: <nil>
 }
 
 // lockerFor builds a Locker over rdb as the examples' programs do: a
