@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redfence/redfence/election"
+	"github.com/redfence/redfence/etcddriver"
 	"github.com/redfence/redfence/fenced"
 	"github.com/redfence/redfence/fenced/fence"
 	"github.com/redfence/redfence/fenced/sqlfence"
@@ -57,6 +58,11 @@ func TestEveryPackagesBadInputIsErrInvalid(t *testing.T) {
 		{"mutex/backend", backend.ErrInvalid, func() error { return backend.ErrInvalid }},
 		{"pgdriver: nil db", pgdriver.ErrInvalid, func() error { _, err := pgdriver.New(nil); return err }},
 		{"pgdriver: empty schema", pgdriver.ErrInvalid, func() error { _, err := pgdriver.New(pool, pgdriver.WithSchema("")); return err }},
+		{"etcddriver: nil client", etcddriver.ErrInvalid, func() error { _, err := etcddriver.New(nil); return err }},
+		{"etcddriver: negative token base", etcddriver.ErrInvalid, func() error {
+			_, err := etcddriver.New(nil, etcddriver.WithTokenBase(-1))
+			return err
+		}},
 		{"redisdriver: nil client", nil, func() error { _, err := redisdriver.New(nil); return err }},
 		{"redisdriver: brace prefix", nil, func() error { _, err := redisdriver.New(rdb, redisdriver.WithPrefix("a{")); return err }},
 		{"redlockdriver: two nodes", nil, func() error {
