@@ -17,9 +17,10 @@ import (
 )
 
 // BenchmarkLedgerPGPaired is BenchmarkLedgerPaired's transfer on
-// PostgreSQL alone: per-account locks on pgdriver (LockAll of both
-// accounts), both holds checked first in the transfer's own transaction
-// (pgdriver.Check), read both balances, write both back. It is paired with
+// PostgreSQL alone: per-account locks on pgdriver, taken in the transfer's
+// own transaction (LockTx), or by the Locker (LockAll of both accounts)
+// and checked first in the transfer's transaction (pgdriver.Check); then
+// read both balances, write both back. It is paired with
 // the same transfer with no lock at all (the accounts' rows locked FOR
 // UPDATE in id order, the floor), and with the Redis lock and the
 // PostgreSQL fence of BenchmarkLedgerPaired; each worker has its own pool
@@ -68,6 +69,19 @@ func BenchmarkLedgerPGPaired(b *testing.B) {
 		})
 		return wait, err
 	}
+	// The same transfer with both keys taken in its own transaction
+	// (LockTx): the lock, its check and the write are one commit.
+	pgLockTx := func(ctx context.Context, w, from, to int) (wait time.Duration, err error) {
+		err = pgx.BeginFunc(ctx, pools[w], func(tx pgx.Tx) error {
+			t0 := time.Now()
+			if _, err := drivers[w].LockTx(ctx, tx, fmt.Sprint("account:", from), fmt.Sprint("account:", to)); err != nil {
+				return err
+			}
+			wait = time.Since(t0)
+			return moveOne(ctx, tx, from, to, "")
+		})
+		return wait, err
+	}
 	noLock := func(ctx context.Context, w, from, to int) (time.Duration, error) {
 		return 0, pgx.BeginFunc(ctx, pools[w], func(tx pgx.Tx) error {
 			return moveOne(ctx, tx, from, to, " ORDER BY id FOR UPDATE")
@@ -85,6 +99,8 @@ func BenchmarkLedgerPGPaired(b *testing.B) {
 	side := func(xfer func(context.Context, int, int, int) (time.Duration, error)) *ledgerSide {
 		return &ledgerSide{pool: pool, guard: guard, lockers: lockers, meter: meter, xfer: xfer}
 	}
+	pair("pglocktx-vs-nolock", side(pgLockTx), side(noLock))
+	pair("pglocktx-vs-redis-fence", side(pgLockTx), &ledgerSide{pool: pool, guard: guard, lockers: lockers, meter: meter})
 	pair("pglock-vs-nolock", side(pgLock), side(noLock))
 	pair("pglock-vs-redis-fence", side(pgLock), &ledgerSide{pool: pool, guard: guard, lockers: lockers, meter: meter})
 }

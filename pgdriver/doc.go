@@ -8,6 +8,10 @@
 //	tx, err := pool.Begin(ctx)
 //	err = d.Check(ctx, tx, lk) // the lock and the fence are one
 //
+// A write that fits in one transaction can take its keys in it instead:
+//
+//	tokens, err := d.LockTx(ctx, tx, "account:42", "account:7")
+//
 // # Guarantees and assumptions
 //
 //   - A lease is timed by the database's clock (clock_timestamp()), never a
@@ -24,6 +28,12 @@
 //     the hold's lease is live and its token current, and row-locks the
 //     lease until the transaction ends: a competing Acquire waits for it
 //     instead of taking the key.
+//   - LockTx takes keys for the life of the transaction in one statement: a
+//     new token each (above every earlier one, the Locker's too) and their
+//     rows locked until commit or rollback, when the keys are free with
+//     nothing to release. Locker acquisitions and other LockTx calls wait
+//     for it; a key a live lease holds is refused (ErrNotAcquired). It has
+//     no renewal and no loss signal: the transaction is the hold.
 //   - A release NOTIFYs. With WithListener (a session to PostgreSQL itself,
 //     one connection per Driver) waiters LISTEN and take a freed key at
 //     once; without it, as behind PgBouncer's transaction mode, they poll,
@@ -45,6 +55,8 @@
 //	nil db, a bad option (New)                     ErrInvalid (mutex.ErrInvalid)
 //	Check: nil ctx, tx or hold                     ErrInvalid
 //	Check: the hold's lease is not live            ErrNotHeld: roll back
+//	LockTx: nil ctx or tx, no keys, a bad key      ErrInvalid
+//	LockTx: a live lease holds a key               mutex.ErrNotAcquired: roll back
 //	a statement fails or times out                 wraps mutex.ErrUnavailable and pgx's error
 //	the table does not exist (run Migrate)         wraps PostgreSQL's 42P01 error
 package pgdriver

@@ -14,7 +14,7 @@ import (
 
 // statements are the Driver's SQL for its table, built once by New.
 type statements struct {
-	acquire, release, extend, ttl, abandon, check string
+	acquire, release, extend, ttl, abandon, check, lockTx string
 }
 
 // The token is the key's last one plus one, and at least the database's
@@ -69,6 +69,7 @@ FROM ` + t + ` AS l WHERE l.key = $1`,
 WHERE l.key = $1 AND l.owner = $2 RETURNING l.key)
 SELECT CASE WHEN octet_length(r.key) < 8000 THEN pg_notify(` + quoteLiteral(channel) + `, r.key)::text END FROM r`,
 		check: `SELECT 1 FROM ` + t + ` AS l WHERE l.key = $1 AND l.token = $2 AND l.owner IS NOT NULL AND ` + live + ` FOR UPDATE`,
+		lockTx: lockTxStatement(t),
 	}
 }
 
