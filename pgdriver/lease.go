@@ -68,7 +68,7 @@ FROM ` + t + ` AS l WHERE l.key = $1`,
 		abandon: `WITH r AS (UPDATE ` + t + ` AS l SET owner = NULL, count = 0, expires_at = NULL
 WHERE l.key = $1 AND l.owner = $2 RETURNING l.key)
 SELECT CASE WHEN octet_length(r.key) < 8000 THEN pg_notify(` + quoteLiteral(channel) + `, r.key)::text END FROM r`,
-		check: `SELECT 1 FROM ` + t + ` AS l WHERE l.key = $1 AND l.token = $2 AND l.owner IS NOT NULL AND ` + live + ` FOR UPDATE`,
+		check:  `SELECT 1 FROM ` + t + ` AS l WHERE l.key = $1 AND l.token = $2 AND l.owner IS NOT NULL AND ` + live + ` FOR UPDATE`,
 		lockTx: lockTxStatement(t),
 	}
 }
