@@ -33,7 +33,8 @@
 //     rows locked until commit or rollback, when the keys are free with
 //     nothing to release. Locker acquisitions and other LockTx calls wait
 //     for it; a key a live lease holds is refused (ErrNotAcquired). It has
-//     no renewal and no loss signal: the transaction is the hold.
+//     no renewal and no loss signal: the transaction is the hold, and its
+//     tokens are the transaction's (a rollback undoes them).
 //   - A release NOTIFYs. With WithListener (a session to PostgreSQL itself,
 //     one connection per Driver) waiters LISTEN and take a freed key at
 //     once; without it, as behind PgBouncer's transaction mode, they poll,

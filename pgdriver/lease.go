@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -108,9 +109,12 @@ func (d *Driver) Release(ctx context.Context, l backend.Lease) (int64, error) {
 // Extend renews every lease in one statement.
 func (d *Driver) Extend(ctx context.Context, leases []backend.Lease) ([]backend.Renewal, error) {
 	out := make([]backend.Renewal, len(leases))
-	keys, owners := make([]string, len(leases)), make([]string, len(leases))
-	tokens, ttls := make([]int64, len(leases)), make([]int64, len(leases))
-	for i, l := range leases {
+	// In the keys' byte order, as LockTx locks rows, so that a renewal of
+	// several keys and a transaction taking some of them do not deadlock.
+	sorted := slices.SortedFunc(slices.Values(leases), func(a, b backend.Lease) int { return strings.Compare(a.Key, b.Key) })
+	keys, owners := make([]string, len(sorted)), make([]string, len(sorted))
+	tokens, ttls := make([]int64, len(sorted)), make([]int64, len(sorted))
+	for i, l := range sorted {
 		keys[i], owners[i], tokens[i], ttls[i] = l.Key, l.Owner, l.Token, l.TTL.Milliseconds()
 	}
 	rows, err := d.db.Query(ctx, d.sql.extend, keys, owners, tokens, ttls)
