@@ -1,7 +1,7 @@
 // Package bench compares redfence with the raw floor (SET NX PX, then a
 // compare-and-delete EVALSHA) and with its peers, bsm/redislock and
 // go-redsync/redsync, side by side, against private redis-servers started by
-// internal/testutil (and PostgreSQL for fenced). It is a module of its own so
+// internal/redistest (and PostgreSQL, from internal/testutil, for fenced). It is a module of its own so
 // that peers never enter redfence's go.mod.
 //
 // Benchmarks: Uncontended (each subject on its own, sequential, with a busy

@@ -25,7 +25,7 @@ func init() {
 	mutexhooks.RWSubscribed = func(l any, name string) bool { return hookRWSubscribed(l.(*Locker), name) }
 }
 
-// hookWaitersOf: counts the goroutines of l queued for key.
+// hookWaitersOf is mutexhooks.WaitersOf.
 func hookWaitersOf(l *Locker, key string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -36,23 +36,23 @@ func hookWaitersOf(l *Locker, key string) int {
 	return len(q.waiters)
 }
 
-// hookLockerIDOf: is the id a Locker queues under in Redis.
+// hookLockerIDOf is mutexhooks.LockerIDOf.
 func hookLockerIDOf(l *Locker) string { return l.id }
 
-// hookRenewWakes: counts the times an acquisition woke l's renewal loop.
+// hookRenewWakes is mutexhooks.RenewWakes.
 func hookRenewWakes(l *Locker) int64 { return l.renew.wakes.Load() }
 
-// hookRenewAsleep: is when l's renewal loop plans to wake (zero while it works).
+// hookRenewAsleep is mutexhooks.RenewAsleep.
 func hookRenewAsleep(l *Locker) time.Time {
 	l.renew.mu.Lock()
 	defer l.renew.mu.Unlock()
 	return l.renew.asleep
 }
 
-// hookIsUnsetGlobal: reports whether tp is otel's default global TracerProvider.
+// hookIsUnsetGlobal is mutexhooks.IsUnsetGlobal.
 func hookIsUnsetGlobal(tp trace.TracerProvider) bool { return isUnsetGlobal(tp) }
 
-// operation now.
+// hookStartsSpans is mutexhooks.StartsSpans.
 func hookStartsSpans(l *Locker) bool {
 	_, span := l.tel.startSpan(context.Background(), "probe", "probe", 0)
 	defer span.End()
@@ -60,7 +60,7 @@ func hookStartsSpans(l *Locker) bool {
 	return !skipped
 }
 
-// hookOrderOf: is the order LockAll takes keys in, their groups flattened.
+// hookOrderOf is mutexhooks.OrderOf.
 func hookOrderOf(l *Locker, keys []string) []string {
 	var out []string
 	for _, g := range l.order(keys) {
@@ -69,7 +69,7 @@ func hookOrderOf(l *Locker, keys []string) []string {
 	return out
 }
 
-// hookGroupOf: is key's group in l's backend (backend.Batcher), -1 without one.
+// hookGroupOf is mutexhooks.GroupOf.
 func hookGroupOf(l *Locker, key string) int {
 	if l.drv.ba == nil {
 		return -1
@@ -77,7 +77,7 @@ func hookGroupOf(l *Locker, key string) int {
 	return l.drv.ba.Group(key)
 }
 
-// release notifications are asked for).
+// hookSemaphoreSubscribed is mutexhooks.SemaphoreSubscribed.
 func hookSemaphoreSubscribed(l *Locker, name string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -85,10 +85,10 @@ func hookSemaphoreSubscribed(l *Locker, name string) bool {
 	return q != nil && q.subscribed && q.unwatch != nil
 }
 
-// hookSemaphoreWaiters: counts the goroutines of l queued for a permit of name.
+// hookSemaphoreWaiters is mutexhooks.SemaphoreWaiters.
 func hookSemaphoreWaiters(l *Locker, name string) int { return hookWaitersOf(l, semQueueKey(name)) }
 
-// hookRWSubscribed: is SemaphoreSubscribed for the read-write lock of name.
+// hookRWSubscribed is mutexhooks.RWSubscribed.
 func hookRWSubscribed(l *Locker, name string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -17,8 +17,7 @@ type Case struct {
 }
 
 // CheckInvalid runs cases: each gets an error matching mutex.ErrInvalid,
-// and a package's own ErrInvalid is mutex.ErrInvalid. The etcd module adds
-// its driver's cases to Cases and runs the same check.
+// and a package's own ErrInvalid is mutex.ErrInvalid.
 func CheckInvalid(t *testing.T, cases []Case) {
 	t.Helper()
 	for _, c := range cases {

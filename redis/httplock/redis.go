@@ -52,7 +52,7 @@ func (h *handler) callWithin(ctx context.Context, timeout time.Duration, cmd boo
 }
 
 // bounded runs fn and returns by ctx's deadline, with go-redis's default
-// client too (internal/bounded). The request's error marks Redis down, so
+// client too (redis/internal/bounded). The request's error marks Redis down, so
 // that those after it make no call: goroutines it stops waiting for exist
 // only for the calls in flight when Redis stopped answering.
 func (h *handler) bounded(ctx context.Context, fn func(ctx context.Context) error) error {

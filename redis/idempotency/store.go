@@ -24,7 +24,7 @@ const LockPrefix = "idempotency:"
 func (h *handler) recordKey(id string) string { return h.cfg.prefix + redisfence.Tag(id) }
 
 // within runs fn bounded by WithStoreTimeout, and returns by its deadline
-// whatever the client (internal/bounded); cmd says fn is a command of the
+// whatever the client (redis/internal/bounded); cmd says fn is a command of the
 // client's own, which a client without ContextTimeoutEnabled would not end
 // by the deadline (a Locker's calls do). extra is added for a large write.
 func (h *handler) within(ctx context.Context, extra time.Duration, cmd bool, fn func(ctx context.Context) error) error {
