@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
@@ -105,21 +104,7 @@ func TestLockTxAndTheLocker(t *testing.T) {
 	require.Len(t, tokens, 2)
 	assert.Equal(t, tokens[0], tokens[1], "a key named twice is one lock")
 
-	got := make(chan *mutex.Lock, 1)
-	go func() {
-		lk, err := l.TryLock(ctx, "k")
-		assert.NoError(t, err)
-		got <- lk
-	}()
-	require.Eventually(t, func() bool {
-		var n int
-		return pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'leaser' AND wait_event_type = 'Lock'`).Scan(&n) == nil && n == 1
-	}, 10*time.Second, time.Millisecond, "the Locker waits on the transaction's row")
-	select {
-	case <-got:
-		t.Fatal("the Locker took the key under an open LockTx transaction")
-	default:
-	}
+	got := tryBlocked(t, pool, l, "k", "leaser")
 	require.NoError(t, tx.Commit(ctx))
 	lk := <-got
 	require.NotNil(t, lk)

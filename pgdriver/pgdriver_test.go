@@ -129,21 +129,7 @@ func TestAcquireWaitsForACheckedTransaction(t *testing.T) {
 		return pool.QueryRow(ctx, `SELECT expires_at < clock_timestamp() FROM `+table+` WHERE key = 'row'`).Scan(&over) == nil && over
 	}, 10*time.Second, time.Millisecond, "the lease ran out on the database's clock")
 
-	got := make(chan *mutex.Lock, 1)
-	go func() {
-		lk2, err := b.TryLock(ctx, "row")
-		assert.NoError(t, err)
-		got <- lk2
-	}()
-	require.Eventually(t, func() bool {
-		var n int
-		return pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'competitor' AND wait_event_type = 'Lock'`).Scan(&n) == nil && n == 1
-	}, 10*time.Second, time.Millisecond, "the competitor waits on the checked row")
-	select {
-	case <-got:
-		t.Fatal("the competitor took the key under an open checked transaction")
-	default:
-	}
+	got := tryBlocked(t, pool, b, "row", "competitor")
 	require.NoError(t, tx.Commit(ctx))
 	lk2 := <-got
 	require.NotNil(t, lk2)
@@ -428,4 +414,29 @@ func checkedWrite(t *testing.T, ctx context.Context, pool *pgxpool.Pool, d *pgdr
 	_, err = tx.Exec(ctx, `INSERT INTO `+table+` VALUES ($1)`, who)
 	require.NoError(t, err)
 	return tx.Commit(ctx)
+}
+
+// tryBlocked starts l.TryLock(key) and returns once the database shows
+// l's connections (application_name app) waiting on a row lock, having
+// failed the test if the Lock came first; it arrives on the channel once
+// the row is let go.
+func tryBlocked(t *testing.T, pool *pgxpool.Pool, l *mutex.Locker, key, app string) <-chan *mutex.Lock {
+	t.Helper()
+	ctx := t.Context()
+	got := make(chan *mutex.Lock, 1)
+	go func() {
+		lk, err := l.TryLock(ctx, key)
+		assert.NoError(t, err)
+		got <- lk
+	}()
+	require.Eventually(t, func() bool {
+		var n int
+		return pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&n) == nil && n == 1
+	}, 10*time.Second, time.Millisecond, "%s waits on the row of %q", app, key)
+	select {
+	case <-got:
+		t.Fatalf("%s took %q under an open transaction that row-locks it", app, key)
+	default:
+	}
+	return got
 }
