@@ -171,10 +171,20 @@ const migrateLock = 7310591337469141521
 // (ForcedTable) and election's journal (TermsTable, TermHeadsTable) when
 // they do not exist. Several replicas may run it at once: each waits for the
 // others' transaction, then finds the table there. It works through
-// PgBouncer in transaction mode (the lock is the transaction's).
+// PgBouncer in transaction mode (the lock is the transaction's). When every
+// table is there already it creates nothing, so a role without the CREATE
+// privilege, as services often run under, may call it at every start.
 func (d *Driver) Migrate(ctx context.Context) error {
 	if ctx == nil {
 		return invalidf("nil context")
+	}
+	all := []string{d.table, d.tables.slots, d.tables.records, d.tables.forced, d.tables.terms, d.tables.heads}
+	var there bool
+	if err := d.db.QueryRow(ctx, `SELECT bool_and(to_regclass(n) IS NOT NULL) FROM unnest($1::text[]) AS n`, all).Scan(&there); err != nil {
+		return fmt.Errorf("pgdriver: migrate: %w", err)
+	}
+	if there {
+		return nil
 	}
 	tx, err := d.db.Begin(ctx)
 	if err != nil {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -439,4 +441,48 @@ func tryBlocked(t *testing.T, pool *pgxpool.Pool, l *mutex.Locker, key, app stri
 	default:
 	}
 	return got
+}
+
+// TestMigrateWithoutCreatePrivilege: a service's role that may use the
+// tables but create nothing can run Migrate at every start once the tables
+// are there; with one missing, Migrate says PostgreSQL refused it.
+func TestMigrateWithoutCreatePrivilege(t *testing.T) {
+	pool, schema := setup(t)
+	ctx := t.Context()
+	role := fmt.Sprintf("redfence_noddl_%d_%d", os.Getpid(), schemas.Add(1)) // roles are the cluster's, not the database's
+	for _, s := range []string{
+		`CREATE ROLE ` + role + ` LOGIN`,
+		`GRANT USAGE ON SCHEMA ` + schema + ` TO ` + role,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ` + schema + ` TO ` + role,
+	} {
+		_, err := pool.Exec(ctx, s)
+		require.NoError(t, err, s)
+	}
+	t.Cleanup(func() {
+		bg := context.WithoutCancel(ctx)
+		_, _ = pool.Exec(bg, `DROP OWNED BY `+role)
+		_, _ = pool.Exec(bg, `DROP ROLE `+role)
+	})
+	cfg, err := pgxpool.ParseConfig(testutil.PostgresURL(t))
+	require.NoError(t, err)
+	cfg.ConnConfig.User = role
+	rpool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(rpool.Close)
+	d, err := pgdriver.New(rpool, pgdriver.WithSchema(schema))
+	require.NoError(t, err)
+	require.NoError(t, d.Migrate(ctx), "every table is there: nothing to create")
+	l, err := mutex.New(d)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	lk, err := l.TryLock(ctx, "k")
+	require.NoError(t, err, "the role can take locks")
+	require.NoError(t, lk.Release(ctx))
+
+	_, err = pool.Exec(ctx, `DROP TABLE `+pgx.Identifier{schema, pgdriver.ForcedTable}.Sanitize())
+	require.NoError(t, err)
+	err = d.Migrate(ctx)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr, "a table to create, and no privilege to")
+	assert.Equal(t, "42501", pgErr.Code, "insufficient_privilege: %v", err)
 }
