@@ -39,11 +39,14 @@ func TestElectionOverPostgres(t *testing.T) {
 	assert.WithinDuration(t, time.Now(), seen.Since, time.Minute, "the term's start, on the database's clock")
 
 	won := make(chan *election.Term, 1)
+	campaigned := make(chan struct{})
 	go func() {
+		defer close(campaigned)
 		tb, err := eb.Campaign(ctx, "replica-b")
 		assert.NoError(t, err)
 		won <- tb
 	}()
+	defer func() { cancel(); <-campaigned }() // a failed test ends the campaign before it returns
 	require.NoError(t, ta.Release(ctx))
 	select {
 	case <-ta.Context().Done():

@@ -57,7 +57,7 @@ WHERE key = $1 ORDER BY id DESC LIMIT ` + strconv.Itoa(forcedShown),
 	SELECT $1, clock_timestamp(), $3, $4, token, token + 1, owner, count FROM freed
 )
 SELECT true, owner, token, count,
-	CASE WHEN octet_length($1) < 8000 THEN pg_notify(` + quoteLiteral(channel) + `, $1)::text END
+	` + notifyKey(channel, "$1") + `
 FROM freed
 UNION ALL
 SELECT false, '', l.token, 0, NULL FROM ` + locks + ` AS l

@@ -57,7 +57,7 @@ FROM ` + t + ` AS l WHERE l.key = $1 AND NOT EXISTS (SELECT 1 FROM up)`,
 	expires_at = CASE WHEN l.count > 1 THEN l.expires_at END
 WHERE l.key = $1 AND l.owner = $2 AND l.token = $3 AND ` + live + `
 RETURNING l.key, l.count)
-SELECT r.count, CASE WHEN r.count = 0 AND octet_length(r.key) < 8000 THEN pg_notify(` + quoteLiteral(channel) + `, r.key)::text END FROM r`,
+SELECT r.count, CASE WHEN r.count = 0 THEN ` + notifyKey(channel, "r.key") + ` END FROM r`,
 		extend: `UPDATE ` + t + ` AS l SET expires_at = clock_timestamp() + v.ttl * interval '1 millisecond',
 	renewed_at = clock_timestamp()
 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS v(key, owner, token, ttl)
@@ -68,7 +68,7 @@ RETURNING l.key, l.token`,
 FROM ` + t + ` AS l WHERE l.key = $1`,
 		abandon: `WITH r AS (UPDATE ` + t + ` AS l SET owner = NULL, count = 0, expires_at = NULL
 WHERE l.key = $1 AND l.owner = $2 RETURNING l.key)
-SELECT CASE WHEN octet_length(r.key) < 8000 THEN pg_notify(` + quoteLiteral(channel) + `, r.key)::text END FROM r`,
+SELECT ` + notifyKey(channel, "r.key") + ` FROM r`,
 		check:  `SELECT 1 FROM ` + t + ` AS l WHERE l.key = $1 AND l.token = $2 AND l.owner IS NOT NULL AND ` + live + ` FOR UPDATE`,
 		lockTx: lockTxStatement(t),
 	}
@@ -209,6 +209,13 @@ func (d *Driver) Check(ctx context.Context, tx pgx.Tx, h Held) error {
 // failed is a statement's error: the outcome is unknown.
 func failed(op string, err error) error {
 	return fmt.Errorf("pgdriver: %s: %w: %w", op, backend.ErrUnavailable, err)
+}
+
+// notifyKey is the expression that NOTIFYs the Driver's channel of key (an
+// SQL expression), at commit; a key past NOTIFY's 8000-byte payload is not
+// sent, and its waiters poll.
+func notifyKey(channel, key string) string {
+	return `CASE WHEN octet_length(` + key + `) < 8000 THEN pg_notify(` + quoteLiteral(channel) + `, ` + key + `)::text END`
 }
 
 // quoteLiteral quotes s as an SQL string literal: the channel's name is the

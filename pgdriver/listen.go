@@ -20,7 +20,6 @@ type listener struct {
 	mu      sync.Mutex
 	watches map[string]map[*func()]struct{}
 	ready   chan struct{} // closed while the session LISTENs; replaced when it is lost
-	started bool
 	closed  bool
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -37,8 +36,7 @@ func (ln *listener) watch(key string, wake func()) (<-chan struct{}, func()) {
 	if ln.closed {
 		return make(chan struct{}), func() {} // reports nothing: ready stays open
 	}
-	if !ln.started {
-		ln.started = true
+	if ln.cancel == nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		ln.cancel = cancel
 		go ln.loop(ctx) // owned by the listener: close ends it and waits
@@ -65,7 +63,7 @@ func (ln *listener) loop(ctx context.Context) {
 	defer close(ln.done)
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
-		if err := ln.session(ctx); err == nil || ctx.Err() != nil {
+		if ln.session(ctx); ctx.Err() != nil {
 			return
 		}
 		ln.lost()
@@ -79,7 +77,7 @@ func (ln *listener) loop(ctx context.Context) {
 }
 
 // session connects, LISTENs, and wakes watches until the session fails or
-// ctx ends.
+// ctx ends; the error is the one that ended it.
 func (ln *listener) session(ctx context.Context) error {
 	conn, err := pgx.Connect(ctx, ln.url)
 	if err != nil {
@@ -137,9 +135,9 @@ func (ln *listener) lost() {
 func (ln *listener) close() {
 	ln.mu.Lock()
 	ln.closed = true
-	started, cancel := ln.started, ln.cancel
+	cancel := ln.cancel
 	ln.mu.Unlock()
-	if started {
+	if cancel != nil {
 		cancel()
 		<-ln.done
 	}

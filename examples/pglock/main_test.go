@@ -42,7 +42,4 @@ func TestDemoOnAServer(t *testing.T) { runDemo(t, testutil.PostgresURL(t)) }
 
 // TestDemoEmbedded: `go run ./examples/pglock` as written, on a throwaway
 // cluster from the installed PostgreSQL binaries.
-func TestDemoEmbedded(t *testing.T) {
-	res := runDemo(t, "")
-	assert.Positive(t, res.balance)
-}
+func TestDemoEmbedded(t *testing.T) { runDemo(t, "") }
