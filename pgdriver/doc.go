@@ -44,7 +44,9 @@
 //     database's clock (ServerTime), whatever the replicas' clocks say.
 //     Package election keeps its term journal in two tables; its
 //     observers poll them (every 100 ms), as nothing is pushed.
-//   - Semaphores and read-write locks are not built: errors.ErrUnsupported.
+//   - Semaphores and read-write locks (mutex.NewSemaphore, NewRWMutex) are
+//     rows of four more tables; each call is one PL/pgSQL function that
+//     locks the semaphore's or lock's row before it reads the holders.
 //
 // docs/pgdriver.md explains the table, the check, waking waiters and
 // PgBouncer; examples/pglock runs the lock and its check on a throwaway

@@ -2,6 +2,8 @@ package pgdriver
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -49,6 +51,10 @@ type Driver struct {
 	slots   slotStatements
 	inspect inspectStatements
 	journal journalStatements
+	sem     semStatements
+	rw      rwStatements
+	ddl     []string  // what Migrate creates beside the lease table
+	funcs   []string  // the functions it creates, by quoted name
 	listen  *listener // nil without WithListener: waiters poll
 }
 
@@ -75,16 +81,24 @@ func New(db DB, opts ...Option) (*Driver, error) {
 	t := tables{
 		slots: qualified(cfg, SlotsTable), records: qualified(cfg, RecordsTable),
 		forced: qualified(cfg, ForcedTable), terms: qualified(cfg, TermsTable), heads: qualified(cfg, TermHeadsTable),
+		sems: qualified(cfg, SemaphoresTable), permits: qualified(cfg, PermitsTable),
+		rwlocks: qualified(cfg, RWLocksTable), rwholds: qualified(cfg, RWHoldsTable),
 	}
 	d := &Driver{db: db, cfg: cfg, table: qualified(cfg, Table), tables: t}
 	d.slots = prepareSlots(t.slots, t.records)
-	channel := Table
-	if cfg.schema != "" {
-		channel = cfg.schema + "." + Table
-	}
+	channel := channelOf(cfg.schema)
 	d.sql = prepare(d.table, channel)
 	d.inspect = prepareInspect(d.table, t.forced, channel)
 	d.journal = prepareJournal(t.terms, t.heads)
+	sf := semFuncs{acquire: qualified(cfg, "redfence_sem_acquire"), release: qualified(cfg, "redfence_sem_release"),
+		extend: qualified(cfg, "redfence_sem_extend")}
+	rf := rwFuncs{reclaim: qualified(cfg, "redfence_rw_reclaim"), acquire: qualified(cfg, "redfence_rw_acquire"),
+		release: qualified(cfg, "redfence_rw_release"), extend: qualified(cfg, "redfence_rw_extend"),
+		downgrade: qualified(cfg, "redfence_rw_downgrade")}
+	d.sem = prepareSemaphores(t.sems, t.permits, sf, channel)
+	d.rw = prepareRW(t.rwlocks, t.rwholds, rf)
+	d.ddl = append(semaphoreTables(t.sems, t.permits, sf, channel), rwTables(t.rwlocks, t.rwholds, rf, channel)...)
+	d.funcs = []string{sf.acquire, sf.release, sf.extend, rf.reclaim, rf.acquire, rf.release, rf.extend, rf.downgrade}
 	if cfg.listenURL != "" {
 		d.listen = newListener(cfg.listenURL, channel)
 	}
@@ -168,19 +182,24 @@ const migrateLock = 7310591337469141521
 
 // Migrate creates the schema (WithSchema), the lease table, the runner's
 // two tables (SlotsTable, RecordsTable), the audit of forced releases
-// (ForcedTable) and election's journal (TermsTable, TermHeadsTable) when
-// they do not exist. Several replicas may run it at once: each waits for the
-// others' transaction, then finds the table there. It works through
-// PgBouncer in transaction mode (the lock is the transaction's). When every
-// table is there already it creates nothing, so a role without the CREATE
-// privilege, as services often run under, may call it at every start.
+// (ForcedTable), election's journal (TermsTable, TermHeadsTable), the
+// semaphores' (SemaphoresTable, PermitsTable) and the read-write locks'
+// (RWLocksTable, RWHoldsTable) tables, and the PL/pgSQL functions over the
+// last four, when they do not exist. Several replicas may run it at once:
+// each waits for the others' transaction, then finds the tables there. It
+// works through PgBouncer in transaction mode (the lock is the
+// transaction's). When every table and function is there already it
+// creates nothing, so a role without the CREATE privilege, as services
+// often run under, may call it at every start.
 func (d *Driver) Migrate(ctx context.Context) error {
 	if ctx == nil {
 		return invalidf("nil context")
 	}
-	all := []string{d.table, d.tables.slots, d.tables.records, d.tables.forced, d.tables.terms, d.tables.heads}
+	t := d.tables
+	all := []string{d.table, t.slots, t.records, t.forced, t.terms, t.heads, t.sems, t.permits, t.rwlocks, t.rwholds}
 	var there bool
-	if err := d.db.QueryRow(ctx, `SELECT bool_and(to_regclass(n) IS NOT NULL) FROM unnest($1::text[]) AS n`, all).Scan(&there); err != nil {
+	if err := d.db.QueryRow(ctx, `SELECT (SELECT bool_and(to_regclass(n) IS NOT NULL) FROM unnest($1::text[]) AS n)
+	AND (SELECT bool_and(to_regproc(f) IS NOT NULL) FROM unnest($2::text[]) AS f)`, all, d.funcs).Scan(&there); err != nil {
 		return fmt.Errorf("pgdriver: migrate: %w", err)
 	}
 	if there {
@@ -209,6 +228,7 @@ func (d *Driver) Migrate(ctx context.Context) error {
 	stmts = append(stmts, slotTables(d.tables.slots, d.tables.records)...)
 	stmts = append(stmts, forcedTable(d.tables.forced))
 	stmts = append(stmts, journalTables(d.tables.terms, d.tables.heads)...)
+	stmts = append(stmts, d.ddl...)
 	for i, s := range stmts {
 		var args []any
 		if i == 0 {
@@ -224,11 +244,29 @@ func (d *Driver) Migrate(ctx context.Context) error {
 	return nil
 }
 
+// channelOf is the NOTIFY channel of the Driver's tables in schema: the
+// lease table's name, with the schema's in front when there is one. A
+// channel's name is an identifier, 63 bytes at most (pg_notify refuses a
+// longer one, and so every release): past that the schema is a hash.
+func channelOf(schema string) string {
+	switch c := schema + "." + Table; {
+	case schema == "":
+		return Table
+	case len(c) <= 63:
+		return c
+	}
+	sum := sha256.Sum256([]byte(schema))
+	return Table + "." + hex.EncodeToString(sum[:12])
+}
+
 func invalidf(format string, args ...any) error { return invalid.Errorf("pgdriver", format, args...) }
 
 // tables are the quoted, schema-qualified names of the tables beside the
 // lease table.
-type tables struct{ slots, records, forced, terms, heads string }
+type tables struct {
+	slots, records, forced, terms, heads string
+	sems, permits, rwlocks, rwholds      string
+}
 
 // qualified is table's quoted name, in cfg's schema when it names one.
 func qualified(cfg config, table string) string {

@@ -111,10 +111,10 @@ func (d *Driver) Extend(ctx context.Context, leases []backend.Lease) ([]backend.
 	out := make([]backend.Renewal, len(leases))
 	// In the keys' byte order, as LockTx locks rows, so that a renewal of
 	// several keys and a transaction taking some of them do not deadlock.
-	sorted := slices.SortedFunc(slices.Values(leases), func(a, b backend.Lease) int { return strings.Compare(a.Key, b.Key) })
-	keys, owners := make([]string, len(sorted)), make([]string, len(sorted))
-	tokens, ttls := make([]int64, len(sorted)), make([]int64, len(sorted))
-	for i, l := range sorted {
+	keys, owners := make([]string, len(leases)), make([]string, len(leases))
+	tokens, ttls := make([]int64, len(leases)), make([]int64, len(leases))
+	for i, j := range sortedByKey(leases) {
+		l := leases[j]
 		keys[i], owners[i], tokens[i], ttls[i] = l.Key, l.Owner, l.Token, l.TTL.Milliseconds()
 	}
 	rows, err := d.db.Query(ctx, d.sql.extend, keys, owners, tokens, ttls)
@@ -204,6 +204,17 @@ func (d *Driver) Check(ctx context.Context, tx pgx.Tx, h Held) error {
 		return fmt.Errorf("pgdriver: check: %w", err)
 	}
 	return nil
+}
+
+// sortedByKey is the order of leases by key, byte by byte: the order in
+// which LockTx and every renewal lock rows.
+func sortedByKey(leases []backend.Lease) []int {
+	order := make([]int, len(leases))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(leases[a].Key, leases[b].Key) })
+	return order
 }
 
 // failed is a statement's error: the outcome is unknown.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -107,6 +108,21 @@ func TestCheckRefusesAStalledHolder(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"next"}, who)
 	require.NoError(t, next.Release(ctx))
+
+	// Semaphores and read-write locks are one function call a statement.
+	sem, err := mutex.NewSemaphore(a, "permits", 1)
+	require.NoError(t, err)
+	p, err := sem.Acquire(ctx)
+	require.NoError(t, err)
+	_, err = sem.TryAcquire(ctx)
+	require.ErrorIs(t, err, mutex.ErrNotAcquired)
+	require.NoError(t, p.Release(ctx))
+	rw, err := mutex.NewRWMutex(b, "doc")
+	require.NoError(t, err)
+	w, err := rw.Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, w.Downgrade(ctx))
+	require.NoError(t, w.Release(ctx))
 }
 
 // TestAcquireWaitsForACheckedTransaction: while a transaction that checked
@@ -217,8 +233,9 @@ func TestBadInput(t *testing.T) {
 
 // TestThroughPgBouncer: behind PgBouncer in transaction mode, where no
 // session outlives a transaction, Lockers of three processes still exclude
-// each other with increasing tokens, and Check still refuses a stalled
-// holder inside its own transaction while the new holder's commits.
+// each other with increasing tokens, Check still refuses a stalled holder
+// inside its own transaction while the new holder's commits, and
+// semaphores and read-write locks work.
 func TestThroughPgBouncer(t *testing.T) {
 	pool, schema := setup(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
@@ -255,6 +272,21 @@ func TestThroughPgBouncer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"next"}, who)
 	require.NoError(t, next.Release(ctx))
+
+	// Semaphores and read-write locks are one function call a statement.
+	sem, err := mutex.NewSemaphore(a, "permits", 1)
+	require.NoError(t, err)
+	p, err := sem.Acquire(ctx)
+	require.NoError(t, err)
+	_, err = sem.TryAcquire(ctx)
+	require.ErrorIs(t, err, mutex.ErrNotAcquired)
+	require.NoError(t, p.Release(ctx))
+	rw, err := mutex.NewRWMutex(b, "doc")
+	require.NoError(t, err)
+	w, err := rw.Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, w.Downgrade(ctx))
+	require.NoError(t, w.Release(ctx))
 }
 
 // TestListenerWakesAWaiter: with WithListener, a waiter of another process
@@ -359,17 +391,6 @@ func TestPostgresRestart(t *testing.T) {
 	require.NoError(t, g.err)
 	assert.True(t, g.holderOK, "the waiter took the key while the holder still held it")
 	assert.Greater(t, g.token, lk.Token())
-}
-
-// TestNotYetSupported: what the driver does not carry yet is refused as
-// unsupported, never run half-way.
-func TestNotYetSupported(t *testing.T) {
-	_, schema := setup(t)
-	l, _, _ := locker(t, schema, "unsupported")
-	_, err := mutex.NewSemaphore(l, "s", 3)
-	assert.ErrorIs(t, err, errors.ErrUnsupported)
-	_, err = mutex.NewRWMutex(l, "rw")
-	assert.ErrorIs(t, err, errors.ErrUnsupported)
 }
 
 // takeTurns has goroutines on each of lockers take key rounds times in
@@ -485,4 +506,30 @@ func TestMigrateWithoutCreatePrivilege(t *testing.T) {
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, err, &pgErr, "a table to create, and no privilege to")
 	assert.Equal(t, "42501", pgErr.Code, "insufficient_privilege: %v", err)
+}
+
+// TestLongSchemaName: a schema of 63 bytes, the most PostgreSQL takes,
+// still has a channel (an identifier of 63 bytes at most): a release
+// commits, and NOTIFYs a waiter of another process that polls no sooner
+// than a minute.
+func TestLongSchemaName(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	pool := testutil.Postgres(t)
+	schema := fmt.Sprintf("pgdriver_long_%d_%s", schemas.Add(1), strings.Repeat("s", 63))[:63]
+	require.NoError(t, driverOf(t, pool, schema).Migrate(ctx))
+	url := testutil.PostgresURL(t)
+	holder, waiter := listeningLocker(t, url, schema, "long-holder"), listeningLocker(t, url, schema, "long-waiter")
+	lk, err := holder.Lock(ctx, "k", mutex.WithTTL(time.Minute))
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		lk2, err := waiter.Lock(ctx, "k", mutex.WithRetry(time.Minute, time.Minute))
+		if err == nil {
+			err = lk2.Release(ctx)
+		}
+		got <- err
+	}()
+	require.NoError(t, lk.Release(ctx))
+	require.NoError(t, <-got)
 }

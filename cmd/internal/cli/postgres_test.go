@@ -26,7 +26,8 @@ func pgRun(ctx context.Context, args ...string) (code int, stdout, stderr string
 // --postgres shows what pgdriver Lockers hold: locks lists a live hold
 // with its owner's host, inspect shows its token, release --force ends it
 // (the holder's lock is lost) and inspect then shows the audit record;
-// elections names an election's leader, its term and its host. A
+// elections names an election's leader, its term and its host; inspect
+// shows a semaphore's permits. A
 // schema no Locker migrated is refused with a message naming the flag.
 func TestPostgresStore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
@@ -75,6 +76,16 @@ func TestPostgresStore(t *testing.T) {
 	require.Zero(t, code, errs)
 	assert.Regexp(t, `billing +host-billing +`+fmt.Sprint(term.Token())+` .*worker-7`, out, "the leader, its term and its host")
 	require.NoError(t, term.Release(ctx))
+
+	sem, err := mutex.NewSemaphore(l, "exports", 2)
+	require.NoError(t, err)
+	p, err := sem.Acquire(ctx)
+	require.NoError(t, err)
+	code, out, errs = pgRun(ctx, append(pg, "inspect", "exports")...)
+	require.Zero(t, code, errs)
+	assert.Contains(t, out, "semaphore: limit 2, 1 permits held")
+	assert.Contains(t, out, fmt.Sprint(p.Token()))
+	require.NoError(t, p.Release(ctx))
 
 	code, _, errs = pgRun(ctx, "--postgres", url, "--postgres-schema", "never_migrated", "locks")
 	assert.Equal(t, 1, code)
