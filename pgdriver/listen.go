@@ -10,9 +10,10 @@ import (
 
 // listener keeps one session that LISTENs on the table's channel and wakes
 // the watches of each released key. It starts with the first Watch and
-// reconnects after a lost session, waking every watch then (a release
-// while it was gone would be missed otherwise: a spurious wake-up costs an
-// attempt, a missed one a poll).
+// reconnects after a lost session, waking every watch when it is lost and
+// again when it listens once more (a release while it was gone would be
+// missed otherwise: a spurious wake-up costs an attempt, a missed one a
+// poll).
 type listener struct {
 	url     string
 	channel string
@@ -61,12 +62,17 @@ func (ln *listener) watch(key string, wake func()) (<-chan struct{}, func()) {
 
 func (ln *listener) loop(ctx context.Context) {
 	defer close(ln.done)
-	backoff := 50 * time.Millisecond
-	for ctx.Err() == nil {
-		if ln.session(ctx); ctx.Err() != nil {
+	const first = 50 * time.Millisecond
+	backoff := first
+	for again := false; ctx.Err() == nil; again = true {
+		listened := ln.session(ctx, again)
+		if ctx.Err() != nil {
 			return
 		}
 		ln.lost()
+		if listened { // a session that worked: the next failure is news
+			backoff = first
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -77,23 +83,28 @@ func (ln *listener) loop(ctx context.Context) {
 }
 
 // session connects, LISTENs, and wakes watches until the session fails or
-// ctx ends; the error is the one that ended it.
-func (ln *listener) session(ctx context.Context) error {
+// ctx ends; listened says whether it got as far as LISTEN. A session after
+// a lost one (again) wakes every watch once it listens: a release between
+// the two went unheard.
+func (ln *listener) session(ctx context.Context, again bool) (listened bool) {
 	conn, err := pgx.Connect(ctx, ln.url)
 	if err != nil {
-		return err
+		return false
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ln.channel}.Sanitize()); err != nil {
-		return err
+		return false
 	}
 	ln.mu.Lock()
 	close(ln.ready)
 	ln.mu.Unlock()
+	if again {
+		ln.wakeAll()
+	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
-			return err
+			return true
 		}
 		ln.wake(n.Payload)
 	}
@@ -112,7 +123,7 @@ func (ln *listener) wake(key string) {
 }
 
 // lost marks the session gone: later watches wait for the next one, and
-// every watch is woken, since a release meanwhile went unheard.
+// every watch is woken, since a release meanwhile goes unheard.
 func (ln *listener) lost() {
 	ln.mu.Lock()
 	select {
@@ -120,6 +131,12 @@ func (ln *listener) lost() {
 		ln.ready = make(chan struct{})
 	default:
 	}
+	ln.mu.Unlock()
+	ln.wakeAll()
+}
+
+func (ln *listener) wakeAll() {
+	ln.mu.Lock()
 	var fns []func()
 	for _, ws := range ln.watches {
 		for w := range ws {

@@ -3,6 +3,7 @@ package pgdriver_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -269,4 +270,73 @@ func TestHoldsBadInput(t *testing.T) {
 	} {
 		assert.ErrorIs(t, err, pgdriver.ErrInvalid, name)
 	}
+}
+
+// TestListenerHeardAfterLostSession: a release while the waiter's
+// listening session is gone (its backend terminated, before the listener
+// connects again) still wakes the waiter, which polls no sooner than a
+// minute: the listener wakes every watch once it listens again. The
+// round where the release falls in that gap is found by watching the
+// session come back; the kills before it also exercise the reconnection.
+func TestListenerHeardAfterLostSession(t *testing.T) {
+	pool, schema := setup(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	url := testutil.PostgresURL(t)
+	const long = time.Minute
+	opts := []mutex.LockOption{mutex.WithTTL(long), mutex.WithRetry(long, long)}
+	holderSem, err := mutex.NewSemaphore(listeningLocker(t, url, schema, "gap-holder"), "gap", 1, opts...)
+	require.NoError(t, err)
+	waiterSem, err := mutex.NewSemaphore(listeningLocker(t, url, schema, "gap-waiter"), "gap", 1, opts...)
+	require.NoError(t, err)
+	listen := `LISTEN ` + pgx.Identifier{schema + "." + pgdriver.Table}.Sanitize()
+	// listeners are the pids of the sessions listening on the schema's channel.
+	listeners := func() []int {
+		rows, err := pool.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query = $1`, listen)
+		require.NoError(t, err)
+		pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		require.NoError(t, err)
+		return pids
+	}
+	stamp := `SELECT used_at FROM ` + pgx.Identifier{schema, pgdriver.SemaphoresTable}.Sanitize()
+	stamped := func() (at time.Time) {
+		require.NoError(t, pool.QueryRow(ctx, stamp).Scan(&at))
+		return at
+	}
+	gaps := 0
+	for round := 0; round < 20 && gaps < 3; round++ {
+		held, err := holderSem.Acquire(ctx)
+		require.NoError(t, err)
+		before := stamped()
+		got := make(chan *mutex.Permit, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, long/2)
+			defer cancel()
+			p, err := waiterSem.Acquire(wctx)
+			assert.NoError(t, err, "round %d: woken after the lost session, not left to poll", round)
+			got <- p
+		}()
+		require.Eventually(t, func() bool { return stamped().After(before) && len(listeners()) == 1 }, 10*time.Second, time.Millisecond,
+			"the waiter's refused attempt, its session listening")
+		// End every listening session; the waiter is woken by the loss,
+		// tries, is refused (its stamp), and waits for the next session.
+		before = stamped()
+		var old []int
+		old = listeners()
+		_, err = pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid`, old)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return stamped().After(before) }, 10*time.Second, time.Millisecond, "the attempt after the loss")
+		back := false
+		for _, pid := range listeners() {
+			back = back || !slices.Contains(old, pid)
+		}
+		if !back {
+			gaps++ // released while nobody listens
+		}
+		require.NoError(t, held.Release(ctx))
+		p := <-got
+		require.NotNil(t, p)
+		require.NoError(t, p.Release(ctx))
+	}
+	require.Positive(t, gaps, "no release fell between a lost session and the next")
 }
