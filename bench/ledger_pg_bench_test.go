@@ -87,8 +87,12 @@ func BenchmarkLedgerPGPaired(b *testing.B) {
 			return moveOne(ctx, tx, from, to, " ORDER BY id FOR UPDATE")
 		})
 	}
-	pair := func(name string, sub, ref *ledgerSide) {
+	// Each run of a pair, b.N's calibration runs and -count's included,
+	// gets sides of its own: what a side measured adds up across its
+	// blocks, and a run reports its own cycles.
+	pair := func(name string, newSub, newRef func() *ledgerSide) {
 		b.Run(fmt.Sprintf("w%d-a%d/%s", ledgerWorkers, ledgerAccounts, name), func(b *testing.B) {
+			sub, ref := newSub(), newRef()
 			cycles := benchkit.Alternate(b, ledgerWorkers*ledgerPerWorker,
 				func() time.Duration { return sub.block(ctx, b) },
 				func() time.Duration { return ref.block(ctx, b) })
@@ -96,13 +100,16 @@ func BenchmarkLedgerPGPaired(b *testing.B) {
 			ref.report(b, cycles, "ref-")
 		})
 	}
-	side := func(xfer func(context.Context, int, int, int) (time.Duration, error)) *ledgerSide {
-		return &ledgerSide{pool: pool, guard: guard, lockers: lockers, meter: meter, xfer: xfer}
+	side := func(xfer func(context.Context, int, int, int) (time.Duration, error)) func() *ledgerSide {
+		return func() *ledgerSide {
+			return &ledgerSide{pool: pool, guard: guard, lockers: lockers, meter: meter, xfer: xfer}
+		}
 	}
+	redisFence := side(nil) // the Redis-locked, fenced transfer of BenchmarkLedgerPaired
 	pair("pglocktx-vs-nolock", side(pgLockTx), side(noLock))
-	pair("pglocktx-vs-redis-fence", side(pgLockTx), &ledgerSide{pool: pool, guard: guard, lockers: lockers, meter: meter})
+	pair("pglocktx-vs-redis-fence", side(pgLockTx), redisFence)
 	pair("pglock-vs-nolock", side(pgLock), side(noLock))
-	pair("pglock-vs-redis-fence", side(pgLock), &ledgerSide{pool: pool, guard: guard, lockers: lockers, meter: meter})
+	pair("pglock-vs-redis-fence", side(pgLock), redisFence)
 }
 
 // moveOne reads both balances in tx (with lock, the rows' locking clause)
