@@ -18,7 +18,8 @@ import (
 
 // BenchmarkLedgerPGPaired is BenchmarkLedgerPaired's transfer on
 // PostgreSQL alone: per-account locks on pgdriver, taken in the transfer's
-// own transaction (LockTx), or by the Locker (LockAll of both accounts)
+// own transaction (LockTx, alone or queued with the read: QueueLockTx),
+// or by the Locker (LockAll of both accounts)
 // and checked first in the transfer's transaction (pgdriver.Check); then
 // read both balances, write both back. It is paired with
 // the same transfer with no lock at all (the accounts' rows locked FOR
@@ -82,6 +83,38 @@ func BenchmarkLedgerPGPaired(b *testing.B) {
 		})
 		return wait, err
 	}
+	// The same, the lock queued with the transfer's read (QueueLockTx):
+	// both in one round trip, the keys held for one round trip less.
+	pgLockTxBatch := func(ctx context.Context, w, from, to int) (wait time.Duration, err error) {
+		err = pgx.BeginFunc(ctx, pools[w], func(tx pgx.Tx) error {
+			var bt pgx.Batch
+			lk, err := drivers[w].QueueLockTx(&bt, fmt.Sprint("account:", from), fmt.Sprint("account:", to))
+			if err != nil {
+				return err
+			}
+			bt.Queue(`SELECT id, balance FROM bench_ledger WHERE id IN ($1, $2)`, from, to)
+			t0 := time.Now()
+			br := tx.SendBatch(ctx, &bt)
+			defer func() { _ = br.Close() }()
+			if _, err := lk.Result(br); err != nil {
+				return err
+			}
+			wait = time.Since(t0)
+			rows, err := br.Query()
+			if err != nil {
+				return err
+			}
+			bal, err := balances(rows)
+			if err != nil {
+				return err
+			}
+			if err := br.Close(); err != nil {
+				return err
+			}
+			return writeBack(ctx, tx, from, to, bal)
+		})
+		return wait, err
+	}
 	noLock := func(ctx context.Context, w, from, to int) (time.Duration, error) {
 		return 0, pgx.BeginFunc(ctx, pools[w], func(tx pgx.Tx) error {
 			return moveOne(ctx, tx, from, to, " ORDER BY id FOR UPDATE")
@@ -108,6 +141,8 @@ func BenchmarkLedgerPGPaired(b *testing.B) {
 	redisFence := side(nil) // the Redis-locked, fenced transfer of BenchmarkLedgerPaired
 	pair("pglocktx-vs-nolock", side(pgLockTx), side(noLock))
 	pair("pglocktx-vs-redis-fence", side(pgLockTx), redisFence)
+	pair("pglocktx-batch-vs-nolock", side(pgLockTxBatch), side(noLock))
+	pair("pglocktx-batch-vs-redis-fence", side(pgLockTxBatch), redisFence)
 	pair("pglock-vs-nolock", side(pgLock), side(noLock))
 	pair("pglock-vs-redis-fence", side(pgLock), redisFence)
 }
@@ -119,20 +154,28 @@ func moveOne(ctx context.Context, tx pgx.Tx, from, to int, lock string) error {
 	if err != nil {
 		return err
 	}
-	bal := map[int]int64{}
-	for rows.Next() {
-		var id int
-		var v int64
-		if err := rows.Scan(&id, &v); err != nil {
-			rows.Close()
-			return err
-		}
-		bal[id] = v
-	}
-	if err := rows.Err(); err != nil {
+	bal, err := balances(rows)
+	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `UPDATE bench_ledger SET balance = CASE id WHEN $1 THEN $2::bigint ELSE $3::bigint END WHERE id IN ($1, $4)`,
+	return writeBack(ctx, tx, from, to, bal)
+}
+
+// balances reads rows of id and balance.
+func balances(rows pgx.Rows) (map[int]int64, error) {
+	bal := map[int]int64{}
+	var id int
+	var v int64
+	_, err := pgx.ForEachRow(rows, []any{&id, &v}, func() error {
+		bal[id] = v
+		return nil
+	})
+	return bal, err
+}
+
+// writeBack writes both balances, one moved from from to to.
+func writeBack(ctx context.Context, tx pgx.Tx, from, to int, bal map[int]int64) error {
+	_, err := tx.Exec(ctx, `UPDATE bench_ledger SET balance = CASE id WHEN $1 THEN $2::bigint ELSE $3::bigint END WHERE id IN ($1, $4)`,
 		from, bal[from]-1, bal[to]+1, to)
 	return err
 }

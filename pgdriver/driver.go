@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -97,7 +98,7 @@ func New(db DB, opts ...Option) (*Driver, error) {
 		downgrade: qualified(cfg, "redfence_rw_downgrade")}
 	d.sem = prepareSemaphores(t.sems, t.permits, sf, channel)
 	d.rw = prepareRW(t.rwlocks, t.rwholds, rf)
-	d.ddl = append(semaphoreTables(t.sems, t.permits, sf, channel), rwTables(t.rwlocks, t.rwholds, rf, channel)...)
+	d.ddl = slices.Concat(semaphoreTables(t.sems, t.permits, sf, channel), rwTables(t.rwlocks, t.rwholds, rf, channel))
 	d.funcs = []string{sf.acquire, sf.release, sf.extend, rf.reclaim, rf.acquire, rf.release, rf.extend, rf.downgrade}
 	if cfg.listenURL != "" {
 		d.listen = newListener(cfg.listenURL, channel)

@@ -69,8 +69,8 @@ FROM ` + t + ` AS l WHERE l.key = $1`,
 		abandon: `WITH r AS (UPDATE ` + t + ` AS l SET owner = NULL, count = 0, expires_at = NULL
 WHERE l.key = $1 AND l.owner = $2 RETURNING l.key)
 SELECT ` + notifyKey(channel, "r.key") + ` FROM r`,
-		check:  `SELECT 1 FROM ` + t + ` AS l WHERE l.key = $1 AND l.token = $2 AND l.owner IS NOT NULL AND ` + live + ` FOR UPDATE`,
 		lockTx: lockTxStatement(t),
+		check:  `SELECT 1 FROM ` + t + ` AS l WHERE l.key = $1 AND l.token = $2 AND l.owner IS NOT NULL AND ` + live + ` FOR UPDATE`,
 	}
 }
 

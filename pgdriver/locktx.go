@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -20,20 +19,36 @@ const (
 	maxTxKeys = 64
 )
 
+// heldMark starts the text whose cast to bigint fails LockTx's statement
+// when a live lease holds a key: plain SQL has no RAISE, and a PL/pgSQL
+// function around the statement cost the ledger benchmark a tenth of its
+// throughput (bench/README.md). The failure aborts the transaction, so
+// nothing after it runs or commits.
+const heldMark = "redfence: held by a lease: "
+
 // lockTxStatement raises each free key's token and row-locks its lease
 // row, in the keys' byte order (COLLATE "C", the order Extend sends its
 // keys in), so that transactions taking overlapping keys, and a Locker's
 // renewal of several, wait for each other instead of deadlocking. ON
 // CONFLICT locks a row its WHERE refuses too: a key that a live lease holds
-// is row-locked and not returned. An expired lease's owner is cleared.
+// is row-locked, not returned, and named in the failing cast. An expired
+// lease's owner is cleared.
 func lockTxStatement(t string) string {
-	return `INSERT INTO ` + t + ` AS l (key, owner, token, count, acquired_at)
-SELECT k, NULL, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, 0, clock_timestamp()
-FROM (SELECT DISTINCT unnest($1::text[]) AS k) AS v ORDER BY k COLLATE "C"
-ON CONFLICT (key) DO UPDATE SET token = greatest(l.token + 1, excluded.token),
-	acquired_at = excluded.acquired_at, owner = NULL, count = 0, expires_at = NULL
-WHERE l.owner IS NULL OR NOT (l.expires_at > clock_timestamp())
-RETURNING l.key, l.token`
+	return `WITH v AS (SELECT DISTINCT unnest($1::text[]) AS k), up AS (
+	INSERT INTO ` + t + ` AS l (key, owner, token, count, acquired_at)
+	SELECT k, NULL, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, 0, clock_timestamp()
+	FROM v ORDER BY k COLLATE "C"
+	ON CONFLICT (key) DO UPDATE SET token = greatest(l.token + 1, excluded.token),
+		acquired_at = excluded.acquired_at, owner = NULL, count = 0, expires_at = NULL
+	WHERE l.owner IS NULL OR NOT (l.expires_at > clock_timestamp())
+	RETURNING l.key, l.token
+)
+SELECT up.key, up.token FROM up
+UNION ALL
+SELECT NULL, ('` + heldMark + `' || h.held)::bigint
+FROM (SELECT string_agg(quote_literal(v.k), ', ' ORDER BY v.k COLLATE "C") AS held
+	FROM v WHERE v.k NOT IN (SELECT up.key FROM up)) AS h
+WHERE h.held IS NOT NULL`
 }
 
 // LockTx locks keys for the life of tx, in one statement: it gives each key
@@ -57,9 +72,10 @@ RETURNING l.key, l.token`
 // cannot end them (end tx).
 //
 // A key that a Locker's live lease holds is not taken: LockTx returns an
-// error matching mutex.ErrNotAcquired that names it, and tx must roll back
-// (it keeps that row locked until then, which holds up the lease's renewal
-// and release). Bad input (nil ctx or tx, no keys, more than 64, an empty
+// error matching mutex.ErrNotAcquired that names it, and tx is aborted:
+// nothing more runs in it, its Commit rolls back, and it keeps that row
+// locked until it ends, which holds up the lease's renewal and release.
+// Bad input (nil ctx or tx, no keys, more than 64, an empty
 // key, a NUL, more than 4096 bytes) is ErrInvalid, and nothing is sent.
 func (d *Driver) LockTx(ctx context.Context, tx pgx.Tx, keys ...string) ([]int64, error) {
 	switch {
@@ -67,54 +83,102 @@ func (d *Driver) LockTx(ctx context.Context, tx pgx.Tx, keys ...string) ([]int64
 		return nil, invalidf("nil context")
 	case tx == nil:
 		return nil, invalidf("nil transaction")
+	}
+	if err := lockTxKeys(keys); err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, d.sql.lockTx, keys)
+	return lockTxResult(keys, rows, err)
+}
+
+// QueueLockTx queues LockTx's statement in b, which must be empty, so
+// that it reaches the server with the statements queued after it in one
+// round trip: send b in the transaction (tx.SendBatch), then read the
+// lock's Result first. The statements after it run once it holds every
+// key, and not at all when it refuses one (the transaction is aborted).
+// Keys held for one round trip less are keys other transactions wait for
+// less: in the ledger benchmark's transfers this is the difference between
+// the lock's throughput and a tenth more (bench/README.md). Bad input is
+// ErrInvalid, and nothing is queued.
+func (d *Driver) QueueLockTx(b *pgx.Batch, keys ...string) (*TxLock, error) {
+	switch {
+	case b == nil:
+		return nil, invalidf("nil batch")
+	case b.Len() != 0:
+		return nil, invalidf("a batch of %d statements: the lock must be the first", b.Len())
+	}
+	if err := lockTxKeys(keys); err != nil {
+		return nil, err
+	}
+	b.Queue(d.sql.lockTx, keys)
+	return &TxLock{keys: keys}, nil
+}
+
+// TxLock is a lock QueueLockTx queued in a batch.
+type TxLock struct{ keys []string }
+
+// Result reads the lock's result from br, the results of its batch: the
+// tokens in the order of its keys, or LockTx's errors. Call it before
+// reading any statement queued after it.
+func (l *TxLock) Result(br pgx.BatchResults) ([]int64, error) {
+	if br == nil {
+		return nil, invalidf("nil batch results")
+	}
+	rows, err := br.Query()
+	return lockTxResult(l.keys, rows, err)
+}
+
+// lockTxKeys checks LockTx's keys: what the Locker would refuse, and a NUL,
+// which PostgreSQL's text cannot hold.
+func lockTxKeys(keys []string) error {
+	switch {
 	case len(keys) == 0:
-		return nil, invalidf("no keys")
+		return invalidf("no keys")
 	case len(keys) > maxTxKeys:
-		return nil, invalidf("%d keys, more than %d", len(keys), maxTxKeys)
+		return invalidf("%d keys, more than %d", len(keys), maxTxKeys)
 	}
 	for _, k := range keys {
 		switch {
 		case k == "":
-			return nil, invalidf("empty key")
+			return invalidf("empty key")
 		case len(k) > maxKeyLen:
-			return nil, invalidf("key of %d bytes, more than %d", len(k), maxKeyLen)
+			return invalidf("key of %d bytes, more than %d", len(k), maxKeyLen)
 		case strings.IndexByte(k, 0) >= 0:
-			return nil, invalidf("key %q holds a NUL byte, which PostgreSQL's text cannot", k)
+			return invalidf("key %q holds a NUL byte, which PostgreSQL's text cannot", k)
 		}
 	}
-	rows, err := tx.Query(ctx, d.sql.lockTx, keys)
-	if err != nil {
-		return nil, lockTxFailed(err)
-	}
-	tokens := make(map[string]int64, len(keys))
-	var key string
-	var token int64
-	_, err = pgx.ForEachRow(rows, []any{&key, &token}, func() error {
-		tokens[key] = token
-		return nil
-	})
-	if err != nil {
-		return nil, lockTxFailed(err)
-	}
-	out := make([]int64, len(keys))
-	var held []string
-	for i, k := range keys {
-		if out[i] = tokens[k]; out[i] == 0 && !slices.Contains(held, k) {
-			held = append(held, k)
-		}
-	}
-	if held != nil {
-		return nil, fmt.Errorf("%w: %q held by a lease", backend.ErrNotAcquired, held)
-	}
-	return out, nil
+	return nil
 }
 
-// lockTxFailed is a failed LockTx statement: a serialization failure or a
-// deadlock is the transaction's to retry, anything else an unknown outcome.
-func lockTxFailed(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01") {
-		return fmt.Errorf("pgdriver: lock in transaction: %w", err)
+// lockTxResult reads LockTx's statement's rows: the tokens in keys'
+// order, or its error (a refusal is ErrNotAcquired; a serialization
+// failure or a deadlock the transaction's to retry; anything else an
+// unknown outcome).
+func lockTxResult(keys []string, rows pgx.Rows, err error) ([]int64, error) {
+	tokens := make(map[string]int64, len(keys))
+	if err == nil {
+		var key string
+		var token int64
+		_, err = pgx.ForEachRow(rows, []any{&key, &token}, func() error {
+			tokens[key] = token
+			return nil
+		})
 	}
-	return failed("lock in transaction", err)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "22P02" && strings.Contains(pgErr.Message, heldMark):
+		held := pgErr.Message[strings.Index(pgErr.Message, heldMark)+len(heldMark):]
+		return nil, fmt.Errorf("%w: held by a lease: %s", backend.ErrNotAcquired, strings.TrimSuffix(held, `"`))
+	case errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01"):
+		return nil, fmt.Errorf("pgdriver: lock in transaction: %w", err)
+	case err != nil:
+		return nil, failed("lock in transaction", err)
+	}
+	out := make([]int64, len(keys))
+	for i, k := range keys {
+		if out[i] = tokens[k]; out[i] == 0 {
+			return nil, failed("lock in transaction", fmt.Errorf("no token for %q", k))
+		}
+	}
+	return out, nil
 }

@@ -115,7 +115,7 @@ func TestLockTxAndTheLocker(t *testing.T) {
 		return err
 	})
 	require.ErrorIs(t, err, mutex.ErrNotAcquired)
-	assert.ErrorContains(t, err, `["k"]`)
+	assert.ErrorContains(t, err, `held by a lease: 'k'`)
 	require.NoError(t, pgx.BeginFunc(ctx, lpool, func(tx pgx.Tx) error { return dl.Check(ctx, tx, lk) }),
 		"the refused LockTx took nothing from the lease")
 
@@ -150,10 +150,77 @@ func TestLockTxBadInput(t *testing.T) {
 		"empty key": func() error { _, err := d.LockTx(ctx, tx, "a", ""); return err },
 		"NUL":       func() error { _, err := d.LockTx(ctx, tx, "a\x00b"); return err },
 		"too long":  func() error { _, err := d.LockTx(ctx, tx, string(make([]byte, 4097))); return err },
+		"nil batch": func() error { _, err := d.QueueLockTx(nil, "k"); return err },
+		"lock not first": func() error {
+			var b pgx.Batch
+			b.Queue(`SELECT 1`)
+			_, err := d.QueueLockTx(&b, "k")
+			return err
+		},
+		"batch, no keys": func() error { _, err := d.QueueLockTx(&pgx.Batch{}); return err },
+		"nil results": func() error {
+			lk, err := d.QueueLockTx(&pgx.Batch{}, "k")
+			require.NoError(t, err)
+			_, err = lk.Result(nil)
+			return err
+		},
 	} {
 		assert.ErrorIs(t, call(), pgdriver.ErrInvalid, name)
 	}
 	// The transaction is still usable: nothing reached the server.
 	var one int
 	require.NoError(t, tx.QueryRow(ctx, `SELECT 1`).Scan(&one))
+}
+
+// TestQueueLockTx: the lock queued first in a batch, sent in a
+// transaction with the statements after it in one round trip: they run
+// once it holds the keys (a Locker's acquisition waits for the
+// transaction), and when a live lease holds one of them the lock's Result
+// is ErrNotAcquired and nothing after it runs or commits, even when the
+// caller commits anyway.
+func TestQueueLockTx(t *testing.T) {
+	pool, schema := setup(t)
+	ctx := t.Context()
+	table := pgx.Identifier{schema, "journal"}.Sanitize()
+	_, err := pool.Exec(ctx, `CREATE TABLE `+table+` (entry text)`)
+	require.NoError(t, err)
+	_, d, dpool := locker(t, schema, "batcher")
+	l, _, _ := locker(t, schema, "queue-leaser")
+	send := func(tx pgx.Tx, entry string, keys ...string) ([]int64, error) {
+		var b pgx.Batch
+		lk, err := d.QueueLockTx(&b, keys...)
+		require.NoError(t, err)
+		b.Queue(`INSERT INTO `+table+` VALUES ($1)`, entry)
+		br := tx.SendBatch(ctx, &b)
+		defer func() { _ = br.Close() }()
+		tokens, err := lk.Result(br)
+		if err != nil {
+			return nil, err
+		}
+		_, err = br.Exec()
+		return tokens, err
+	}
+
+	tx, err := dpool.Begin(ctx)
+	require.NoError(t, err)
+	tokens, err := send(tx, "first", "a", "b")
+	require.NoError(t, err)
+	require.Len(t, tokens, 2)
+	got := tryBlocked(t, pool, l, "b", "queue-leaser")
+	require.NoError(t, tx.Commit(ctx))
+	lk := <-got
+	require.NotNil(t, lk)
+	assert.Greater(t, lk.Token(), tokens[1])
+
+	tx, err = dpool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = send(tx, "second", "a", "b")
+	require.ErrorIs(t, err, mutex.ErrNotAcquired)
+	assert.Error(t, tx.Commit(ctx), "an aborted transaction does not commit")
+	rows, err := pool.Query(ctx, `SELECT entry FROM `+table)
+	require.NoError(t, err)
+	entries, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	assert.Equal(t, []string{"first"}, entries)
+	require.NoError(t, lk.Release(ctx))
 }
