@@ -85,6 +85,10 @@ func rwTables(locks, holds string, f rwFuncs, channel string) []string {
 DECLARE
 	readers integer;
 BEGIN
+	IF current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'redfence: semaphores and read-write locks need READ COMMITTED, not %',
+			current_setting('transaction_isolation') USING ERRCODE = '0A000';
+	END IF;
 	WITH gone AS (
 		DELETE FROM ` + holds + ` AS h WHERE h.key = p_key AND h.expires_at <= clock_timestamp() RETURNING h.waiting
 	)
@@ -106,6 +110,10 @@ DECLARE
 	freed boolean;
 	first timestamptz;
 BEGIN
+	IF current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'redfence: semaphores and read-write locks need READ COMMITTED, not %',
+			current_setting('transaction_isolation') USING ERRCODE = '0A000';
+	END IF;
 	INSERT INTO ` + locks + ` (key, token) VALUES (p_key, 0) ON CONFLICT (key) DO NOTHING;
 	` + lock + `
 	` + reclaim + `
@@ -162,6 +170,10 @@ DECLARE
 	freed boolean;
 	released boolean := false;
 BEGIN
+	IF current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'redfence: semaphores and read-write locks need READ COMMITTED, not %',
+			current_setting('transaction_isolation') USING ERRCODE = '0A000';
+	END IF;
 	` + lock + `
 	IF NOT FOUND THEN
 		RETURN false;
@@ -194,6 +206,10 @@ DECLARE
 	r record;
 	freed boolean;
 BEGIN
+	IF current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'redfence: semaphores and read-write locks need READ COMMITTED, not %',
+			current_setting('transaction_isolation') USING ERRCODE = '0A000';
+	END IF;
 	` + lock + `
 	IF NOT FOUND THEN
 		RETURN false;
@@ -220,6 +236,10 @@ DECLARE
 	r record;
 	freed boolean;
 BEGIN
+	IF current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'redfence: semaphores and read-write locks need READ COMMITTED, not %',
+			current_setting('transaction_isolation') USING ERRCODE = '0A000';
+	END IF;
 	` + lock + `
 	IF NOT FOUND THEN
 		RETURN false;
@@ -250,7 +270,7 @@ func (d *Driver) AcquireRW(ctx context.Context, a backend.RWAttempt) (backend.Gr
 	err := d.db.QueryRow(ctx, d.rw.acquire, a.Key, a.Owner, a.TTL.Milliseconds(), a.Write, a.Queue).Scan(&granted, &token, &wait)
 	switch {
 	case err != nil:
-		return backend.Grant{}, failed("acquire read-write lock", err)
+		return backend.Grant{}, holdFailed("acquire read-write lock", err)
 	case !granted:
 		return backend.Grant{Status: backend.Held, Remaining: time.Duration(wait) * time.Millisecond}, nil
 	case a.Write && token < 1:
@@ -265,7 +285,7 @@ func (d *Driver) AcquireRW(ctx context.Context, a backend.RWAttempt) (backend.Gr
 func (d *Driver) ReleaseRW(ctx context.Context, h backend.Lease) (bool, error) {
 	var released bool
 	if err := d.db.QueryRow(ctx, d.rw.release, h.Key, h.Owner, h.Token).Scan(&released); err != nil {
-		return false, failed("release read-write lock", err)
+		return false, holdFailed("release read-write lock", err)
 	}
 	return released, nil
 }
@@ -282,7 +302,7 @@ func (d *Driver) DowngradeRW(ctx context.Context, h backend.Lease) (bool, error)
 	}
 	var ok bool
 	if err := d.db.QueryRow(ctx, d.rw.downgrade, h.Key, h.Owner, h.Token, h.TTL.Milliseconds()).Scan(&ok); err != nil {
-		return false, failed("downgrade read-write lock", err)
+		return false, holdFailed("downgrade read-write lock", err)
 	}
 	return ok, nil
 }
@@ -291,7 +311,7 @@ func (d *Driver) DowngradeRW(ctx context.Context, h backend.Lease) (bool, error)
 func (d *Driver) InspectRW(ctx context.Context, key string) (backend.RWState, error) {
 	rows, err := d.db.Query(ctx, d.rw.inspect, key)
 	if err != nil {
-		return backend.RWState{}, failed("inspect read-write lock", err)
+		return backend.RWState{}, holdFailed("inspect read-write lock", err)
 	}
 	var st backend.RWState
 	var kind string
@@ -311,7 +331,7 @@ func (d *Driver) InspectRW(ctx context.Context, key string) (backend.RWState, er
 		return nil
 	})
 	if err != nil {
-		return backend.RWState{}, failed("inspect read-write lock", err)
+		return backend.RWState{}, holdFailed("inspect read-write lock", err)
 	}
 	return st, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/redfence/redfence/mutex/backend"
 )
@@ -97,6 +98,10 @@ DECLARE
 	first timestamptz;
 	ends timestamptz;
 BEGIN
+	IF current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'redfence: semaphores and read-write locks need READ COMMITTED, not %',
+			current_setting('transaction_isolation') USING ERRCODE = '0A000';
+	END IF;
 	INSERT INTO ` + sems + ` (key, lim, token, used_at) VALUES (p_key, p_limit, 0, clock_timestamp())
 	ON CONFLICT (key) DO NOTHING;
 	SELECT * INTO s FROM ` + sems + ` AS x WHERE x.key = p_key FOR UPDATE;
@@ -134,6 +139,10 @@ DECLARE
 	gone integer;
 	released boolean;
 BEGIN
+	IF current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'redfence: semaphores and read-write locks need READ COMMITTED, not %',
+			current_setting('transaction_isolation') USING ERRCODE = '0A000';
+	END IF;
 	PERFORM 1 FROM ` + sems + ` AS x WHERE x.key = p_key FOR UPDATE;
 	IF NOT FOUND THEN
 		RETURN false;
@@ -151,6 +160,10 @@ $f$`,
 		`CREATE OR REPLACE FUNCTION ` + f.extend + `(p_key text, p_owner text, p_token bigint, p_ttl bigint)
 RETURNS boolean LANGUAGE plpgsql AS $f$
 BEGIN
+	IF current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'redfence: semaphores and read-write locks need READ COMMITTED, not %',
+			current_setting('transaction_isolation') USING ERRCODE = '0A000';
+	END IF;
 	PERFORM 1 FROM ` + sems + ` AS x WHERE x.key = p_key FOR UPDATE;
 	IF NOT FOUND THEN
 		RETURN false;
@@ -178,7 +191,7 @@ func (d *Driver) AcquirePermit(ctx context.Context, a backend.PermitAttempt) (ba
 	err := d.db.QueryRow(ctx, d.sem.acquire, a.Key, a.Owner, a.TTL.Milliseconds(), a.Limit).Scan(&granted, &token, &wait)
 	switch {
 	case err != nil:
-		return backend.Grant{}, failed("acquire permit", err)
+		return backend.Grant{}, holdFailed("acquire permit", err)
 	case !granted:
 		return backend.Grant{Status: backend.Held, Remaining: time.Duration(wait) * time.Millisecond}, nil
 	case token < 1:
@@ -192,7 +205,7 @@ func (d *Driver) AcquirePermit(ctx context.Context, a backend.PermitAttempt) (ba
 func (d *Driver) ReleasePermit(ctx context.Context, p backend.Lease) (bool, error) {
 	var released bool
 	if err := d.db.QueryRow(ctx, d.sem.release, p.Key, p.Owner, p.Token).Scan(&released); err != nil {
-		return false, failed("release permit", err)
+		return false, holdFailed("release permit", err)
 	}
 	return released, nil
 }
@@ -211,11 +224,11 @@ func (d *Driver) SetLimit(ctx context.Context, key string, limit int) error {
 	}
 	rows, err := d.db.Query(ctx, d.sem.limit, key, limit)
 	if err != nil {
-		return failed("set limit", err)
+		return holdFailed("set limit", err)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return failed("set limit", err)
+		return holdFailed("set limit", err)
 	}
 	return nil
 }
@@ -225,7 +238,7 @@ func (d *Driver) SetLimit(ctx context.Context, key string, limit int) error {
 func (d *Driver) InspectSemaphore(ctx context.Context, key string) (backend.SemaphoreState, error) {
 	rows, err := d.db.Query(ctx, d.sem.inspect, key)
 	if err != nil {
-		return backend.SemaphoreState{}, failed("inspect semaphore", err)
+		return backend.SemaphoreState{}, holdFailed("inspect semaphore", err)
 	}
 	var st backend.SemaphoreState
 	var limit int
@@ -239,7 +252,7 @@ func (d *Driver) InspectSemaphore(ctx context.Context, key string) (backend.Sema
 		return nil
 	})
 	if err != nil {
-		return backend.SemaphoreState{}, failed("inspect semaphore", err)
+		return backend.SemaphoreState{}, holdFailed("inspect semaphore", err)
 	}
 	return st, nil
 }
@@ -271,7 +284,7 @@ func (d *Driver) renewEach(ctx context.Context, op, stmt string, holds []backend
 	}
 	rows, err := d.db.Query(ctx, stmt, keys, owners, tokens, ttls)
 	if err != nil {
-		return out, failed(op, err)
+		return out, holdFailed(op, err)
 	}
 	got := make([]backend.Renewal, len(holds))
 	var i int64
@@ -286,12 +299,24 @@ func (d *Driver) renewEach(ctx context.Context, op, stmt string, holds []backend
 		return nil
 	})
 	if err != nil {
-		return out, failed(op, err)
+		return out, holdFailed(op, err)
 	}
 	for i, j := range order {
 		out[j] = got[i]
 	}
 	return out, nil
+}
+
+// holdFailed is a semaphore's or read-write lock's failed statement: a
+// session not at READ COMMITTED, which their functions refuse (their
+// holders are read after the row lock, by a later snapshot), is the
+// caller's to fix; anything else an unknown outcome.
+func holdFailed(op string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "0A000" {
+		return fmt.Errorf("pgdriver: %s: %w", op, err)
+	}
+	return failed(op, err)
 }
 
 var errUnexpectedPermit = errors.New("pgdriver: a permit granted without a token")

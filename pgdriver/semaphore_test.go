@@ -340,3 +340,140 @@ func TestListenerHeardAfterLostSession(t *testing.T) {
 	}
 	require.Positive(t, gaps, "no release fell between a lost session and the next")
 }
+
+// TestHoldsRacers: eight callers at once, each on a pool of its own, on a
+// semaphore of 2 and a read-write lock that exist already (no insert to
+// wait on): never more grants than the limit, never a writer beside
+// another grant. Each round's grants stay held until every caller
+// answered.
+func TestHoldsRacers(t *testing.T) {
+	pool, schema := setup(t)
+	ctx := t.Context()
+	url := testutil.PostgresURL(t)
+	var ds []*pgdriver.Driver
+	for range 8 {
+		p, err := pgxpool.New(ctx, url)
+		require.NoError(t, err)
+		t.Cleanup(p.Close)
+		ds = append(ds, driverOf(t, p, schema))
+	}
+	d := driverOf(t, pool, schema)
+	_, err := d.AcquirePermit(ctx, backend.PermitAttempt{Key: "race", Owner: "seed", TTL: time.Minute, Limit: 2})
+	require.NoError(t, err)
+	_, err = d.AcquireRW(ctx, backend.RWAttempt{Key: "race", Owner: "seed", TTL: time.Minute})
+	require.NoError(t, err)
+	for _, l := range []backend.Lease{{Key: "race", Owner: "seed"}} {
+		_, err = d.ReleasePermit(ctx, l)
+		require.NoError(t, err)
+		_, err = d.ReleaseRW(ctx, l)
+		require.NoError(t, err)
+	}
+	for round := range 30 {
+		var wg sync.WaitGroup
+		permits := make([]backend.Grant, len(ds))
+		holds := make([]backend.Grant, len(ds))
+		for i, dr := range ds {
+			wg.Go(func() {
+				owner := fmt.Sprintf("r%d-%d", round, i)
+				var err error
+				permits[i], err = dr.AcquirePermit(ctx, backend.PermitAttempt{Key: "race", Owner: owner, TTL: time.Minute, Limit: 2})
+				assert.NoError(t, err)
+				holds[i], err = dr.AcquireRW(ctx, backend.RWAttempt{Key: "race", Owner: owner, TTL: time.Minute, Write: i%2 == 0})
+				assert.NoError(t, err)
+			})
+		}
+		wg.Wait()
+		granted, writers, readers := 0, 0, 0
+		for i := range ds {
+			if permits[i].Status == backend.Acquired {
+				granted++
+			}
+			if holds[i].Status == backend.Acquired {
+				if i%2 == 0 {
+					writers++
+				} else {
+					readers++
+				}
+			}
+		}
+		require.LessOrEqual(t, granted, 2, "round %d: permits", round)
+		require.Positive(t, granted, "round %d: permits", round)
+		require.False(t, writers > 1 || writers == 1 && readers > 0, "round %d: %d writers beside %d readers", round, writers, readers)
+		for i := range ds {
+			l := backend.Lease{Key: "race", Owner: fmt.Sprintf("r%d-%d", round, i)}
+			_, err := d.ReleasePermit(ctx, l)
+			require.NoError(t, err)
+			_, err = d.ReleaseRW(ctx, l)
+			require.NoError(t, err)
+		}
+	}
+}
+
+// TestHoldsExpireWithoutOtherCalls: a permit's and a read-write hold's
+// lease runs out with no other call on the key; the holder's own renewal
+// and release then find them gone (each call takes the expired holds out
+// first), and a writer's clean-up release (token 0) ends its write.
+func TestHoldsExpireWithoutOtherCalls(t *testing.T) {
+	pool, schema := setup(t)
+	ctx := t.Context()
+	d := driverOf(t, pool, schema)
+	const short = 200 * time.Millisecond
+	p, err := d.AcquirePermit(ctx, backend.PermitAttempt{Key: "e", Owner: "x", TTL: short, Limit: 1})
+	require.NoError(t, err)
+	w, err := d.AcquireRW(ctx, backend.RWAttempt{Key: "e", Owner: "x", TTL: short, Write: true})
+	require.NoError(t, err)
+	r, err := d.AcquireRW(ctx, backend.RWAttempt{Key: "f", Owner: "x", TTL: short})
+	require.NoError(t, err)
+	// Wait for the database's clock, not this one's: the holds are gone
+	// once a read-only look finds no live one.
+	require.Eventually(t, func() bool {
+		s, err1 := d.InspectSemaphore(ctx, "e")
+		e, err2 := d.InspectRW(ctx, "e")
+		f, err3 := d.InspectRW(ctx, "f")
+		return err1 == nil && err2 == nil && err3 == nil && len(s.Holders) == 0 && e.Writer == nil && len(f.Readers) == 0
+	}, 20*time.Second, 10*time.Millisecond)
+	ps, err := d.ExtendPermits(ctx, []backend.Lease{{Key: "e", Owner: "x", Token: p.Token, TTL: time.Minute}})
+	require.NoError(t, err)
+	assert.Equal(t, []backend.Renewal{backend.Gone}, ps, "an expired permit renewed")
+	rs, err := d.ExtendRW(ctx, []backend.Lease{{Key: "e", Owner: "x", Token: w.Token, TTL: time.Minute}, {Key: "f", Owner: "x", Token: r.Token, TTL: time.Minute}})
+	require.NoError(t, err)
+	assert.Equal(t, []backend.Renewal{backend.Gone, backend.Gone}, rs, "an expired hold renewed")
+	ok, err := d.ReleasePermit(ctx, backend.Lease{Key: "e", Owner: "x", Token: p.Token})
+	require.NoError(t, err)
+	assert.False(t, ok, "an expired permit released")
+	ok, err = d.ReleaseRW(ctx, backend.Lease{Key: "f", Owner: "x", Token: r.Token})
+	require.NoError(t, err)
+	assert.False(t, ok, "an expired read released")
+
+	w, err = d.AcquireRW(ctx, backend.RWAttempt{Key: "e", Owner: "y", TTL: time.Minute, Write: true})
+	require.NoError(t, err)
+	require.Equal(t, backend.Acquired, w.Status)
+	ok, err = d.ReleaseRW(ctx, backend.Lease{Key: "e", Owner: "y"})
+	require.NoError(t, err)
+	assert.True(t, ok, "a writer's clean-up release")
+	st, err := d.InspectRW(ctx, "e")
+	require.NoError(t, err)
+	assert.Nil(t, st.Writer)
+}
+
+// TestHoldsNeedReadCommitted: on a session at REPEATABLE READ, where a
+// statement's snapshot would predate the row lock it waited for, the
+// functions refuse to run, with an error that says so and is not
+// ErrUnavailable (retrying will not help).
+func TestHoldsNeedReadCommitted(t *testing.T) {
+	_, schema := setup(t)
+	ctx := t.Context()
+	cfg, err := pgxpool.ParseConfig(testutil.PostgresURL(t))
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	d := driverOf(t, pool, schema)
+	_, err = d.AcquirePermit(ctx, backend.PermitAttempt{Key: "k", Owner: "o", TTL: time.Minute, Limit: 1})
+	assert.ErrorContains(t, err, "need READ COMMITTED")
+	assert.NotErrorIs(t, err, mutex.ErrUnavailable)
+	_, err = d.AcquireRW(ctx, backend.RWAttempt{Key: "k", Owner: "o", TTL: time.Minute})
+	assert.ErrorContains(t, err, "need READ COMMITTED")
+	assert.NotErrorIs(t, err, mutex.ErrUnavailable)
+}
