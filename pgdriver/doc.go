@@ -12,6 +12,9 @@
 //
 //	tokens, err := d.LockTx(ctx, tx, "account:42", "account:7")
 //
+// or queue it in a pgx.Batch with the transaction's first statements, one
+// round trip for both (QueueLockTx).
+//
 // # Guarantees and assumptions
 //
 //   - A lease is timed by the database's clock (clock_timestamp()), never a
