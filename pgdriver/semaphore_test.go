@@ -321,8 +321,7 @@ func TestListenerHeardAfterLostSession(t *testing.T) {
 		// End every listening session; the waiter is woken by the loss,
 		// tries, is refused (its stamp), and waits for the next session.
 		before = stamped()
-		var old []int
-		old = listeners()
+		old := listeners()
 		_, err = pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid`, old)
 		require.NoError(t, err)
 		require.Eventually(t, func() bool { return stamped().After(before) }, 10*time.Second, time.Millisecond, "the attempt after the loss")
