@@ -44,8 +44,8 @@ func locker(t *testing.T, schema, app string) (*mutex.Locker, *pgdriver.Driver, 
 	return lockerAt(t, testutil.PostgresURL(t), schema, app)
 }
 
-// lockerAt is locker over the server at url.
-func lockerAt(t *testing.T, url, schema, app string) (*mutex.Locker, *pgdriver.Driver, *pgxpool.Pool) {
+// lockerAt is locker over the server at url, its Driver with opts.
+func lockerAt(t *testing.T, url, schema, app string, opts ...pgdriver.Option) (*mutex.Locker, *pgdriver.Driver, *pgxpool.Pool) {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	require.NoError(t, err)
@@ -53,8 +53,7 @@ func lockerAt(t *testing.T, url, schema, app string) (*mutex.Locker, *pgdriver.D
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	d, err := pgdriver.New(pool, pgdriver.WithSchema(schema))
-	require.NoError(t, err)
+	d := driverOf(t, pool, schema, opts...)
 	l, err := mutex.New(d)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
@@ -109,20 +108,6 @@ func TestCheckRefusesAStalledHolder(t *testing.T) {
 	assert.Equal(t, []string{"next"}, who)
 	require.NoError(t, next.Release(ctx))
 
-	// Semaphores and read-write locks are one function call a statement.
-	sem, err := mutex.NewSemaphore(a, "permits", 1)
-	require.NoError(t, err)
-	p, err := sem.Acquire(ctx)
-	require.NoError(t, err)
-	_, err = sem.TryAcquire(ctx)
-	require.ErrorIs(t, err, mutex.ErrNotAcquired)
-	require.NoError(t, p.Release(ctx))
-	rw, err := mutex.NewRWMutex(b, "doc")
-	require.NoError(t, err)
-	w, err := rw.Lock(ctx)
-	require.NoError(t, err)
-	require.NoError(t, w.Downgrade(ctx))
-	require.NoError(t, w.Release(ctx))
 }
 
 // TestAcquireWaitsForACheckedTransaction: while a transaction that checked

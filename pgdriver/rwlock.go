@@ -2,7 +2,6 @@ package pgdriver
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -265,18 +264,11 @@ func (d *Driver) AcquireRW(ctx context.Context, a backend.RWAttempt) (backend.Gr
 	if a.TTL < time.Millisecond {
 		return backend.Grant{}, invalidf("read-write lock attempt with lease %v", a.TTL)
 	}
-	var granted bool
-	var token, wait int64
-	err := d.db.QueryRow(ctx, d.rw.acquire, a.Key, a.Owner, a.TTL.Milliseconds(), a.Write, a.Queue).Scan(&granted, &token, &wait)
-	switch {
-	case err != nil:
-		return backend.Grant{}, holdFailed("acquire read-write lock", err)
-	case !granted:
-		return backend.Grant{Status: backend.Held, Remaining: time.Duration(wait) * time.Millisecond}, nil
-	case a.Write && token < 1:
-		return backend.Grant{}, errUnexpectedRW
+	least := int64(0) // a read before any write gets token 0
+	if a.Write {
+		least = 1
 	}
-	return backend.Grant{Status: backend.Acquired, Token: token}, nil
+	return d.attemptHold(ctx, "acquire read-write lock", least, d.rw.acquire, a.Key, a.Owner, a.TTL.Milliseconds(), a.Write, a.Queue)
 }
 
 // ReleaseRW gives back h's hold (with Token 0, any hold of h.Owner and its
@@ -345,5 +337,3 @@ func (d *Driver) WatchRW(key string, wake func()) (<-chan struct{}, func()) {
 	}
 	return d.listen.watch(rwPrefix+key, wake)
 }
-
-var errUnexpectedRW = errors.New("pgdriver: a write granted without a token")

@@ -186,16 +186,23 @@ func (d *Driver) AcquirePermit(ctx context.Context, a backend.PermitAttempt) (ba
 	if a.Limit < 1 || a.TTL < time.Millisecond {
 		return backend.Grant{}, invalidf("permit attempt with limit %d and lease %v", a.Limit, a.TTL)
 	}
+	return d.attemptHold(ctx, "acquire permit", 1, d.sem.acquire, a.Key, a.Owner, a.TTL.Milliseconds(), a.Limit)
+}
+
+// attemptHold runs an acquire function, a permit's or a read-write hold's,
+// once: granted with a token of at least least, or refused with how long
+// to wait.
+func (d *Driver) attemptHold(ctx context.Context, op string, least int64, stmt string, args ...any) (backend.Grant, error) {
 	var granted bool
 	var token, wait int64
-	err := d.db.QueryRow(ctx, d.sem.acquire, a.Key, a.Owner, a.TTL.Milliseconds(), a.Limit).Scan(&granted, &token, &wait)
+	err := d.db.QueryRow(ctx, stmt, args...).Scan(&granted, &token, &wait)
 	switch {
 	case err != nil:
-		return backend.Grant{}, holdFailed("acquire permit", err)
+		return backend.Grant{}, holdFailed(op, err)
 	case !granted:
 		return backend.Grant{Status: backend.Held, Remaining: time.Duration(wait) * time.Millisecond}, nil
-	case token < 1:
-		return backend.Grant{}, errUnexpectedPermit
+	case token < least:
+		return backend.Grant{}, fmt.Errorf("pgdriver: %s: granted with token %d", op, token)
 	}
 	return backend.Grant{Status: backend.Acquired, Token: token}, nil
 }
@@ -318,5 +325,3 @@ func holdFailed(op string, err error) error {
 	}
 	return failed(op, err)
 }
-
-var errUnexpectedPermit = errors.New("pgdriver: a permit granted without a token")

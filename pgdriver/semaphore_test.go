@@ -228,15 +228,7 @@ func TestSemaphoreAcrossLockers(t *testing.T) {
 // for releases (WithListener), closed at Cleanup.
 func listeningLocker(t *testing.T, url, schema, app string) *mutex.Locker {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(url)
-	require.NoError(t, err)
-	cfg.ConnConfig.RuntimeParams["application_name"] = app
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	l, err := mutex.New(driverOf(t, pool, schema, pgdriver.WithListener(url)))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
+	l, _, _ := lockerAt(t, url, schema, app, pgdriver.WithListener(url))
 	return l
 }
 
