@@ -12,7 +12,7 @@ type queue struct {
 	slot       [1]*waiter // the waiters' first storage: one waiter needs no allocation
 	first      waiter     // the first waiter's storage, likewise
 	subscribed bool       // the head asked the backend for the key's release notifications
-	unwatch    func()     // ends them; nil until the backend's watch returned
+	unwatch    func()     // ends them; nil until the backend's watch returned, or when it polls
 	handoffs   int        // hand-offs in a row; capped so other processes get a turn
 	inBackend  bool       // this Locker is in the key's waiting queue in the backend (backend.Queuer)
 }

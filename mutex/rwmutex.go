@@ -186,11 +186,8 @@ func (s rwSide) attempt(ctx context.Context, owner string, queue bool) (backend.
 	return s.rw.l.drv.rw.AcquireRW(ctx, backend.RWAttempt{Key: s.rw.key, Owner: owner, TTL: s.rw.lc.ttl, Write: s.write, Queue: queue})
 }
 
+// watch is Semaphore.watch for the read-write lock's holds.
 func (s rwSide) watch() (<-chan struct{}, func()) {
 	rw := s.rw
-	ready, stop := rw.l.drv.rw.WatchRW(rw.key, func() { rw.l.wakeLocal(rw.qkey) })
-	if stop == nil {
-		stop = func() {}
-	}
-	return ready, stop
+	return rw.l.drv.rw.WatchRW(rw.key, func() { rw.l.wakeLocal(rw.qkey) })
 }

@@ -130,11 +130,9 @@ func (s *Semaphore) usable(ctx context.Context) error {
 }
 
 // watch asks the backend for the semaphore's notifications, which wake the
-// head of its local queue.
+// head of its local queue. A nil stop (a backend that polls) leaves the
+// queue unwatched, so that this Locker's own releases wake it
+// (wakeAfterRelease).
 func (s *Semaphore) watch() (<-chan struct{}, func()) {
-	ready, stop := s.l.drv.sem.WatchPermits(s.key, func() { s.l.wakeLocal(s.qkey) })
-	if stop == nil {
-		stop = func() {}
-	}
-	return ready, stop
+	return s.l.drv.sem.WatchPermits(s.key, func() { s.l.wakeLocal(s.qkey) })
 }

@@ -54,7 +54,7 @@ type RWLocker interface {
 	InspectRW(ctx context.Context, key string) (RWState, error)
 	// WatchRW is Watcher.Watch for the key's holds: wake is called each
 	// time an attempt on key may succeed (a release, a downgrade, a mark
-	// taken out), until stop.
+	// taken out), until stop; a nil stop as WatchPermits.
 	WatchRW(key string, wake func()) (ready <-chan struct{}, stop func())
 }
 

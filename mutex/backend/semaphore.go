@@ -58,7 +58,8 @@ type Semaphorer interface {
 	InspectSemaphore(ctx context.Context, key string) (SemaphoreState, error)
 	// WatchPermits is Watcher.Watch for the key's permits: wake is called
 	// each time a permit of key may have come back (a release, a raised
-	// limit), until stop.
+	// limit), until stop. A nil stop says it does not watch (it polls):
+	// the Locker then wakes its waiters after its own releases.
 	WatchPermits(key string, wake func()) (ready <-chan struct{}, stop func())
 }
 
