@@ -26,22 +26,27 @@ type inspectStatements struct {
 	inspect, forced, list, force string
 }
 
-// A key's state reads the lease on the database's clock; a lease that ran
-// out is a free key that keeps its last token.
-const keyColumns = `CASE WHEN l.expires_at > clock_timestamp() THEN coalesce(l.owner, '') ELSE '' END,
+// A key's state reads the lease on the database's clock, read once per
+// statement (the CTE c) so that a key shown held has time left and every
+// key of a page is seen at one moment; a lease that ran out is a free key
+// that keeps its last token.
+const keyColumns = `CASE WHEN l.expires_at > c.now THEN coalesce(l.owner, '') ELSE '' END,
 	coalesce(l.token, 0), coalesce(l.count, 0),
-	CASE WHEN l.expires_at > clock_timestamp()
-		THEN (extract(epoch FROM (l.expires_at - clock_timestamp())) * 1000000)::bigint ELSE 0 END,
-	l.acquired_at, l.renewed_at, clock_timestamp()`
+	CASE WHEN l.expires_at > c.now
+		THEN (extract(epoch FROM (l.expires_at - c.now)) * 1000000)::bigint ELSE 0 END,
+	l.acquired_at, l.renewed_at, c.now`
+
+// clockCTE is keyColumns' c.
+const clockCTE = `WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now) `
 
 func prepareInspect(locks, forced, channel string) inspectStatements {
 	return inspectStatements{
 		// The join returns a row for a key the table lacks too: a free
 		// key, at the database's time.
-		inspect: `SELECT $1::text, ` + keyColumns + ` FROM (VALUES (1)) AS one LEFT JOIN ` + locks + ` AS l ON l.key = $1`,
+		inspect: clockCTE + `SELECT $1::text, ` + keyColumns + ` FROM c LEFT JOIN ` + locks + ` AS l ON l.key = $1`,
 		forced: `SELECT id, at, by, reason, token, floor, owner, count FROM ` + forced + `
 WHERE key = $1 ORDER BY id DESC LIMIT ` + strconv.Itoa(forcedShown),
-		list: `SELECT l.key, ` + keyColumns + ` FROM ` + locks + ` AS l WHERE l.key > $1 ORDER BY l.key LIMIT $2`,
+		list: clockCTE + `SELECT l.key, ` + keyColumns + ` FROM c, ` + locks + ` AS l WHERE l.key > $1 ORDER BY l.key LIMIT $2`,
 		// The old row is read FOR UPDATE, so the holder it ends is the one
 		// the record names; the row keeps its token, so every later
 		// token exceeds it (the floor, token + 1).

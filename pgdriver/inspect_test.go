@@ -59,6 +59,8 @@ func TestInspectListAndForceRelease(t *testing.T) {
 		for _, l := range page.Locks {
 			seen[l.Key]++
 			assert.Equal(t, admin.Held, l.State, l.Key)
+			assert.Positive(t, l.Lease, "a key shown held has time left")
+			assert.Equal(t, page.Locks[0].ServerTime, l.ServerTime, "a page is read at one moment")
 		}
 		if cursor = page.Cursor; cursor == "" {
 			break
