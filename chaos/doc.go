@@ -51,6 +51,10 @@
 // TestChaosPGLock runs the register workload with the lock itself on
 // PostgreSQL (pgdriver, a throwaway server): killed client connections,
 // server pauses past the lease and restarts, latency, partitions, stalls.
+// TestChaosPGLockInTx puts the register in that server and has two clients
+// write under the Locker and Check, two under LockTx and QueueLockTx, on
+// one key; a write whose commit's reply was lost is settled (committed or
+// not) by the register before the checks.
 //
 // The harness (the client loop, the fault loop, the PostgreSQL register, the
 // checks and the failure artefacts) is internal/chaoskit, which the etcd

@@ -32,6 +32,13 @@ func TestChaosPGLock(t *testing.T) {
 // pgLock gives w its clients' Lockers over pgdriver, each through its own
 // proxy to one throwaway PostgreSQL, and the faults of that setup.
 func pgLock(t *testing.T, w *chaoskit.World) {
+	srv, admin := pgServer(t)
+	pgLockOn(t, w, srv, admin)
+}
+
+// pgServer starts a throwaway PostgreSQL with pgdriver's tables, and a
+// pool to it that no fault goes through (it injects the kills).
+func pgServer(t *testing.T) (*localpg.Server, *pgxpool.Pool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	srv, err := localpg.Start(ctx)
@@ -43,17 +50,30 @@ func pgLock(t *testing.T, w *chaoskit.World) {
 	d, err := pgdriver.New(admin)
 	require.NoError(t, err)
 	require.NoError(t, d.Migrate(ctx))
+	return srv, admin
+}
 
+// pgLockOn is pgLock on srv. A client's pool (each through its proxy) is
+// also given to setup, when there is one, before its Locker is made.
+func pgLockOn(t *testing.T, w *chaoskit.World, srv *localpg.Server, admin *pgxpool.Pool, setup ...func(i int, pool *pgxpool.Pool, d *pgdriver.Driver)) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	proxies := make([]*testutil.TCPProxy, chaoskit.Clients)
 	for i := range chaoskit.Clients {
 		proxies[i] = testutil.Proxy(t, srv.Addr())
 		cfg, err := pgxpool.ParseConfig("postgres://postgres@" + proxies[i].Addr() + "/postgres?sslmode=disable")
 		require.NoError(t, err)
 		cfg.ConnConfig.ConnectTimeout = 200 * time.Millisecond
+		// A client cut off inside a transaction (LockTx, Check) keeps its
+		// row locks until the server ends its session: this setting.
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = "3s"
 		pool, err := pgxpool.NewWithConfig(ctx, cfg)
 		require.NoError(t, err)
 		d, err := pgdriver.New(pool)
 		require.NoError(t, err)
+		for _, f := range setup {
+			f(i, pool, d)
+		}
 		l, err := mutex.New(d)
 		require.NoError(t, err)
 		w.Lockers = append(w.Lockers, l)

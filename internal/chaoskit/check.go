@@ -59,6 +59,9 @@ func (w *World) Check(name string) {
 	backwards, v := w.registerChecked(name)
 	t.Logf("%s: %d operations, register %d, faults {%s}, stalls performed %d, overlaps %d, stale writes rejected %d, lock timeouts/errors %d, accepted tokens out of order %d",
 		name, len(w.history), v, w.faultCounts(), w.stalled.Load(), w.overlaps.Load(), w.stale.Load(), w.lockErrs.Load(), backwards)
+	if n := w.unknown.Load(); n > 0 {
+		t.Logf("%s: %d writes of unknown outcome settled by the register, %d of them committed", name, n, w.unknownC.Load())
+	}
 	assert.Zero(t, backwards, "the resource accepted a token that was not larger")
 	assert.Equal(t, int64(len(w.history)), v, "every accepted operation, and only those, changed the register")
 	assert.NotEmpty(t, w.history, "no operation succeeded")

@@ -41,7 +41,11 @@ func (w *World) client(ctx context.Context, id int, l *mutex.Locker) {
 		case errors.Is(err, fenced.ErrStaleToken):
 			w.stale.Add(1) // rejected before fn: no effect on the register
 		case err != nil:
-			w.t.Errorf("client %d: fenced write: %v", id, err)
+			if _, ok := w.reg.(Resolver); !ok {
+				w.t.Errorf("client %d: fenced write: %v", id, err)
+				break
+			}
+			w.resolve(ctx, id, call, LockOp(lk.Token())) // the register is in the faulted store
 		default:
 			w.mu.Lock()
 			w.history = append(w.history, porcupine.Operation{ClientId: id, Call: call, Return: ret, Output: rmw{read}})

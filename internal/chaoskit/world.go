@@ -64,6 +64,10 @@ type World struct {
 	// at once, the semaphore workload more holders than permits, only
 	// across one of them.
 	LossyFaults []string
+	// TxClients, by client (optional, the register workload), replace
+	// those clients' Lockers: each write takes the key in its own
+	// transaction.
+	TxClients map[int]TxRMW
 
 	t     *testing.T
 	reg   Register      // the register workload's resource
@@ -83,6 +87,8 @@ type World struct {
 	stale    atomic.Int64  // writes the fence rejected
 	lockErrs atomic.Int64  // Lock calls that timed out or failed
 	stalls   []atomic.Bool // per client: stall in the next critical section
+	unknown  atomic.Int64  // writes whose outcome was unknown (a Resolver's register), and settled
+	unknownC atomic.Int64  // those of them that had committed
 }
 
 // Fault is one kind of fault a setup injects: Apply injects it and returns
@@ -138,6 +144,8 @@ func (w *World) Run(bounded time.Duration) {
 			wg.Go(func() { w.electionClient(ctx, i, l) })
 		case w.sem != nil:
 			wg.Go(func() { w.semClient(ctx, i, l) })
+		case w.TxClients[i] != nil:
+			wg.Go(func() { w.txClient(ctx, i, w.TxClients[i]) })
 		default:
 			wg.Go(func() { w.client(ctx, i, l) })
 		}
