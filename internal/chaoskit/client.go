@@ -25,14 +25,7 @@ func (w *World) client(ctx context.Context, id int, l *mutex.Locker) {
 			w.lockErrs.Add(1)
 			continue
 		}
-		if w.holders.Add(1) > 1 {
-			w.overlaps.Add(1)
-		}
-		if stall {
-			// The pause ignores lk.Context(), as a stopped process would.
-			w.stalled.Add(1)
-			time.Sleep(w.cfg.Stall)
-		}
+		w.enter(stall) // the pause ignores lk.Context(), as a stopped process would
 		call := time.Since(w.start).Nanoseconds()
 		read, err := w.reg.RMW(context.WithoutCancel(ctx), lk.Token())
 		ret := time.Since(w.start).Nanoseconds()
@@ -54,5 +47,18 @@ func (w *World) client(ctx context.Context, id int, l *mutex.Locker) {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Release)
 		_ = lk.Release(uctx) // ErrNotHeld after a loss is expected here
 		cancel()
+	}
+}
+
+// enter counts a client that believes it holds the register's key (an
+// overlap when another does too) and, when it is to stall, sleeps past the
+// lease.
+func (w *World) enter(stall bool) {
+	if w.holders.Add(1) > 1 {
+		w.overlaps.Add(1)
+	}
+	if stall {
+		w.stalled.Add(1)
+		time.Sleep(w.cfg.Stall)
 	}
 }

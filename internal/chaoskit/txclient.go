@@ -40,13 +40,7 @@ func (w *World) txClient(ctx context.Context, id int, rmw TxRMW) {
 		holding := false
 		held := func() {
 			holding = true
-			if w.holders.Add(1) > 1 {
-				w.overlaps.Add(1)
-			}
-			if stall {
-				w.stalled.Add(1)
-				time.Sleep(w.cfg.Stall)
-			}
+			w.enter(stall)
 		}
 		call := time.Since(w.start).Nanoseconds()
 		tctx, cancel := context.WithTimeout(ctx, 2*time.Second+w.cfg.Stall)
