@@ -18,7 +18,8 @@ import (
 
 // BenchmarkLedgerPGPaired is BenchmarkLedgerPaired's transfer on
 // PostgreSQL alone: per-account locks on pgdriver, taken in the transfer's
-// own transaction (LockTx, alone or queued with the read: QueueLockTx),
+// own transaction (LockTx, alone or queued with the read: QueueLockTx, as
+// examples/ledger -postgres does),
 // or by the Locker (LockAll of both accounts)
 // and checked first in the transfer's transaction (pgdriver.Check); then
 // read both balances, write both back. It is paired with

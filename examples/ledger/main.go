@@ -22,9 +22,16 @@
 // rejects the whole transaction: the total is unchanged. With
 // -fencing=false the stale write lands and money appears or vanishes.
 //
+// With -postgres there is no Redis: each transfer takes its accounts' locks
+// in its own transaction (pgdriver's QueueLockTx, sent with the read), so
+// the lock, its check and the write are one commit. A stalling worker then
+// holds its accounts' rows: the transfers that need them wait for it, and
+// no write can be stale.
+//
 //	go run ./examples/ledger                  # throwaway PostgreSQL, embedded Redis
 //	go run ./examples/ledger -global          # one lock for the ledger: compare transfers/s
 //	go run ./examples/ledger -fencing=false   # the corruption the fence prevents
+//	go run ./examples/ledger -postgres        # the locks in PostgreSQL itself
 //
 // DATABASE_URL and REDIS_URL select real servers; the demo then works in its
 // own schema, redfence_ledger_demo, which it drops and recreates.
@@ -55,12 +62,14 @@ import (
 	"github.com/redfence/redfence/examples/embedded"
 	"github.com/redfence/redfence/fenced"
 	"github.com/redfence/redfence/mutex"
+	"github.com/redfence/redfence/pgdriver"
 	"github.com/redfence/redfence/redis/redisdriver"
 )
 
 type options struct {
 	fencing   bool
 	global    bool // one lock, "ledger", for every transfer
+	postgres  bool // the locks in each transfer's transaction (pgdriver), no Redis
 	workers   int
 	accounts  int
 	transfers int // per worker
@@ -88,6 +97,7 @@ func main() {
 	o := options{}
 	flag.BoolVar(&o.fencing, "fencing", true, "pass lock tokens to fenced.Guard; false shows the corruption it prevents")
 	flag.BoolVar(&o.global, "global", false, "one lock for the whole ledger instead of one per account")
+	flag.BoolVar(&o.postgres, "postgres", false, "take the locks in each transfer's own PostgreSQL transaction (pgdriver), no Redis")
 	flag.IntVar(&o.workers, "workers", 8, "concurrent workers, each with its own Locker")
 	flag.IntVar(&o.accounts, "accounts", 32, "accounts in the ledger")
 	flag.IntVar(&o.transfers, "transfers", 50, "transfers per worker")
@@ -112,12 +122,20 @@ func run(ctx context.Context, out io.Writer, o options) (result, error) {
 	if o.workers < 2 || o.accounts < 2 || o.transfers < 1 || o.stalls < 1 || o.stalls >= o.workers {
 		return result{}, errors.New("need at least 2 workers, 2 accounts, 1 transfer, and 1 to workers-1 stalls")
 	}
-	// Redis first: its check takes milliseconds, a throwaway PostgreSQL seconds.
-	newClient, redisWhere, stopRedis, err := embedded.Redis(ctx, o.redisURL)
-	if err != nil {
-		return result{}, err
+	if o.postgres && !o.fencing {
+		return result{}, errors.New("-postgres has no fence to turn off: the lock is the write's transaction")
 	}
-	defer stopRedis()
+	newClient, redisWhere := func() redis.UniversalClient { return nil }, "not used"
+	if !o.postgres {
+		// Redis first: its check takes milliseconds, a throwaway PostgreSQL seconds.
+		var stopRedis func()
+		var err error
+		newClient, redisWhere, stopRedis, err = embedded.Redis(ctx, o.redisURL)
+		if err != nil {
+			return result{}, err
+		}
+		defer stopRedis()
+	}
 	dbURL, dbWhere, stopDB, err := embedded.Postgres(ctx, o.dbURL, "ledger")
 	if err != nil {
 		return result{}, err
@@ -146,11 +164,20 @@ func run(ctx context.Context, out io.Writer, o options) (result, error) {
 	if err := guard.Migrate(ctx); err != nil {
 		return result{}, err
 	}
+	var pg *pgdriver.Driver
+	if o.postgres {
+		if pg, err = pgdriver.New(pool, pgdriver.WithSchema(schema)); err != nil {
+			return result{}, err
+		}
+		if err := pg.Migrate(ctx); err != nil {
+			return result{}, err
+		}
+	}
 
 	fmt.Fprintf(out, "ledger demo: %d workers × %d transfers between %d accounts of %d, lock lease %v;\n",
 		o.workers, o.transfers, o.accounts, initial, o.ttl)
-	fmt.Fprintf(out, "Locks: %s. %d of the workers stall once while holding them (a simulated GC pause). Fencing: %v.\n",
-		lockMode(o.global), o.stalls, onOff(o.fencing))
+	fmt.Fprintf(out, "Locks: %s%s. %d of the workers stall once while holding them (a simulated GC pause). Fencing: %v.\n",
+		lockMode(o.global), lockStore(o.postgres), o.stalls, fencing(o))
 	fmt.Fprintf(out, "PostgreSQL: %s. Redis: %s.\n\n", dbWhere, redisWhere)
 
 	var res result
@@ -158,7 +185,7 @@ func run(ctx context.Context, out io.Writer, o options) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	d := &ledgerRun{o: o, pool: pool, guard: guard, out: out, res: &res}
+	d := &ledgerRun{o: o, pool: pool, guard: guard, pg: pg, out: out, res: &res}
 	d.running.Add(o.workers)
 	d.read.Add(min(o.stalls, o.workers))
 	start := time.Now()
@@ -171,6 +198,10 @@ func run(ctx context.Context, out io.Writer, o options) (result, error) {
 	var wg sync.WaitGroup
 	errs := make([]error, o.workers)
 	for w := range o.workers {
+		if o.postgres {
+			wg.Go(func() { errs[w] = d.worker(ctx, w, nil) })
+			continue
+		}
 		c := newClient()
 		l, err := newLocker(c)
 		if err != nil {
@@ -225,6 +256,8 @@ func conclude(out io.Writer, o options, res result) {
 	fmt.Fprintf(out, "stale writes accepted:        %d\n", res.staleAccepted)
 	fmt.Fprintf(out, "total balance: %d before, %d after: ", res.totalBefore, res.totalAfter)
 	switch {
+	case res.totalAfter == res.totalBefore && o.postgres:
+		fmt.Fprintln(out, "the invariant holds; the stalled workers held their rows, so nothing they wrote was stale.")
 	case res.totalAfter == res.totalBefore:
 		fmt.Fprintln(out, "the invariant holds.")
 	case o.fencing:
@@ -239,6 +272,7 @@ type ledgerRun struct {
 	o     options
 	pool  *pgxpool.Pool
 	guard *fenced.Guard
+	pg    *pgdriver.Driver // -postgres: the locks
 	out   io.Writer
 	res   *result
 	mu    sync.Mutex // serialises output lines
@@ -287,6 +321,9 @@ func (d *ledgerRun) worker(ctx context.Context, w int, l *mutex.Locker) error {
 // balances, compute, write both back as absolute values. Correct while the
 // locks hold; a lost update when they do not, unless the fence stops it.
 func (d *ledgerRun) transfer(ctx context.Context, w int, l *mutex.Locker, from, to int, amount int64, stall bool, leave, read func()) error {
+	if d.pg != nil {
+		return d.transferInTx(ctx, w, from, to, amount, stall, leave, read)
+	}
 	// A real GC pause stops the whole process, renewal included. Here only
 	// this goroutine sleeps, so the stalling transfer runs without renewal.
 	ls, err := l.LockAll(ctx, d.keys(from, to), mutex.WithTTL(d.o.ttl), mutex.WithAutoRenew(!stall))
@@ -300,7 +337,7 @@ func (d *ledgerRun) transfer(ctx context.Context, w int, l *mutex.Locker, from, 
 	}()
 
 	var fromBal, toBal int64
-	err = d.pool.QueryRow(ctx, `SELECT (SELECT balance FROM `+schema+`.accounts WHERE id = $1), (SELECT balance FROM `+schema+`.accounts WHERE id = $2)`, from, to).Scan(&fromBal, &toBal)
+	err = d.pool.QueryRow(ctx, readBoth, from, to).Scan(&fromBal, &toBal)
 	if err != nil {
 		return err
 	}
@@ -313,9 +350,7 @@ func (d *ledgerRun) transfer(ctx context.Context, w int, l *mutex.Locker, from, 
 	}
 	amount = min(amount, fromBal)
 	write := func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `UPDATE `+schema+`.accounts SET balance = CASE id WHEN $1 THEN $2::bigint ELSE $3::bigint END WHERE id IN ($1, $4)`,
-			from, fromBal-amount, toBal+amount, to)
-		return err
+		return writeBoth(ctx, tx, from, to, fromBal-amount, toBal+amount)
 	}
 	if d.o.fencing {
 		err = d.guard.DoAll(ctx, claims(ls), write)
@@ -337,6 +372,60 @@ func (d *ledgerRun) transfer(ctx context.Context, w int, l *mutex.Locker, from, 
 		d.say("  accepted: the stale write overwrote newer balances")
 	}
 	return nil
+}
+
+// transferInTx is transfer with -postgres: the accounts' locks taken in
+// the transfer's own transaction, queued with the read in one round trip.
+// A stall inside it keeps the rows locked, so what it read stays true.
+func (d *ledgerRun) transferInTx(ctx context.Context, w, from, to int, amount int64, stall bool, leave, read func()) error {
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		var b pgx.Batch
+		lk, err := d.pg.QueueLockTx(&b, d.keys(from, to)...)
+		if err != nil {
+			return err
+		}
+		b.Queue(readBoth, from, to)
+		br := tx.SendBatch(ctx, &b)
+		defer func() { _ = br.Close() }()
+		tokens, err := lk.Result(br)
+		if err != nil {
+			return err
+		}
+		var fromBal, toBal int64
+		if err := br.QueryRow().Scan(&fromBal, &toBal); err != nil {
+			return err
+		}
+		if err := br.Close(); err != nil {
+			return err
+		}
+		if stall {
+			read()
+			leave() // as a Locker's stalled worker: the rate counts the others
+			d.say("worker %d holds %s (tokens %v) in its transaction and stalls for %v...", w, strings.Join(d.keys(from, to), ", "), tokens, 2*d.o.ttl)
+			select {
+			case <-time.After(2 * d.o.ttl):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			d.say("worker %d wakes up: the transfers of its accounts waited for it", w)
+		}
+		amount = min(amount, fromBal)
+		return writeBoth(ctx, tx, from, to, fromBal-amount, toBal+amount)
+	})
+	if err != nil {
+		return err
+	}
+	atomic.AddInt64(&d.res.committed, 1)
+	return nil
+}
+
+// readBoth reads two accounts' balances; writeBoth writes them.
+const readBoth = `SELECT (SELECT balance FROM ` + schema + `.accounts WHERE id = $1), (SELECT balance FROM ` + schema + `.accounts WHERE id = $2)`
+
+func writeBoth(ctx context.Context, tx pgx.Tx, from, to int, fromBal, toBal int64) error {
+	_, err := tx.Exec(ctx, `UPDATE `+schema+`.accounts SET balance = CASE id WHEN $1 THEN $2::bigint ELSE $3::bigint END WHERE id IN ($1, $4)`,
+		from, fromBal, toBal, to)
+	return err
 }
 
 // keys are the locks of a transfer: both accounts, or the ledger's one.
@@ -420,6 +509,20 @@ func lockMode(global bool) string {
 		return "one global lock"
 	}
 	return "per account"
+}
+
+func lockStore(postgres bool) string {
+	if postgres {
+		return ", in each transfer's PostgreSQL transaction"
+	}
+	return ", in Redis"
+}
+
+func fencing(o options) string {
+	if o.postgres {
+		return "the lock's own (its check is in the write's transaction)"
+	}
+	return onOff(o.fencing)
 }
 
 func onOff(b bool) string {

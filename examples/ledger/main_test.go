@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -185,4 +186,23 @@ func TestClaimsFenceEveryAccount(t *testing.T) {
 		{Resource: "account:7", Token: ls.TokenOf("account:7")},
 	}, claims(ls))
 	assert.NotEqual(t, ls.TokenOf("account:3"), ls.TokenOf("account:7"))
+}
+
+// TestLocksInPostgres: -postgres, no Redis. Six workers over three
+// accounts read and then write both balances; only the locks taken in the
+// transfer's transaction (QueueLockTx) keep the total. The stalled worker
+// keeps its rows while it sleeps, so every transfer commits and none is
+// stale.
+func TestLocksInPostgres(t *testing.T) {
+	o := short(true)
+	o.workers, o.accounts, o.transfers, o.postgres = 6, 3, 30, true
+	o.dbURL = testutil.PostgresURL(t)
+	res := runDemo(t, o)
+	assert.Equal(t, res.totalBefore, res.totalAfter, "the invariant holds")
+	assert.Equal(t, int64(o.workers*o.transfers), res.committed)
+	assert.Zero(t, res.staleRejected+res.staleAccepted)
+
+	o.fencing = false
+	_, err := run(t.Context(), io.Discard, o)
+	assert.ErrorContains(t, err, "no fence to turn off")
 }
