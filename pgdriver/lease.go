@@ -109,8 +109,10 @@ func (d *Driver) Release(ctx context.Context, l backend.Lease) (int64, error) {
 // Extend renews every lease in one statement.
 func (d *Driver) Extend(ctx context.Context, leases []backend.Lease) ([]backend.Renewal, error) {
 	out := make([]backend.Renewal, len(leases))
-	// In the keys' byte order, as LockTx locks rows, so that a renewal of
-	// several keys and a transaction taking some of them do not deadlock.
+	// In the keys' byte order, as LockTx locks rows. The join may still
+	// visit them otherwise, so a renewal and a LockTx can deadlock when a
+	// lease ends inside the statement; PostgreSQL's detector then fails
+	// one of them, and a failed renewal is retried.
 	keys, owners := make([]string, len(leases)), make([]string, len(leases))
 	tokens, ttls := make([]int64, len(leases)), make([]int64, len(leases))
 	for i, j := range sortedByKey(leases) {
@@ -207,7 +209,7 @@ func (d *Driver) Check(ctx context.Context, tx pgx.Tx, h Held) error {
 }
 
 // sortedByKey is the order of leases by key, byte by byte: the order in
-// which LockTx and every renewal lock rows.
+// which LockTx locks rows, and renewals send their keys.
 func sortedByKey(leases []backend.Lease) []int {
 	order := make([]int, len(leases))
 	for i := range order {

@@ -28,10 +28,9 @@ const (
 const heldMark = "redfence: held by a lease: "
 
 // lockTxStatement raises each key's token and row-locks its lease row, in
-// the order of $1, which LockTx sorts into the keys' byte order (COLLATE
-// "C", the order Extend sends its keys in), so that transactions taking
-// overlapping keys, and a Locker's renewal of several, wait for each other
-// instead of deadlocking. ON CONFLICT locks the row before its SET is
+// the order of $1, which LockTx sorts into the keys' byte order (the order
+// Extend sends its keys in), so that transactions taking overlapping keys
+// wait for each other instead of deadlocking. ON CONFLICT locks the row before its SET is
 // evaluated: a key that a live lease holds fails the cast there. An
 // expired lease's owner is cleared. One upsert and no CTE around it, which
 // the ledger benchmark measured faster (bench/README.md).
@@ -170,8 +169,11 @@ func lockTxResult(keys []string, rows pgx.Rows, err error) ([]int64, error) {
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "22P02" && strings.Contains(pgErr.Message, heldMark):
+		// quote_literal's key ends at its last quote, whatever quotes a
+		// translated message puts around it.
 		held := pgErr.Message[strings.Index(pgErr.Message, heldMark)+len(heldMark):]
-		return nil, fmt.Errorf("%w: held by a lease: %s", backend.ErrNotAcquired, strings.TrimSuffix(held, `"`))
+		held = held[:strings.LastIndexByte(held, '\'')+1]
+		return nil, fmt.Errorf("%w: held by a lease: %s", backend.ErrNotAcquired, held)
 	case errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01"):
 		return nil, fmt.Errorf("pgdriver: lock in transaction: %w", err)
 	case err != nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -223,4 +224,23 @@ func TestQueueLockTx(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"first"}, entries)
 	require.NoError(t, lk.Release(ctx))
+}
+
+// TestLockTxNamesTheHeldKey: the refusal names the held key as
+// quote_literal writes it, quotes inside it and all, and nothing after it.
+func TestLockTxNamesTheHeldKey(t *testing.T) {
+	_, schema := setup(t)
+	ctx := t.Context()
+	_, d, dpool := locker(t, schema, "names")
+	l, _, _ := locker(t, schema, "names-leaser")
+	const key = `it's "k"`
+	lk, err := l.Lock(ctx, key)
+	require.NoError(t, err)
+	defer func() { _ = lk.Release(ctx) }()
+	err = pgx.BeginFunc(ctx, dpool, func(tx pgx.Tx) error {
+		_, err := d.LockTx(ctx, tx, "free", key)
+		return err
+	})
+	require.ErrorIs(t, err, mutex.ErrNotAcquired)
+	assert.True(t, strings.HasSuffix(err.Error(), `held by a lease: 'it''s "k"'`), err.Error())
 }
