@@ -380,7 +380,8 @@ func (d *ledgerRun) transfer(ctx context.Context, w int, l *mutex.Locker, from, 
 func (d *ledgerRun) transferInTx(ctx context.Context, w, from, to int, amount int64, stall bool, leave, read func()) error {
 	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		var b pgx.Batch
-		lk, err := d.pg.QueueLockTx(&b, d.keys(from, to)...)
+		keys := d.keys(from, to)
+		lk, err := d.pg.QueueLockTx(&b, keys...)
 		if err != nil {
 			return err
 		}
@@ -401,7 +402,7 @@ func (d *ledgerRun) transferInTx(ctx context.Context, w, from, to int, amount in
 		if stall {
 			read()
 			leave() // as a Locker's stalled worker: the rate counts the others
-			d.say("worker %d holds %s (tokens %v) in its transaction and stalls for %v...", w, strings.Join(d.keys(from, to), ", "), tokens, 2*d.o.ttl)
+			d.say("worker %d holds %s (tokens %v) in its transaction and stalls for %v...", w, strings.Join(keys, ", "), tokens, 2*d.o.ttl)
 			select {
 			case <-time.After(2 * d.o.ttl):
 			case <-ctx.Done():

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/anishathalye/porcupine"
-
 	"github.com/redfence/redfence/fenced"
 	"github.com/redfence/redfence/mutex"
 )
@@ -40,9 +38,7 @@ func (w *World) client(ctx context.Context, id int, l *mutex.Locker) {
 			}
 			w.resolve(ctx, id, call, LockOp(lk.Token())) // the register is in the faulted store
 		default:
-			w.mu.Lock()
-			w.history = append(w.history, porcupine.Operation{ClientId: id, Call: call, Return: ret, Output: rmw{read}})
-			w.mu.Unlock()
+			w.appendRMW(id, call, ret, read)
 		}
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Release)
 		_ = lk.Release(uctx) // ErrNotHeld after a loss is expected here

@@ -65,7 +65,12 @@ func (w *World) txClient(ctx context.Context, id int, rmw TxRMW) {
 // recordRMW adds a read-modify-write that read read, called at call, that
 // returned now.
 func (w *World) recordRMW(id int, call, read int64) {
-	ret := time.Since(w.start).Nanoseconds()
+	w.appendRMW(id, call, time.Since(w.start).Nanoseconds(), read)
+}
+
+// appendRMW adds a read-modify-write that read read, called at call and
+// returned at ret.
+func (w *World) appendRMW(id int, call, ret, read int64) {
 	w.mu.Lock()
 	w.history = append(w.history, porcupine.Operation{ClientId: id, Call: call, Return: ret, Output: rmw{read}})
 	w.mu.Unlock()
